@@ -1,0 +1,183 @@
+//! Deterministic identities and signed kind-25910 events.
+//!
+//! Determinism rules (`DESIGN.md`, principle 3): keys derive from the scenario seed and a peer
+//! name, `created_at` comes from the virtual clock, and BIP-340 signatures use a fixed auxiliary
+//! value, so the same run produces byte-identical events. Nothing here reads the wall clock or
+//! the OS random source (`nostr`'s `Keys::generate`, `Timestamp::now` and `sign_schnorr` do).
+
+use crate::protocol::envelope::{escaped_str_len, Envelope};
+use nostr::prelude::{
+    Event, EventId, Keys, Kind, PublicKey, SecretKey, Tag, Timestamp, UnsignedEvent,
+};
+use secp256k1::{Secp256k1, SignOnly};
+use sha2::{Digest as _, Sha256};
+use std::sync::LazyLock;
+
+/// The ContextVM message kind: every MCP message and every CEP-22/CEP-41 frame is one event.
+pub const CONTEXTVM_KIND: u16 = 25910;
+
+/// The fixed BIP-340 auxiliary value that makes signatures reproducible.
+const AUX_RAND: [u8; 32] = *b"relaysim deterministic aux v1...";
+
+static SIGNER: LazyLock<Secp256k1<SignOnly>> = LazyLock::new(Secp256k1::signing_only);
+
+/// A peer's signing identity, derived from a seed and a name.
+#[derive(Debug, Clone)]
+pub struct Identity {
+    keys: Keys,
+}
+
+impl Identity {
+    /// The identity named `name` in a run seeded with `seed`: the secret key is
+    /// SHA-256(`"relaysim/key/v1"`, seed, name, counter), with the counter bumped in the
+    /// (astronomically unlikely) case the hash is not a valid secret key.
+    pub fn derive(seed: u64, name: &str) -> Self {
+        for counter in 0u32.. {
+            let mut h = Sha256::new();
+            h.update(b"relaysim/key/v1");
+            h.update(seed.to_le_bytes());
+            h.update((name.len() as u64).to_le_bytes());
+            h.update(name.as_bytes());
+            h.update(counter.to_le_bytes());
+            if let Ok(secret) = SecretKey::from_slice(&h.finalize()) {
+                return Identity {
+                    keys: Keys::new(secret),
+                };
+            }
+        }
+        unreachable!("a valid secret key is found long before the counter wraps")
+    }
+
+    /// The public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.keys.public_key()
+    }
+
+    /// Builds and signs an event, deterministically.
+    pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
+        let created_at = Timestamp::from_secs(created_at);
+        let kind = Kind::from(kind);
+        let unsigned =
+            UnsignedEvent::new(self.public_key(), created_at, kind, tags.clone(), content);
+        let id: EventId = unsigned.compute_id();
+        let sig = self
+            .keys
+            .sign_schnorr_with_aux_rand(&SIGNER, id.as_bytes(), &AUX_RAND);
+        Event::new(
+            id,
+            self.public_key(),
+            created_at,
+            kind,
+            tags,
+            unsigned.content,
+            sig,
+        )
+    }
+
+    /// A kind-25910 ContextVM event to `recipient`, replying to `reply_to` if given.
+    pub fn contextvm_event(
+        &self,
+        recipient: &PublicKey,
+        reply_to: Option<&EventId>,
+        created_at: u64,
+        content: String,
+    ) -> Event {
+        let mut tags = vec![Tag::public_key(*recipient)];
+        if let Some(e) = reply_to {
+            tags.push(Tag::event(*e));
+        }
+        self.sign(CONTEXTVM_KIND, created_at, tags, content)
+    }
+}
+
+/// The published size of a signed kind-25910 event from one identity to one recipient.
+///
+/// A serialized event is its content, JSON-escaped, inside fields whose size does not depend on
+/// the content (id, pubkey, signature, tags, `created_at`). The overhead is measured once on a
+/// real signed event with empty content; after that each measurement is exact and cheap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SignedEventEnvelope {
+    overhead: usize,
+}
+
+impl SignedEventEnvelope {
+    /// Measures the envelope of `identity`'s events to `recipient` with the given tags and a
+    /// `created_at` as wide as `created_at`.
+    pub fn measure(
+        identity: &Identity,
+        recipient: &PublicKey,
+        reply_to: Option<&EventId>,
+        created_at: u64,
+    ) -> Self {
+        let empty = identity.contextvm_event(recipient, reply_to, created_at, String::new());
+        SignedEventEnvelope {
+            overhead: empty.as_json().len(),
+        }
+    }
+
+    /// Bytes of the event with an empty content.
+    pub fn overhead(&self) -> usize {
+        self.overhead
+    }
+}
+
+impl Envelope for SignedEventEnvelope {
+    fn published_size(&self, jsonrpc_text: &str) -> usize {
+        self.overhead + escaped_str_len(jsonrpc_text)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identities_are_derived_deterministically() {
+        let a = Identity::derive(7, "client");
+        assert_eq!(a.public_key(), Identity::derive(7, "client").public_key());
+        assert_ne!(a.public_key(), Identity::derive(8, "client").public_key());
+        assert_ne!(a.public_key(), Identity::derive(7, "server").public_key());
+    }
+
+    #[test]
+    fn signed_events_are_byte_identical_and_verify() {
+        let a = Identity::derive(1, "client");
+        let b = Identity::derive(1, "server");
+        let e1 = a.contextvm_event(
+            &b.public_key(),
+            None,
+            1_700_000_000,
+            "{\"x\":\"é\\\"\"}".into(),
+        );
+        let e2 = a.contextvm_event(
+            &b.public_key(),
+            None,
+            1_700_000_000,
+            "{\"x\":\"é\\\"\"}".into(),
+        );
+        assert_eq!(e1.as_json(), e2.as_json());
+        e1.verify().expect("valid id and signature");
+        assert_eq!(e1.kind, Kind::from(CONTEXTVM_KIND));
+    }
+
+    #[test]
+    fn envelope_size_is_exact_for_real_events() {
+        let a = Identity::derive(1, "client");
+        let b = Identity::derive(1, "server");
+        let reply = a
+            .contextvm_event(&b.public_key(), None, 1, String::new())
+            .id;
+        for reply_to in [None, Some(&reply)] {
+            let env = SignedEventEnvelope::measure(&a, &b.public_key(), reply_to, 1_700_000_000);
+            for content in ["", "{\"a\":\"\\\"\\\\\\n\u{01}\"}", "é😀"] {
+                let ev =
+                    a.contextvm_event(&b.public_key(), reply_to, 1_700_000_000, content.into());
+                assert_eq!(
+                    env.published_size(content),
+                    ev.as_json().len(),
+                    "{content:?}"
+                );
+            }
+        }
+    }
+}

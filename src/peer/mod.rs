@@ -1,0 +1,3 @@
+//! ContextVM peers: JSON-RPC inside signed kind-25910 Nostr events.
+
+pub mod event;

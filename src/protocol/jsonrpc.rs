@@ -1,0 +1,475 @@
+//! MCP JSON-RPC 2.0 messages, as ContextVM carries them in event `content`.
+//!
+//! Messages keep their parameters as [`serde_json::Value`] with insertion order preserved
+//! (`serde_json`'s `preserve_order` feature), so a compact message parses and serializes back to
+//! the same text. MCP `notifications/progress` parameters have a typed view,
+//! [`ProgressParams`], which keeps the ContextVM `cvm` extension object and any other field it
+//! does not know, so nothing is lost on the way through.
+//!
+//! Serialization order is fixed: `jsonrpc`, `id`, `method`, `params` / `result` / `error`, and
+//! inside progress params `progressToken`, `progress`, `total`, `message`, `cvm`, then the rest.
+
+use serde_json::{Map, Number, Value};
+use std::fmt;
+
+/// The `notifications/progress` method name.
+pub const PROGRESS_METHOD: &str = "notifications/progress";
+
+/// Why a text is not a JSON-RPC message we can carry.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum JsonRpcError {
+    /// The text is not JSON at all.
+    #[error("not JSON: {0}")]
+    Syntax(String),
+    /// The JSON is not an object.
+    #[error("a JSON-RPC message must be a JSON object")]
+    NotAnObject,
+    /// `jsonrpc` is missing or not `"2.0"`.
+    #[error("`jsonrpc` must be \"2.0\"")]
+    BadVersion,
+    /// A field has the wrong JSON type or value.
+    #[error("field `{field}`: {expected}")]
+    BadField {
+        /// The field's name (dotted for nested fields).
+        field: &'static str,
+        /// What was expected there.
+        expected: &'static str,
+    },
+    /// The object matches no JSON-RPC message shape.
+    #[error("not a request, notification, response or error: {0}")]
+    UnknownShape(&'static str),
+}
+
+fn bad(field: &'static str, expected: &'static str) -> JsonRpcError {
+    JsonRpcError::BadField { field, expected }
+}
+
+/// A JSON-RPC request id: a string or an integer (fractional ids are refused).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RequestId {
+    /// A numeric id.
+    Number(i64),
+    /// A string id.
+    String(String),
+}
+
+impl RequestId {
+    fn to_value(&self) -> Value {
+        match self {
+            RequestId::Number(n) => Value::from(*n),
+            RequestId::String(s) => Value::from(s.as_str()),
+        }
+    }
+
+    fn from_value(value: &Value, field: &'static str) -> Result<Self, JsonRpcError> {
+        match value {
+            Value::String(s) => Ok(RequestId::String(s.clone())),
+            Value::Number(n) => n
+                .as_i64()
+                .map(RequestId::Number)
+                .ok_or(bad(field, "an integer or a string")),
+            _ => Err(bad(field, "an integer or a string")),
+        }
+    }
+}
+
+impl fmt::Display for RequestId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RequestId::Number(n) => write!(f, "{n}"),
+            RequestId::String(s) => write!(f, "{s:?}"),
+        }
+    }
+}
+
+/// An MCP progress token: a string or an integer. It names a CEP-22 transfer or a CEP-41 stream.
+pub type ProgressToken = RequestId;
+
+/// A JSON-RPC error object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ErrorObject {
+    /// The error code.
+    pub code: i64,
+    /// A short description.
+    pub message: String,
+    /// Optional structured detail.
+    pub data: Option<Value>,
+}
+
+/// One JSON-RPC 2.0 message.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Message {
+    /// A request, which expects a response with the same id.
+    Request {
+        /// The request id.
+        id: RequestId,
+        /// The method name.
+        method: String,
+        /// Parameters, if any.
+        params: Option<Value>,
+    },
+    /// A notification: no id, no response.
+    Notification {
+        /// The method name.
+        method: String,
+        /// Parameters, if any.
+        params: Option<Value>,
+    },
+    /// A successful response.
+    Response {
+        /// The id of the request answered.
+        id: RequestId,
+        /// The result.
+        result: Value,
+    },
+    /// An error response; `id` is `None` (JSON `null`) when the request id could not be read.
+    Error {
+        /// The id of the request answered.
+        id: Option<RequestId>,
+        /// The error.
+        error: ErrorObject,
+    },
+}
+
+impl Message {
+    /// Parses a JSON-RPC message from its text.
+    pub fn parse(text: &str) -> Result<Self, JsonRpcError> {
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| JsonRpcError::Syntax(e.to_string()))?;
+        Self::from_value(value)
+    }
+
+    /// Reads a JSON-RPC message from a parsed JSON value.
+    pub fn from_value(value: Value) -> Result<Self, JsonRpcError> {
+        let Value::Object(mut obj) = value else {
+            return Err(JsonRpcError::NotAnObject);
+        };
+        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+            return Err(JsonRpcError::BadVersion);
+        }
+        let params = match obj.remove("params") {
+            None => None,
+            Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
+            Some(_) => return Err(bad("params", "an object or an array")),
+        };
+        if let Some(method) = obj.remove("method") {
+            let Value::String(method) = method else {
+                return Err(bad("method", "a string"));
+            };
+            return match obj.get("id") {
+                None => Ok(Message::Notification { method, params }),
+                Some(id) => Ok(Message::Request {
+                    id: RequestId::from_value(id, "id")?,
+                    method,
+                    params,
+                }),
+            };
+        }
+        let id = obj
+            .remove("id")
+            .ok_or(JsonRpcError::UnknownShape("no `method` and no `id`"))?;
+        let id = &id;
+        match (obj.remove("result"), obj.remove("error")) {
+            (Some(result), None) => Ok(Message::Response {
+                id: RequestId::from_value(id, "id")?,
+                result,
+            }),
+            (None, Some(error)) => {
+                let id = match id {
+                    Value::Null => None,
+                    other => Some(RequestId::from_value(other, "id")?),
+                };
+                Ok(Message::Error {
+                    id,
+                    error: parse_error_object(error)?,
+                })
+            }
+            (Some(_), Some(_)) => Err(JsonRpcError::UnknownShape("both `result` and `error`")),
+            (None, None) => Err(JsonRpcError::UnknownShape(
+                "a response needs `result` or `error`",
+            )),
+        }
+    }
+
+    /// The message as a JSON value, fields in canonical order.
+    pub fn to_value(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("jsonrpc".into(), Value::from("2.0"));
+        match self {
+            Message::Request { id, method, params } => {
+                obj.insert("id".into(), id.to_value());
+                obj.insert("method".into(), Value::from(method.as_str()));
+                if let Some(p) = params {
+                    obj.insert("params".into(), p.clone());
+                }
+            }
+            Message::Notification { method, params } => {
+                obj.insert("method".into(), Value::from(method.as_str()));
+                if let Some(p) = params {
+                    obj.insert("params".into(), p.clone());
+                }
+            }
+            Message::Response { id, result } => {
+                obj.insert("id".into(), id.to_value());
+                obj.insert("result".into(), result.clone());
+            }
+            Message::Error { id, error } => {
+                obj.insert(
+                    "id".into(),
+                    id.as_ref().map_or(Value::Null, RequestId::to_value),
+                );
+                let mut e = Map::new();
+                e.insert("code".into(), Value::from(error.code));
+                e.insert("message".into(), Value::from(error.message.as_str()));
+                if let Some(d) = &error.data {
+                    e.insert("data".into(), d.clone());
+                }
+                obj.insert("error".into(), Value::Object(e));
+            }
+        }
+        Value::Object(obj)
+    }
+
+    /// The compact serialized text: what goes into an event's `content`.
+    pub fn to_json(&self) -> String {
+        self.to_value().to_string()
+    }
+
+    /// The method name of a request or notification.
+    pub fn method(&self) -> Option<&str> {
+        match self {
+            Message::Request { method, .. } | Message::Notification { method, .. } => Some(method),
+            _ => None,
+        }
+    }
+
+    /// The progress parameters, if this is a well-formed `notifications/progress`.
+    ///
+    /// `None` for any other message; an error if it is a progress notification whose
+    /// parameters are malformed.
+    pub fn progress_params(&self) -> Option<Result<ProgressParams, JsonRpcError>> {
+        match self {
+            Message::Notification { method, params } if method == PROGRESS_METHOD => {
+                Some(match params {
+                    Some(p) => ProgressParams::from_value(p),
+                    None => Err(bad("params", "an object")),
+                })
+            }
+            _ => None,
+        }
+    }
+}
+
+fn parse_error_object(value: Value) -> Result<ErrorObject, JsonRpcError> {
+    let Value::Object(mut e) = value else {
+        return Err(bad("error", "an object"));
+    };
+    let code = e
+        .get("code")
+        .and_then(Value::as_i64)
+        .ok_or(bad("error.code", "an integer"))?;
+    let message = match e.remove("message") {
+        Some(Value::String(m)) => m,
+        _ => return Err(bad("error.message", "a string")),
+    };
+    Ok(ErrorObject {
+        code,
+        message,
+        data: e.remove("data"),
+    })
+}
+
+/// The parameters of an MCP `notifications/progress`, with the ContextVM `cvm` extension.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ProgressParams {
+    /// The token of the request this progress belongs to.
+    pub progress_token: ProgressToken,
+    /// The progress value (a JSON number; CEP-22 and CEP-41 frames require an integer).
+    pub progress: Number,
+    /// Optional total.
+    pub total: Option<Number>,
+    /// Optional human-readable message.
+    pub message: Option<String>,
+    /// The ContextVM transport object (`cvm`), if present.
+    pub cvm: Option<Map<String, Value>>,
+    /// Any other fields, kept in their original order.
+    pub rest: Map<String, Value>,
+}
+
+impl ProgressParams {
+    /// Reads progress params from the `params` value of a notification.
+    pub fn from_value(value: &Value) -> Result<Self, JsonRpcError> {
+        let Value::Object(obj) = value else {
+            return Err(bad("params", "an object"));
+        };
+        let mut rest = obj.clone();
+        let token = rest
+            .remove("progressToken")
+            .ok_or(bad("params.progressToken", "present"))?;
+        let progress_token = RequestId::from_value(&token, "params.progressToken")?;
+        let progress = match rest.shift_remove("progress") {
+            Some(Value::Number(n)) => n,
+            _ => return Err(bad("params.progress", "a number")),
+        };
+        let total = match rest.shift_remove("total") {
+            None => None,
+            Some(Value::Number(n)) => Some(n),
+            Some(_) => return Err(bad("params.total", "a number")),
+        };
+        let message = match rest.shift_remove("message") {
+            None => None,
+            Some(Value::String(s)) => Some(s),
+            Some(_) => return Err(bad("params.message", "a string")),
+        };
+        let cvm = match rest.shift_remove("cvm") {
+            None => None,
+            Some(Value::Object(o)) => Some(o),
+            Some(_) => return Err(bad("params.cvm", "an object")),
+        };
+        Ok(ProgressParams {
+            progress_token,
+            progress,
+            total,
+            message,
+            cvm,
+            rest,
+        })
+    }
+
+    /// The params as a JSON value, fields in canonical order.
+    pub fn to_value(&self) -> Value {
+        let mut obj = Map::new();
+        obj.insert("progressToken".into(), self.progress_token.to_value());
+        obj.insert("progress".into(), Value::Number(self.progress.clone()));
+        if let Some(t) = &self.total {
+            obj.insert("total".into(), Value::Number(t.clone()));
+        }
+        if let Some(m) = &self.message {
+            obj.insert("message".into(), Value::from(m.as_str()));
+        }
+        if let Some(c) = &self.cvm {
+            obj.insert("cvm".into(), Value::Object(c.clone()));
+        }
+        for (k, v) in &self.rest {
+            obj.insert(k.clone(), v.clone());
+        }
+        Value::Object(obj)
+    }
+
+    /// The `progress` value as an integer, as CEP-22 and CEP-41 frames require.
+    pub fn integer_progress(&self) -> Result<u64, JsonRpcError> {
+        self.progress
+            .as_u64()
+            .ok_or(bad("params.progress", "a non-negative integer"))
+    }
+
+    /// Wraps these params in a `notifications/progress` message.
+    pub fn into_message(self) -> Message {
+        Message::Notification {
+            method: PROGRESS_METHOD.into(),
+            params: Some(self.to_value()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(text: &str) {
+        let msg = Message::parse(text).unwrap();
+        assert_eq!(msg.to_json(), text);
+        assert_eq!(Message::parse(&msg.to_json()).unwrap(), msg);
+    }
+
+    #[test]
+    fn request_response_error_notification_round_trip_exactly() {
+        roundtrip(
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"large_tool","arguments":{},"_meta":{"progressToken":"req-123"}}}"#,
+        );
+        roundtrip(
+            r#"{"jsonrpc":"2.0","id":"abc","result":{"content":[{"type":"text","text":"é \"q\""}],"isError":false}}"#,
+        );
+        roundtrip(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32700,"message":"Parse error"}}"#);
+        roundtrip(
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":-32603,"message":"x","data":{"a":[1,2]}}}"#,
+        );
+        roundtrip(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+    }
+
+    #[test]
+    fn progress_params_keep_cvm_and_unknown_fields() {
+        let text = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"req-123","progress":1,"total":4,"message":"starting","cvm":{"type":"oversized-transfer","frameType":"start"},"_meta":{"x":1}}}"#;
+        let msg = Message::parse(text).unwrap();
+        let p = msg.progress_params().unwrap().unwrap();
+        assert_eq!(p.progress_token, RequestId::String("req-123".into()));
+        assert_eq!(p.integer_progress().unwrap(), 1);
+        assert_eq!(p.message.as_deref(), Some("starting"));
+        assert_eq!(p.cvm.as_ref().unwrap()["frameType"], "start");
+        assert_eq!(p.rest["_meta"]["x"], 1);
+        assert_eq!(p.clone().into_message().to_json(), text);
+    }
+
+    #[test]
+    fn numeric_progress_token_is_accepted() {
+        let p =
+            ProgressParams::from_value(&serde_json::json!({"progressToken": 42, "progress": 3}))
+                .unwrap();
+        assert_eq!(p.progress_token, RequestId::Number(42));
+    }
+
+    #[test]
+    fn malformed_input_is_a_typed_error() {
+        use JsonRpcError::*;
+        assert!(matches!(Message::parse("{"), Err(Syntax(_))));
+        assert_eq!(Message::parse("[]"), Err(NotAnObject));
+        assert_eq!(
+            Message::parse(r#"{"jsonrpc":"1.0","method":"x"}"#),
+            Err(BadVersion)
+        );
+        assert_eq!(
+            Message::parse(r#"{"jsonrpc":"2.0","method":7}"#),
+            Err(BadField {
+                field: "method",
+                expected: "a string"
+            })
+        );
+        assert_eq!(
+            Message::parse(r#"{"jsonrpc":"2.0","id":1.5,"method":"x"}"#),
+            Err(BadField {
+                field: "id",
+                expected: "an integer or a string"
+            })
+        );
+        assert!(matches!(
+            Message::parse(r#"{"jsonrpc":"2.0","id":1}"#),
+            Err(UnknownShape(_))
+        ));
+        assert!(matches!(
+            Message::parse(r#"{"jsonrpc":"2.0","id":1,"result":1,"error":{}}"#),
+            Err(UnknownShape(_))
+        ));
+        assert_eq!(
+            Message::parse(r#"{"jsonrpc":"2.0","id":1,"error":{"code":"x","message":"m"}}"#),
+            Err(BadField {
+                field: "error.code",
+                expected: "an integer"
+            })
+        );
+        let no_token = Message::parse(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progress":1}}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            no_token.progress_params().unwrap(),
+            Err(BadField {
+                field: "params.progressToken",
+                expected: "present"
+            })
+        );
+        let frac =
+            ProgressParams::from_value(&serde_json::json!({"progressToken": "t", "progress": 1.5}))
+                .unwrap();
+        assert!(frac.integer_progress().is_err());
+    }
+}

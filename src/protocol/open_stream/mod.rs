@@ -1,0 +1,1 @@
+//! CEP-41 open-ended streams.

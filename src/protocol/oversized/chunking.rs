@@ -1,0 +1,198 @@
+//! Splitting a serialized message into chunk fragments that fit a published-event byte budget.
+//!
+//! Each fragment is the longest run of whole characters whose chunk frame, once enveloped,
+//! publishes within the budget. The guess comes from the envelope's per-character cost model;
+//! the frame is then measured for real and the guess is shrunk by binary search if the model
+//! was too generous, so the guarantee holds for any monotone [`Envelope`]. Frames are measured
+//! with the widest possible `progress` value, so the plan holds whatever numbering the transfer
+//! ends up using (the accept bootstrap shifts it by one).
+
+use super::frame::{TransferBody, TransferFrame};
+use crate::protocol::envelope::Envelope;
+use crate::protocol::jsonrpc::ProgressToken;
+use std::ops::Range;
+
+/// Why a payload cannot be split within a budget.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ChunkingError {
+    /// Not even a chunk with one character fits (or a control frame does not).
+    #[error("byte budget {budget} is too small: a {what} frame publishes as {needed} bytes")]
+    BudgetTooSmall {
+        /// The budget asked for.
+        budget: usize,
+        /// Which frame did not fit.
+        what: &'static str,
+        /// Its smallest published size.
+        needed: usize,
+    },
+}
+
+fn chunk_frame(token: &ProgressToken, data: &str) -> TransferFrame {
+    TransferFrame {
+        token: token.clone(),
+        progress: u64::MAX,
+        message: None,
+        body: TransferBody::Chunk {
+            data: data.to_owned(),
+        },
+    }
+}
+
+/// Published size of the chunk frame for `data`, measured at the widest progress value.
+fn measured(token: &ProgressToken, data: &str, env: &dyn Envelope) -> usize {
+    env.published_size(&chunk_frame(token, data).to_json())
+}
+
+/// Plans the byte ranges of `payload` that become chunks, each publishing within `budget`.
+///
+/// Ranges are contiguous, cover the payload exactly, never split a character and are never
+/// empty. An empty payload yields no ranges.
+pub fn plan_chunks(
+    payload: &str,
+    token: &ProgressToken,
+    budget: usize,
+    env: &dyn Envelope,
+) -> Result<Vec<Range<usize>>, ChunkingError> {
+    let overhead = measured(token, "", env);
+    if overhead >= budget {
+        return Err(ChunkingError::BudgetTooSmall {
+            budget,
+            what: "empty chunk",
+            needed: overhead,
+        });
+    }
+    let room = budget - overhead;
+    let mut ranges = Vec::new();
+    let mut start = 0;
+    while start < payload.len() {
+        let rest = &payload[start..];
+        // Guess from the cost model: the longest prefix whose estimated cost fits the room.
+        let mut cost = 0;
+        let mut guess = 0;
+        for (i, ch) in rest.char_indices() {
+            cost += env.data_char_cost(ch);
+            if cost > room {
+                break;
+            }
+            guess = i + ch.len_utf8();
+        }
+        let end = if guess > 0 && measured(token, &rest[..guess], env) <= budget {
+            guess
+        } else {
+            largest_fitting_prefix(rest, token, budget, env, guess)?
+        };
+        ranges.push(start..start + end);
+        start += end;
+    }
+    Ok(ranges)
+}
+
+/// Binary search over character boundaries for the longest prefix that measures within budget.
+/// Only runs when the cost model over-estimated what fits (an envelope the model does not
+/// describe, such as an encrypted one). Prefixes longer than the guess (or, with no guess, than
+/// the budget itself) are not considered.
+fn largest_fitting_prefix(
+    rest: &str,
+    token: &ProgressToken,
+    budget: usize,
+    env: &dyn Envelope,
+    upper_guess: usize,
+) -> Result<usize, ChunkingError> {
+    let boundaries: Vec<usize> = rest
+        .char_indices()
+        .map(|(i, c)| i + c.len_utf8())
+        .take_while(|&end| end <= if upper_guess > 0 { upper_guess } else { budget })
+        .collect();
+    let first = rest.chars().next().map_or(0, char::len_utf8);
+    let (mut lo, mut hi) = (0usize, boundaries.len()); // answer: boundaries[lo-1], lo in 0..=hi
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        if measured(token, &rest[..boundaries[mid - 1]], env) <= budget {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    if lo == 0 {
+        return Err(ChunkingError::BudgetTooSmall {
+            budget,
+            what: "one-character chunk",
+            needed: measured(token, &rest[..first], env),
+        });
+    }
+    Ok(boundaries[lo - 1])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::envelope::EscapedContentEnvelope;
+    use crate::protocol::jsonrpc::RequestId;
+
+    /// An envelope the cost model knows nothing about: base64-like growth of 4/3.
+    struct Inflating;
+    impl Envelope for Inflating {
+        fn published_size(&self, text: &str) -> usize {
+            200 + text.len().div_ceil(3) * 4
+        }
+    }
+
+    fn token() -> ProgressToken {
+        RequestId::String("tok".into())
+    }
+
+    fn check(payload: &str, budget: usize, env: &dyn Envelope) {
+        let ranges = plan_chunks(payload, &token(), budget, env).unwrap();
+        let mut joined = String::new();
+        for r in &ranges {
+            assert!(!r.is_empty());
+            let data = &payload[r.clone()];
+            assert!(measured(&token(), data, env) <= budget);
+            joined.push_str(data);
+        }
+        assert_eq!(joined, payload);
+    }
+
+    #[test]
+    fn escape_heavy_and_multibyte_payloads_fit_the_budget() {
+        let env = EscapedContentEnvelope { overhead: 600 };
+        check(&"\"\\".repeat(5000), 2000, &env);
+        check(&"é€😀".repeat(3000), 1500, &env);
+        check(&"\u{01}a\n".repeat(3000), 1000, &env);
+        check("", 1000, &env);
+    }
+
+    #[test]
+    fn an_envelope_outside_the_cost_model_still_fits() {
+        check(&"abc\"".repeat(4000), 3000, &Inflating);
+    }
+
+    #[test]
+    fn chunks_are_as_large_as_the_budget_allows() {
+        let env = EscapedContentEnvelope { overhead: 600 };
+        let payload = "x".repeat(10_000);
+        let ranges = plan_chunks(&payload, &token(), 2000, &env).unwrap();
+        let first = &payload[ranges[0].clone()];
+        assert_eq!(measured(&token(), first, &env), 2000);
+    }
+
+    #[test]
+    fn a_budget_below_the_frame_overhead_is_refused() {
+        let env = EscapedContentEnvelope { overhead: 600 };
+        assert!(matches!(
+            plan_chunks("abc", &token(), 650, &env),
+            Err(ChunkingError::BudgetTooSmall {
+                what: "empty chunk",
+                ..
+            })
+        ));
+        let empty = measured(&token(), "", &env);
+        assert!(matches!(
+            plan_chunks("😀", &token(), empty + 2, &env),
+            Err(ChunkingError::BudgetTooSmall {
+                what: "one-character chunk",
+                ..
+            })
+        ));
+    }
+}

@@ -1,0 +1,758 @@
+//! The CEP-22 receiver: admission, bounded reordering, exact reassembly, digest, timeouts.
+//!
+//! # Choices where the spec leaves room
+//!
+//! These make transfers survive what real relays do (delay, reorder, duplicate) without ever
+//! surfacing a wrong or partial message:
+//!
+//! - **Processing order is `progress` order, not arrival order.** A frame that arrives ahead of
+//!   a missing `progress` position waits in a bounded reorder buffer. That covers an `end` that
+//!   overtakes the last chunks: the spec's "end while provisional gaps remain MUST fail" is
+//!   applied when the `end` is *reached in progress order*, after a bounded grace period
+//!   ([`ReceiverConfig::end_grace`]) for the missing positions; when it expires the transfer
+//!   fails with [`TransferFailure::GapAtEnd`].
+//! - **Frames that overtake their `start`** (unknown token) are held as orphans, a bounded
+//!   number for a bounded time, and replayed once the `start` arrives.
+//! - **`progress` is expected to count up by one per frame**, as every reference SDK does; that
+//!   is what makes a missing position detectable. When this receiver sent `accept`, the accept
+//!   takes the position after `start`, and chunks may start either there (a sender that did not
+//!   wait) or one later (a sender that waited); both numberings complete, and `end` tells which
+//!   one was used (`end - totalChunks` is the first chunk's position).
+//! - **Duplicates**: a frame identical to one already seen is dropped and counted; a different
+//!   frame at an occupied position (or a second, different `start`) fails the transfer.
+//! - **Bounds**: admission checks `totalBytes`, `totalChunks` and the number of concurrent
+//!   transfers before any memory is committed; chunks may run at most
+//!   [`ReceiverConfig::reorder_window`] positions past the first missing one, and at most
+//!   [`ReceiverConfig::max_out_of_order_chunks`] may wait; received bytes may never exceed the
+//!   declared `totalBytes`. Each transfer has a hard timeout from its `start`.
+//! - **Termination is final**: a finished or failed transfer leaves a tombstone (a bounded
+//!   number are kept), and later frames for it are ignored; they never resurrect it.
+//! - **Failing sends `abort`** to the sender when the failure is local, so the sender stops.
+
+use super::frame::{Digest, TransferBody, TransferFrame, COMPLETION_MODE_RENDER};
+use crate::protocol::jsonrpc::{Message, ProgressToken};
+use std::collections::{BTreeMap, VecDeque};
+use std::ops::Range;
+use std::time::Duration;
+
+/// Receiver limits and timers. Defaults follow the reference SDK where it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReceiverConfig {
+    /// Largest `totalBytes` admitted (reference SDK: 100 MiB).
+    pub max_total_bytes: u64,
+    /// Largest `totalChunks` admitted (reference SDK: 10,000).
+    pub max_total_chunks: u64,
+    /// Transfers in flight at once (reference SDK: 64).
+    pub max_concurrent_transfers: usize,
+    /// How far past the first missing position a chunk may arrive.
+    pub reorder_window: u64,
+    /// How many chunks may wait behind a missing position.
+    pub max_out_of_order_chunks: usize,
+    /// Hard limit on a transfer's life, from its `start` (reference SDK: 5 min).
+    pub transfer_timeout: Duration,
+    /// How long positions missing before `end` may still arrive.
+    pub end_grace: Duration,
+    /// Whether to answer `start` with `accept`.
+    pub send_accept: bool,
+    /// Frames held while their `start` has not arrived.
+    pub max_orphan_frames: usize,
+    /// How long an orphan frame is held.
+    pub orphan_ttl: Duration,
+    /// How many ended transfers are remembered so their late frames are ignored.
+    pub max_tombstones: usize,
+}
+
+impl Default for ReceiverConfig {
+    fn default() -> Self {
+        ReceiverConfig {
+            max_total_bytes: 100 * 1024 * 1024,
+            max_total_chunks: 10_000,
+            max_concurrent_transfers: 64,
+            reorder_window: 64,
+            max_out_of_order_chunks: 64,
+            transfer_timeout: Duration::from_secs(300),
+            end_grace: Duration::from_secs(5),
+            send_accept: true,
+            max_orphan_frames: 64,
+            orphan_ttl: Duration::from_secs(10),
+            max_tombstones: 4096,
+        }
+    }
+}
+
+/// Why a transfer failed. [`TransferFailure::cause`] names it for statistics.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum TransferFailure {
+    /// The sender aborted.
+    #[error("aborted by the sender: {reason:?}")]
+    AbortedByPeer {
+        /// Its advisory reason.
+        reason: Option<String>,
+    },
+    /// `completionMode` is missing or not `render`.
+    #[error("unsupported completion mode {0:?}")]
+    UnsupportedCompletionMode(Option<String>),
+    /// Admission refused the transfer.
+    #[error("refused by policy: {0}")]
+    Policy(&'static str),
+    /// A frame broke transfer order or contradicted an earlier one.
+    #[error("sequence error: {0}")]
+    Sequence(&'static str),
+    /// The reorder buffer's bounds were exceeded.
+    #[error("reorder buffer exceeded: {0}")]
+    Buffer(&'static str),
+    /// The chunks cannot add up to what `start` declared.
+    #[error("chunks do not match the declared totals: {0}")]
+    Totals(&'static str),
+    /// The reassembled text does not hash to the declared digest.
+    #[error("digest mismatch")]
+    DigestMismatch,
+    /// The reassembled text is not a JSON-RPC message.
+    #[error("reassembled text is not JSON-RPC: {0}")]
+    InvalidMessage(String),
+    /// Positions before `end` were still missing when the grace period ran out.
+    #[error("{missing} frames still missing at end after the grace period")]
+    GapAtEnd {
+        /// How many positions were missing.
+        missing: u64,
+    },
+    /// The hard transfer timeout ran out.
+    #[error("transfer timed out")]
+    Timeout,
+}
+
+impl TransferFailure {
+    /// A short, stable cause name for statistics.
+    pub fn cause(&self) -> &'static str {
+        match self {
+            TransferFailure::AbortedByPeer { .. } => "aborted-by-peer",
+            TransferFailure::UnsupportedCompletionMode(_) => "unsupported-completion-mode",
+            TransferFailure::Policy(_) => "policy",
+            TransferFailure::Sequence(_) => "sequence",
+            TransferFailure::Buffer(_) => "buffer",
+            TransferFailure::Totals(_) => "totals",
+            TransferFailure::DigestMismatch => "digest-mismatch",
+            TransferFailure::InvalidMessage(_) => "invalid-message",
+            TransferFailure::GapAtEnd { .. } => "gap-at-end",
+            TransferFailure::Timeout => "timeout",
+        }
+    }
+}
+
+/// What became of a frame handed to the receiver.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameVerdict {
+    /// Taken into a transfer (or it ended one).
+    Accepted,
+    /// Identical to a frame already seen; dropped.
+    Duplicate,
+    /// Its `start` has not arrived; held for a while.
+    Orphaned,
+    /// Ignored: the transfer has ended, or the frame is not one a receiver takes.
+    Ignored(&'static str),
+}
+
+/// What the receiver tells the application.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReceiverEvent<P> {
+    /// A transfer was admitted.
+    Started {
+        /// The sending peer.
+        peer: P,
+        /// The transfer's token.
+        token: ProgressToken,
+        /// Declared size.
+        total_bytes: u64,
+        /// Declared chunk count.
+        total_chunks: u64,
+    },
+    /// A transfer completed and validated: the exact serialized message.
+    Completed {
+        /// The sending peer.
+        peer: P,
+        /// The transfer's token.
+        token: ProgressToken,
+        /// The reassembled JSON-RPC text; byte length and digest verified.
+        message: String,
+    },
+    /// A transfer failed; nothing of it was surfaced.
+    Failed {
+        /// The sending peer.
+        peer: P,
+        /// The transfer's token.
+        token: ProgressToken,
+        /// Why.
+        failure: TransferFailure,
+    },
+}
+
+/// Counts of frames that did not advance any transfer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ReceiverCounters {
+    /// Identical duplicates dropped.
+    pub duplicates: u64,
+    /// Frames for ended transfers, or of a kind a receiver does not take.
+    pub ignored: u64,
+    /// Orphans dropped because the orphan buffer was full or their time ran out.
+    pub orphans_dropped: u64,
+}
+
+struct Transfer {
+    start: TransferFrame,
+    start_progress: u64,
+    accept_slot: Option<u64>,
+    digest: Digest,
+    total_bytes: u64,
+    total_chunks: u64,
+    /// Chunks assembled so far, in progress order.
+    assembled: String,
+    /// Where each assembled chunk sits in `assembled`, by progress.
+    spans: BTreeMap<u64, Range<usize>>,
+    /// Chunks waiting behind a missing position.
+    waiting: BTreeMap<u64, String>,
+    received_bytes: u64,
+    /// Lowest position after `start` that is neither a received chunk nor our accept.
+    next_missing: u64,
+    end_progress: Option<u64>,
+    highest_progress: u64,
+    deadline: Duration,
+    grace_deadline: Option<Duration>,
+}
+
+impl Transfer {
+    fn chunk_count(&self) -> u64 {
+        (self.spans.len() + self.waiting.len()) as u64
+    }
+
+    fn has_chunk(&self, position: u64) -> bool {
+        self.spans.contains_key(&position) || self.waiting.contains_key(&position)
+    }
+
+    /// How many positions in `first..end` hold no chunk.
+    fn missing_chunks(&self, first: u64, end: u64) -> u64 {
+        (first..end).filter(|&q| !self.has_chunk(q)).count() as u64
+    }
+
+    /// Appends waiting chunks that have become contiguous.
+    fn advance(&mut self) {
+        loop {
+            if Some(self.next_missing) == self.accept_slot {
+                self.next_missing += 1;
+            } else if let Some(data) = self.waiting.remove(&self.next_missing) {
+                self.append(self.next_missing, &data);
+                self.next_missing += 1;
+            } else {
+                break;
+            }
+        }
+    }
+
+    fn append(&mut self, progress: u64, data: &str) {
+        let at = self.assembled.len();
+        self.assembled.push_str(data);
+        self.spans.insert(progress, at..self.assembled.len());
+    }
+
+    /// A chunk in the accept slot: the sender did not wait for our accept, so its first chunk
+    /// took that position. It precedes every other chunk, so it goes in front.
+    fn prepend_at_accept_slot(&mut self, progress: u64, data: &str) {
+        let shift = data.len();
+        self.assembled.insert_str(0, data);
+        for span in self.spans.values_mut() {
+            *span = span.start + shift..span.end + shift;
+        }
+        self.spans.insert(progress, 0..shift);
+    }
+
+    fn content_at(&self, progress: u64) -> Option<&str> {
+        if let Some(span) = self.spans.get(&progress) {
+            return Some(&self.assembled[span.clone()]);
+        }
+        self.waiting.get(&progress).map(String::as_str)
+    }
+}
+
+/// All CEP-22 transfers a peer is receiving, keyed by (sending peer, progress token).
+pub struct OversizedReceiver<P> {
+    config: ReceiverConfig,
+    transfers: BTreeMap<(P, ProgressToken), Transfer>,
+    orphans: VecDeque<(P, TransferFrame, Duration)>,
+    tombstones: BTreeMap<(P, ProgressToken), ()>,
+    tombstone_order: VecDeque<(P, ProgressToken)>,
+    outbox: VecDeque<(P, TransferFrame)>,
+    events: VecDeque<ReceiverEvent<P>>,
+    counters: ReceiverCounters,
+}
+
+enum Step {
+    Continue,
+    Fail(TransferFailure),
+    Finalize,
+}
+
+impl<P: Ord + Clone> OversizedReceiver<P> {
+    /// A receiver with the given limits.
+    pub fn new(config: ReceiverConfig) -> Self {
+        OversizedReceiver {
+            config,
+            transfers: BTreeMap::new(),
+            orphans: VecDeque::new(),
+            tombstones: BTreeMap::new(),
+            tombstone_order: VecDeque::new(),
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+            counters: ReceiverCounters::default(),
+        }
+    }
+
+    /// The limits in force.
+    pub fn config(&self) -> &ReceiverConfig {
+        &self.config
+    }
+
+    /// Counts of frames that advanced nothing.
+    pub fn counters(&self) -> &ReceiverCounters {
+        &self.counters
+    }
+
+    /// How many transfers are in flight.
+    pub fn active_transfers(&self) -> usize {
+        self.transfers.len()
+    }
+
+    /// Takes one frame from `peer` at `now`.
+    pub fn handle_frame(&mut self, peer: &P, frame: TransferFrame, now: Duration) -> FrameVerdict {
+        let key = (peer.clone(), frame.token.clone());
+        if self.tombstones.contains_key(&key) {
+            self.counters.ignored += 1;
+            return FrameVerdict::Ignored("transfer has ended");
+        }
+        if matches!(frame.body, TransferBody::Accept) {
+            // Accept is what a receiver sends; a sender's accept means nothing here.
+            self.counters.ignored += 1;
+            return FrameVerdict::Ignored("accept is not for a receiver");
+        }
+        if !self.transfers.contains_key(&key) {
+            return match frame.body {
+                TransferBody::Start { .. } => self.admit(key, frame, now),
+                _ => self.hold_orphan(peer, frame, now),
+            };
+        }
+        let verdict;
+        let step = {
+            let transfer = self.transfers.get_mut(&key).expect("checked above");
+            let (v, s) = Self::apply(&self.config, transfer, frame, now);
+            verdict = v;
+            s
+        };
+        if verdict == FrameVerdict::Duplicate {
+            self.counters.duplicates += 1;
+        }
+        self.after_step(key, step);
+        verdict
+    }
+
+    fn admit(
+        &mut self,
+        key: (P, ProgressToken),
+        frame: TransferFrame,
+        now: Duration,
+    ) -> FrameVerdict {
+        let TransferBody::Start {
+            completion_mode,
+            digest,
+            total_bytes,
+            total_chunks,
+        } = &frame.body
+        else {
+            unreachable!("admit takes start frames only")
+        };
+        let refusal = if completion_mode.as_deref() != Some(COMPLETION_MODE_RENDER) {
+            Some(TransferFailure::UnsupportedCompletionMode(
+                completion_mode.clone(),
+            ))
+        } else if *total_bytes > self.config.max_total_bytes {
+            Some(TransferFailure::Policy("totalBytes over the limit"))
+        } else if *total_chunks > self.config.max_total_chunks {
+            Some(TransferFailure::Policy("totalChunks over the limit"))
+        } else if self.transfers.len() >= self.config.max_concurrent_transfers {
+            Some(TransferFailure::Policy("too many concurrent transfers"))
+        } else if *total_chunks == 0 && *total_bytes > 0 {
+            Some(TransferFailure::Totals("bytes declared but no chunks"))
+        } else {
+            None
+        };
+        let (peer, token) = key.clone();
+        if let Some(failure) = refusal {
+            self.send_abort(&peer, &token, frame.progress + 1, &failure);
+            self.events.push_back(ReceiverEvent::Failed {
+                peer,
+                token,
+                failure,
+            });
+            self.bury(key);
+            return FrameVerdict::Accepted;
+        }
+        let start_progress = frame.progress;
+        let accept_slot = self.config.send_accept.then_some(start_progress + 1);
+        if let Some(slot) = accept_slot {
+            self.outbox.push_back((
+                peer.clone(),
+                TransferFrame {
+                    token: token.clone(),
+                    progress: slot,
+                    message: None,
+                    body: TransferBody::Accept,
+                },
+            ));
+        }
+        self.events.push_back(ReceiverEvent::Started {
+            peer: peer.clone(),
+            token: token.clone(),
+            total_bytes: *total_bytes,
+            total_chunks: *total_chunks,
+        });
+        let mut transfer = Transfer {
+            digest: *digest,
+            total_bytes: *total_bytes,
+            total_chunks: *total_chunks,
+            start_progress,
+            accept_slot,
+            // Capacity is bounded by admission (max_total_bytes).
+            assembled: String::with_capacity(*total_bytes as usize),
+            spans: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+            received_bytes: 0,
+            next_missing: start_progress + 1,
+            end_progress: None,
+            highest_progress: accept_slot.unwrap_or(start_progress),
+            deadline: now + self.config.transfer_timeout,
+            grace_deadline: None,
+            start: frame,
+        };
+        transfer.advance(); // steps over our own accept
+        self.transfers.insert(key.clone(), transfer);
+        // Frames that overtook this start go in now, in progress order.
+        let mut early: Vec<TransferFrame> = Vec::new();
+        self.orphans.retain(|(p, f, _)| {
+            if *p == key.0 && f.token == key.1 {
+                early.push(f.clone());
+                false
+            } else {
+                true
+            }
+        });
+        early.sort_by_key(|f| f.progress);
+        let mut step = Step::Continue;
+        for f in early {
+            let Some(transfer) = self.transfers.get_mut(&key) else {
+                break;
+            };
+            step = Self::apply(&self.config, transfer, f, now).1;
+            if !matches!(step, Step::Continue) {
+                break;
+            }
+        }
+        self.after_step(key, step);
+        FrameVerdict::Accepted
+    }
+
+    fn hold_orphan(&mut self, peer: &P, frame: TransferFrame, now: Duration) -> FrameVerdict {
+        if self.config.max_orphan_frames == 0 {
+            self.counters.orphans_dropped += 1;
+            return FrameVerdict::Ignored("no transfer with this token");
+        }
+        if self.orphans.len() >= self.config.max_orphan_frames {
+            self.orphans.pop_front();
+            self.counters.orphans_dropped += 1;
+        }
+        self.orphans
+            .push_back((peer.clone(), frame, now + self.config.orphan_ttl));
+        FrameVerdict::Orphaned
+    }
+
+    /// Applies a non-start-of-transfer frame to an active transfer.
+    fn apply(
+        config: &ReceiverConfig,
+        t: &mut Transfer,
+        frame: TransferFrame,
+        now: Duration,
+    ) -> (FrameVerdict, Step) {
+        let p = frame.progress;
+        match frame.body {
+            TransferBody::Start { .. } => {
+                if frame == t.start {
+                    (FrameVerdict::Duplicate, Step::Continue)
+                } else {
+                    (
+                        FrameVerdict::Accepted,
+                        Step::Fail(TransferFailure::Sequence(
+                            "a second start for an active transfer",
+                        )),
+                    )
+                }
+            }
+            TransferBody::Abort { reason } => (
+                FrameVerdict::Accepted,
+                Step::Fail(TransferFailure::AbortedByPeer { reason }),
+            ),
+            TransferBody::Accept => (
+                FrameVerdict::Ignored("accept is not for a receiver"),
+                Step::Continue,
+            ),
+            TransferBody::End => {
+                if let Some(e) = t.end_progress {
+                    return if e == p {
+                        (FrameVerdict::Duplicate, Step::Continue)
+                    } else {
+                        (
+                            FrameVerdict::Accepted,
+                            Step::Fail(TransferFailure::Sequence("two different end frames")),
+                        )
+                    };
+                }
+                if p <= t.highest_progress {
+                    return (
+                        FrameVerdict::Accepted,
+                        Step::Fail(TransferFailure::Sequence("end does not follow every chunk")),
+                    );
+                }
+                t.end_progress = Some(p);
+                t.highest_progress = p;
+                (FrameVerdict::Accepted, Self::check_end(config, t, now))
+            }
+            TransferBody::Chunk { data } => {
+                if let Some(existing) = t.content_at(p) {
+                    return if existing == data {
+                        (FrameVerdict::Duplicate, Step::Continue)
+                    } else {
+                        (
+                            FrameVerdict::Accepted,
+                            Step::Fail(TransferFailure::Sequence(
+                                "two different chunks at one progress value",
+                            )),
+                        )
+                    };
+                }
+                let step = Self::take_chunk(config, t, p, data);
+                if !matches!(step, Step::Continue) {
+                    return (FrameVerdict::Accepted, step);
+                }
+                let step = if t.end_progress.is_some() {
+                    Self::check_end(config, t, now)
+                } else {
+                    Step::Continue
+                };
+                (FrameVerdict::Accepted, step)
+            }
+        }
+    }
+
+    fn take_chunk(config: &ReceiverConfig, t: &mut Transfer, p: u64, data: String) -> Step {
+        if p <= t.start_progress {
+            return Step::Fail(TransferFailure::Sequence("chunk before start"));
+        }
+        if t.end_progress.is_some_and(|e| p > e) {
+            return Step::Fail(TransferFailure::Sequence("chunk after end"));
+        }
+        if t.chunk_count() >= t.total_chunks {
+            return Step::Fail(TransferFailure::Totals("more chunks than totalChunks"));
+        }
+        if t.received_bytes + data.len() as u64 > t.total_bytes {
+            return Step::Fail(TransferFailure::Totals("more bytes than totalBytes"));
+        }
+        t.received_bytes += data.len() as u64;
+        t.highest_progress = t.highest_progress.max(p);
+        if Some(p) == t.accept_slot {
+            // The sender did not count our accept; this is its first chunk.
+            t.prepend_at_accept_slot(p, &data);
+            return Step::Continue;
+        }
+        if p == t.next_missing {
+            t.append(p, &data);
+            t.next_missing += 1;
+            t.advance();
+            return Step::Continue;
+        }
+        if p - t.next_missing > config.reorder_window {
+            return Step::Fail(TransferFailure::Buffer("chunk beyond the reorder window"));
+        }
+        if t.waiting.len() >= config.max_out_of_order_chunks {
+            return Step::Fail(TransferFailure::Buffer("too many out-of-order chunks"));
+        }
+        t.waiting.insert(p, data);
+        Step::Continue
+    }
+
+    /// With `end` known: complete, fail, or wait (bounded) for missing positions.
+    fn check_end(config: &ReceiverConfig, t: &mut Transfer, now: Duration) -> Step {
+        let end = t.end_progress.expect("called with end known");
+        let Some(first) = end.checked_sub(t.total_chunks) else {
+            return Step::Fail(TransferFailure::Totals(
+                "end comes too early for totalChunks",
+            ));
+        };
+        let valid_first = first == t.start_progress + 1
+            || t.accept_slot.is_some_and(|a| first == a || first == a + 1);
+        if !valid_first {
+            return Step::Fail(TransferFailure::Totals("end does not match totalChunks"));
+        }
+        let missing = t.missing_chunks(first, end);
+        if missing == 0 {
+            return Step::Finalize;
+        }
+        if t.grace_deadline.is_none() {
+            t.grace_deadline = Some(now + config.end_grace);
+        }
+        Step::Continue
+    }
+
+    fn after_step(&mut self, key: (P, ProgressToken), step: Step) {
+        match step {
+            Step::Continue => {}
+            Step::Fail(failure) => self.fail(key, failure),
+            Step::Finalize => {
+                let t = self
+                    .transfers
+                    .remove(&key)
+                    .expect("finalizing an active transfer");
+                let (peer, token) = key.clone();
+                let result = Self::validate(t);
+                self.bury(key);
+                match result {
+                    Ok(message) => self.events.push_back(ReceiverEvent::Completed {
+                        peer,
+                        token,
+                        message,
+                    }),
+                    Err((failure, next_progress)) => {
+                        self.send_abort(&peer, &token, next_progress, &failure);
+                        self.events.push_back(ReceiverEvent::Failed {
+                            peer,
+                            token,
+                            failure,
+                        });
+                    }
+                }
+            }
+        }
+    }
+
+    fn validate(t: Transfer) -> Result<String, (TransferFailure, u64)> {
+        let next = t.highest_progress + 1;
+        if t.chunk_count() != t.total_chunks || !t.waiting.is_empty() {
+            return Err((
+                TransferFailure::Totals("chunk count differs from totalChunks"),
+                next,
+            ));
+        }
+        if t.assembled.len() as u64 != t.total_bytes {
+            return Err((
+                TransferFailure::Totals("byte count differs from totalBytes"),
+                next,
+            ));
+        }
+        if Digest::of(&t.assembled) != t.digest {
+            return Err((TransferFailure::DigestMismatch, next));
+        }
+        if let Err(e) = Message::parse(&t.assembled) {
+            return Err((TransferFailure::InvalidMessage(e.to_string()), next));
+        }
+        Ok(t.assembled)
+    }
+
+    fn fail(&mut self, key: (P, ProgressToken), failure: TransferFailure) {
+        let Some(t) = self.transfers.remove(&key) else {
+            return;
+        };
+        let (peer, token) = key.clone();
+        if !matches!(failure, TransferFailure::AbortedByPeer { .. }) {
+            self.send_abort(&peer, &token, t.highest_progress + 1, &failure);
+        }
+        self.events.push_back(ReceiverEvent::Failed {
+            peer,
+            token,
+            failure,
+        });
+        self.bury(key);
+    }
+
+    fn send_abort(
+        &mut self,
+        peer: &P,
+        token: &ProgressToken,
+        progress: u64,
+        failure: &TransferFailure,
+    ) {
+        self.outbox.push_back((
+            peer.clone(),
+            TransferFrame {
+                token: token.clone(),
+                progress,
+                message: None,
+                body: TransferBody::Abort {
+                    reason: Some(failure.to_string()),
+                },
+            },
+        ));
+    }
+
+    fn bury(&mut self, key: (P, ProgressToken)) {
+        self.orphans
+            .retain(|(p, f, _)| !(*p == key.0 && f.token == key.1));
+        if self.tombstones.insert(key.clone(), ()).is_none() {
+            self.tombstone_order.push_back(key);
+        }
+        while self.tombstone_order.len() > self.config.max_tombstones {
+            if let Some(old) = self.tombstone_order.pop_front() {
+                self.tombstones.remove(&old);
+            }
+        }
+    }
+
+    /// The next frame to send to a sender (`accept` or `abort`).
+    pub fn poll_transmit(&mut self) -> Option<(P, TransferFrame)> {
+        self.outbox.pop_front()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<ReceiverEvent<P>> {
+        self.events.pop_front()
+    }
+
+    /// The earliest instant at which [`OversizedReceiver::handle_timeout`] has work.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        let transfers = self
+            .transfers
+            .values()
+            .flat_map(|t| [Some(t.deadline), t.grace_deadline])
+            .flatten();
+        let orphans = self.orphans.iter().map(|(_, _, expiry)| *expiry);
+        transfers.chain(orphans).min()
+    }
+
+    /// Fails transfers whose hard timeout or end grace has run out; drops expired orphans.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let expired: Vec<((P, ProgressToken), TransferFailure)> = self
+            .transfers
+            .iter()
+            .filter_map(|(key, t)| {
+                if t.deadline <= now {
+                    Some((key.clone(), TransferFailure::Timeout))
+                } else if t.grace_deadline.is_some_and(|g| g <= now) {
+                    let end = t.end_progress.unwrap_or(t.highest_progress);
+                    let missing = t.missing_chunks(end.saturating_sub(t.total_chunks), end);
+                    Some((key.clone(), TransferFailure::GapAtEnd { missing }))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (key, failure) in expired {
+            self.fail(key, failure);
+        }
+        let before = self.orphans.len();
+        self.orphans.retain(|(_, _, expiry)| *expiry > now);
+        self.counters.orphans_dropped += (before - self.orphans.len()) as u64;
+    }
+}
