@@ -3,6 +3,7 @@
 //! a run); output goes out through `poll_*` methods. Nothing here depends on other relaysim
 //! modules.
 
+pub mod cvm;
 pub mod envelope;
 pub mod jsonrpc;
 pub mod open_stream;

@@ -1,1 +1,20 @@
-//! CEP-41 open-ended streams.
+//! CEP-41 open-ended streams: frames, writer, session (reader) with keepalive, a registry of
+//! sessions with policies, and an async `Stream` adapter for async drivers.
+
+pub mod adapter;
+pub mod frame;
+pub mod keepalive;
+pub mod policy;
+pub mod registry;
+pub mod session;
+pub mod writer;
+
+pub use adapter::{chunk_stream, ChunkFeeder, ChunkStream};
+pub use frame::{StreamBody, StreamFrame};
+pub use policy::{StreamErrorKind, StreamFailure, StreamPolicy};
+pub use registry::{OpenStreamRegistry, RegistryEvent};
+pub use session::{FrameVerdict, OpenStreamSession, SessionState, StreamChunk};
+pub use writer::{OpenStreamWriter, WriteError, WriterConfig, WriterState};
+
+#[cfg(test)]
+mod tests;

@@ -1,7 +1,8 @@
 //! CEP-22 frames: `start`, `accept`, `chunk`, `end`, `abort`, carried in the `cvm` object of an
 //! MCP `notifications/progress` with `cvm.type = "oversized-transfer"`.
 
-use crate::protocol::jsonrpc::{JsonRpcError, Message, ProgressParams, ProgressToken};
+use crate::protocol::cvm::{self, field_error, opt_str_field, str_field, u64_field, FrameError};
+use crate::protocol::jsonrpc::{Message, ProgressParams, ProgressToken};
 use serde_json::{Map, Number, Value};
 
 /// The `cvm.type` of every CEP-22 frame.
@@ -90,80 +91,33 @@ pub struct TransferFrame {
     pub body: TransferBody,
 }
 
-/// Why a progress notification is not a valid CEP-22 frame.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum FrameError {
-    /// The JSON-RPC layer is malformed.
-    #[error(transparent)]
-    JsonRpc(#[from] JsonRpcError),
-    /// `cvm.type` is absent or another profile's.
-    #[error("not an oversized-transfer frame")]
-    NotThisProfile,
-    /// `cvm.frameType` is not one of the five.
-    #[error("unknown frameType {0:?}")]
-    UnknownFrameType(String),
-    /// A required field is missing or has the wrong type.
-    #[error("cvm.{field}: {expected}")]
-    BadField {
-        /// Field name inside `cvm`.
-        field: &'static str,
-        /// What was expected.
-        expected: &'static str,
-    },
-}
-
-fn field_err(field: &'static str, expected: &'static str) -> FrameError {
-    FrameError::BadField { field, expected }
-}
-
 impl TransferFrame {
     /// Reads a frame from progress params. [`FrameError::NotThisProfile`] when `cvm.type` is not
     /// `oversized-transfer`, so callers can try the other profiles.
     pub fn from_params(params: &ProgressParams) -> Result<Self, FrameError> {
-        let cvm = params.cvm.as_ref().ok_or(FrameError::NotThisProfile)?;
-        if cvm.get("type").and_then(Value::as_str) != Some(CVM_TYPE) {
-            return Err(FrameError::NotThisProfile);
-        }
-        let progress = params.integer_progress()?;
-        let frame_type = cvm
-            .get("frameType")
-            .and_then(Value::as_str)
-            .ok_or(field_err("frameType", "a string"))?;
-        let u64_field = |name: &'static str| {
-            cvm.get(name)
-                .and_then(Value::as_u64)
-                .ok_or(field_err(name, "a non-negative integer"))
-        };
+        let cvm::FrameHeader {
+            cvm,
+            progress,
+            frame_type,
+        } = cvm::header(params, CVM_TYPE)?;
         let body = match frame_type {
             "start" => TransferBody::Start {
-                completion_mode: match cvm.get("completionMode") {
-                    None => None,
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(_) => return Err(field_err("completionMode", "a string")),
-                },
+                completion_mode: opt_str_field(cvm, "completionMode")?,
                 digest: cvm
                     .get("digest")
                     .and_then(Value::as_str)
                     .and_then(Digest::parse)
-                    .ok_or(field_err("digest", "\"sha256:\" and 64 hex digits"))?,
-                total_bytes: u64_field("totalBytes")?,
-                total_chunks: u64_field("totalChunks")?,
+                    .ok_or(field_error("digest", "\"sha256:\" and 64 hex digits"))?,
+                total_bytes: u64_field(cvm, "totalBytes")?,
+                total_chunks: u64_field(cvm, "totalChunks")?,
             },
             "accept" => TransferBody::Accept,
             "chunk" => TransferBody::Chunk {
-                data: cvm
-                    .get("data")
-                    .and_then(Value::as_str)
-                    .ok_or(field_err("data", "a string"))?
-                    .to_owned(),
+                data: str_field(cvm, "data")?,
             },
             "end" => TransferBody::End,
             "abort" => TransferBody::Abort {
-                reason: match cvm.get("reason") {
-                    None | Some(Value::Null) => None,
-                    Some(Value::String(s)) => Some(s.clone()),
-                    Some(_) => return Err(field_err("reason", "a string")),
-                },
+                reason: opt_str_field(cvm, "reason")?,
             },
             other => return Err(FrameError::UnknownFrameType(other.to_owned())),
         };
@@ -185,9 +139,7 @@ impl TransferFrame {
 
     /// The frame as MCP progress params.
     pub fn to_params(&self) -> ProgressParams {
-        let mut cvm = Map::new();
-        cvm.insert("type".into(), Value::from(CVM_TYPE));
-        cvm.insert("frameType".into(), Value::from(self.body.frame_type()));
+        let mut cvm = cvm::new_cvm(CVM_TYPE, self.body.frame_type());
         match &self.body {
             TransferBody::Start {
                 completion_mode,
@@ -314,21 +266,21 @@ mod tests {
         );
         assert_eq!(
             parse(serde_json::json!({"type": "oversized-transfer", "frameType": "chunk"})),
-            Err(field_err("data", "a string"))
+            Err(field_error("data", "a string"))
         );
         assert_eq!(
             parse(
                 serde_json::json!({"type": "oversized-transfer", "frameType": "start",
                 "digest": "md5:00", "totalBytes": 1, "totalChunks": 1})
             ),
-            Err(field_err("digest", "\"sha256:\" and 64 hex digits"))
+            Err(field_error("digest", "\"sha256:\" and 64 hex digits"))
         );
         assert_eq!(
             parse(
                 serde_json::json!({"type": "oversized-transfer", "frameType": "start",
                 "digest": Digest::of("").to_wire(), "totalBytes": -1, "totalChunks": 1})
             ),
-            Err(field_err("totalBytes", "a non-negative integer"))
+            Err(field_error("totalBytes", "a non-negative integer"))
         );
     }
 }

@@ -11,8 +11,9 @@ pub mod frame;
 pub mod receiver;
 pub mod sender;
 
+pub use crate::protocol::cvm::FrameError;
 pub use chunking::{plan_chunks, ChunkingError};
-pub use frame::{Digest, FrameError, TransferBody, TransferFrame};
+pub use frame::{Digest, TransferBody, TransferFrame};
 pub use receiver::{
     FrameVerdict, OversizedReceiver, ReceiverConfig, ReceiverCounters, ReceiverEvent,
     TransferFailure,
