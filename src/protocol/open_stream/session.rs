@@ -19,8 +19,12 @@
 //!   else consumes values), so gaps in `progress` are never errors.
 //! - **`close` that overtakes chunks** waits for them for `close_grace`; with
 //!   `lastChunkIndex` the stream completes once every index up to it is released, also when
-//!   the *tail* chunk was the one missing. Without a bound, `close` completes as soon as no gap
-//!   is known (nothing waits in the reorder buffer).
+//!   the *tail* chunk was the one missing, and fails with [`StreamFailure::GapAtClose`] when the
+//!   grace period ends first. Without a bound nothing says how many chunks there were, so the
+//!   session uses `progress` as a hint: `close` completes at once when no gap is known and every
+//!   `progress` value between the last chunk and `close` belongs to a frame it has seen (or to
+//!   its own `accept`); otherwise it waits the grace period for a chunk that may still be in
+//!   flight, then completes with what it has (or fails, if a known gap remains).
 //! - **Identical duplicates are dropped** and counted; a duplicated `ping` is answered once.
 //! - **Keepalive**: any valid frame resets the idle timer; an invalid `pong` does not. Pings with
 //!   a nonce over `max_nonce_bytes` are ignored (neither answered nor counted as activity).
@@ -85,6 +89,7 @@ pub struct OpenStreamSession {
     token: ProgressToken,
     policy: StreamPolicy,
     start: StreamFrame,
+    accept_slot: Option<u64>,
     state: SessionState,
     next_release: u64,
     last_released: Option<(u64, u64)>,
@@ -116,6 +121,7 @@ impl OpenStreamSession {
             keepalive: Keepalive::new(policy.idle_timeout, policy.probe_timeout, now),
             lifetime_deadline: policy.max_lifetime.map(|l| now + l),
             own_progress: start.progress + 1,
+            accept_slot: policy.send_accept.then_some(start.progress + 1),
             policy,
             start,
             state: SessionState::Open,
@@ -386,11 +392,23 @@ impl OpenStreamSession {
         }
     }
 
+    /// For a `close` without a bound: whether every `progress` value between the last chunk and
+    /// `close` is a frame already seen, so no chunk can still be in flight.
+    fn tail_accounted(&self) -> bool {
+        let Some((close_progress, None)) = self.close else {
+            return true;
+        };
+        let after = self.highest_chunk.map_or(self.start.progress, |(_, p)| p);
+        close_progress - after <= RECENT_CONTROL as u64
+            && (after + 1..close_progress)
+                .all(|q| self.recent_control.contains_key(&q) || Some(q) == self.accept_slot)
+    }
+
     fn check_close(&mut self, now: Duration) {
         if self.close.is_none() || self.is_terminal() {
             return;
         }
-        if self.missing() == 0 && self.waiting.is_empty() {
+        if self.missing() == 0 && self.waiting.is_empty() && self.tail_accounted() {
             self.state = SessionState::Completed;
             self.grace_deadline = None;
         } else if self.grace_deadline.is_none() {
@@ -458,6 +476,13 @@ impl OpenStreamSession {
             return self.fail(StreamFailure::LifetimeExceeded);
         }
         if self.grace_deadline.is_some_and(|d| now >= d) {
+            let unbounded = matches!(self.close, Some((_, None)));
+            if unbounded && self.waiting.is_empty() {
+                // No bound and no known gap: what arrived is the stream.
+                self.grace_deadline = None;
+                self.state = SessionState::Completed;
+                return;
+            }
             let missing = self.missing().max(1);
             return self.fail(StreamFailure::GapAtClose { missing });
         }

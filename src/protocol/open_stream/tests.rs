@@ -1137,3 +1137,47 @@ fn a_dropped_tail_chunk_fails_after_the_grace_period() {
         "the writer had already closed"
     );
 }
+
+#[test]
+fn an_unbounded_close_that_overtakes_the_last_chunk_waits_for_it() {
+    let mut sess = session();
+    sess.handle_frame(chunk(2, 0), T0);
+    sess.handle_frame(close(4, None), T0);
+    assert_eq!(
+        sess.state(),
+        &SessionState::Closing,
+        "progress 3 is unaccounted for"
+    );
+    sess.handle_frame(chunk(3, 1), ms(10));
+    assert_eq!(sess.state(), &SessionState::Completed);
+    assert_eq!(read_all(&mut sess), vec![0, 1]);
+}
+
+#[test]
+fn an_unbounded_close_completes_after_the_grace_period_when_no_gap_is_known() {
+    let mut sess = session();
+    sess.handle_frame(chunk(2, 0), T0);
+    sess.handle_frame(close(4, None), T0);
+    sess.handle_timeout(s(5));
+    assert_eq!(sess.state(), &SessionState::Completed);
+}
+
+#[test]
+fn an_unbounded_close_after_accounted_control_frames_completes_at_once() {
+    // The session's own accept took progress 2; the writer's pong took 4.
+    let mut sess = OpenStreamSession::new(start(1), StreamPolicy::default(), T0);
+    sess.handle_frame(chunk(3, 0), T0);
+    sess.handle_frame(frame(4, StreamBody::Pong { nonce: "x".into() }), T0);
+    sess.handle_frame(frame(5, StreamBody::Ping { nonce: "y".into() }), T0);
+    sess.handle_frame(close(6, None), T0);
+    assert_eq!(
+        sess.state(),
+        &SessionState::Closing,
+        "a pong matching nothing is not a seen frame"
+    );
+    let mut sess = OpenStreamSession::new(start(1), StreamPolicy::default(), T0);
+    sess.handle_frame(chunk(3, 0), T0);
+    sess.handle_frame(frame(4, StreamBody::Ping { nonce: "y".into() }), T0);
+    sess.handle_frame(close(5, None), T0);
+    assert_eq!(sess.state(), &SessionState::Completed);
+}
