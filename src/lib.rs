@@ -7,5 +7,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cli;
 pub mod peer;
 pub mod protocol;
+pub mod sim;

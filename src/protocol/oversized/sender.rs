@@ -188,6 +188,16 @@ impl OversizedSender {
             && matches!(self.state, SenderState::Finished | SenderState::Failed(_))
     }
 
+    /// True when [`OversizedSender::poll_transmit`] has a frame ready (it is not waiting for
+    /// `accept` and has not finished).
+    pub fn has_pending(&self) -> bool {
+        self.pending_abort.is_some()
+            || matches!(
+                self.state,
+                SenderState::Starting | SenderState::Sending { .. } | SenderState::Ending
+            )
+    }
+
     fn frame(&mut self, body: TransferBody) -> TransferFrame {
         let progress = self.next_progress;
         self.next_progress += 1;

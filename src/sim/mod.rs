@@ -1,0 +1,6 @@
+//! The simulated world and its drivers. So far: seeded randomness split into named streams,
+//! an impaired one-way link, and a single-transfer run used by `relaysim transfer`.
+
+pub mod link;
+pub mod rng;
+pub mod transfer;
