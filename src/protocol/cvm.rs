@@ -26,6 +26,11 @@ pub enum FrameError {
     },
 }
 
+/// The largest integer a frame may carry in `progress`, `chunkIndex` or `lastChunkIndex`:
+/// 2^53 - 1, the largest integer a JavaScript peer represents exactly. Bounding them also lets
+/// every engine add small offsets without overflow.
+pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+
 /// Shorthand for [`FrameError::BadField`].
 pub fn field_error(field: &'static str, expected: &'static str) -> FrameError {
     FrameError::BadField { field, expected }
@@ -51,6 +56,14 @@ pub fn header<'a>(
         return Err(FrameError::NotThisProfile);
     }
     let progress = params.integer_progress()?;
+    if progress > MAX_SAFE_INTEGER {
+        return Err(FrameError::JsonRpc(
+            crate::protocol::jsonrpc::JsonRpcError::BadField {
+                field: "params.progress",
+                expected: "an integer no larger than 2^53 - 1",
+            },
+        ));
+    }
     let frame_type = cvm
         .get("frameType")
         .and_then(Value::as_str)
@@ -73,6 +86,7 @@ pub fn progress_params(message: &Message) -> Result<ProgressParams, FrameError> 
 pub fn u64_field(cvm: &Map<String, Value>, name: &'static str) -> Result<u64, FrameError> {
     cvm.get(name)
         .and_then(Value::as_u64)
+        .filter(|n| *n <= MAX_SAFE_INTEGER)
         .ok_or(field_error(name, "a non-negative integer"))
 }
 

@@ -54,7 +54,8 @@ pub enum RequestId {
 }
 
 impl RequestId {
-    fn to_value(&self) -> Value {
+    /// The id as a JSON value.
+    pub fn to_value(&self) -> Value {
         match self {
             RequestId::Number(n) => Value::from(*n),
             RequestId::String(s) => Value::from(s.as_str()),
@@ -304,7 +305,7 @@ impl ProgressParams {
         };
         let mut rest = obj.clone();
         let token = rest
-            .remove("progressToken")
+            .shift_remove("progressToken")
             .ok_or(bad("params.progressToken", "present"))?;
         let progress_token = RequestId::from_value(&token, "params.progressToken")?;
         let progress = match rest.shift_remove("progress") {
@@ -408,6 +409,17 @@ mod tests {
         assert_eq!(p.cvm.as_ref().unwrap()["frameType"], "start");
         assert_eq!(p.rest["_meta"]["x"], 1);
         assert_eq!(p.clone().into_message().to_json(), text);
+    }
+
+    #[test]
+    fn several_unknown_fields_keep_their_order() {
+        let text = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":1,"a":1,"b":2,"c":3}}"#;
+        let p = Message::parse(text)
+            .unwrap()
+            .progress_params()
+            .unwrap()
+            .unwrap();
+        assert_eq!(p.into_message().to_json(), text);
     }
 
     #[test]

@@ -127,6 +127,20 @@ impl StreamFrame {
         })
     }
 
+    /// Whether the frame's numbers are within [`cvm::MAX_SAFE_INTEGER`] (frames built in code
+    /// rather than parsed may not be; engines ignore those).
+    pub fn in_range(&self) -> bool {
+        let max = cvm::MAX_SAFE_INTEGER;
+        self.progress <= max
+            && match &self.body {
+                StreamBody::Chunk { chunk_index, .. } => *chunk_index <= max,
+                StreamBody::Close {
+                    last_chunk_index: Some(last),
+                } => *last <= max,
+                _ => true,
+            }
+    }
+
     /// Reads a frame from a JSON-RPC message.
     pub fn from_message(message: &Message) -> Result<Self, FrameError> {
         Self::from_params(&cvm::progress_params(message)?)

@@ -95,6 +95,9 @@ impl<P: Ord + Clone> OpenStreamRegistry<P> {
 
     /// Takes one frame from `peer` at `now`.
     pub fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration) -> FrameVerdict {
+        if !frame.in_range() {
+            return FrameVerdict::Ignored("number out of range");
+        }
         let key = (peer.clone(), frame.token.clone());
         if self.tombstones.contains_key(&key) {
             return FrameVerdict::Ignored("stream has ended");

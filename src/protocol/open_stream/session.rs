@@ -20,7 +20,7 @@
 //! - **`close` that overtakes chunks** waits for them for `close_grace`; with
 //!   `lastChunkIndex` the stream completes once every index up to it is released, also when
 //!   the *tail* chunk was the one missing, and fails with [`StreamFailure::GapAtClose`] when the
-//!   grace period ends first. Without a bound nothing says how many chunks there were, so the
+//!   grace period ends first (it restarts whenever a missing chunk arrives). Without a bound nothing says how many chunks there were, so the
 //!   session uses `progress` as a hint: `close` completes at once when no gap is known and every
 //!   `progress` value between the last chunk and `close` belongs to a frame it has seen (or to
 //!   its own `accept`); otherwise it waits the grace period for a chunk that may still be in
@@ -106,6 +106,7 @@ pub struct OpenStreamSession {
     own_progress: u64,
     lifetime_deadline: Option<Duration>,
     grace_deadline: Option<Duration>,
+    missing_at_close: u64,
     duplicates: u64,
 }
 
@@ -137,6 +138,7 @@ impl OpenStreamSession {
             close: None,
             outbox,
             grace_deadline: None,
+            missing_at_close: u64::MAX,
             duplicates: 0,
         }
     }
@@ -180,6 +182,9 @@ impl OpenStreamSession {
     pub fn handle_frame(&mut self, frame: StreamFrame, now: Duration) -> FrameVerdict {
         if frame.token != self.token {
             return FrameVerdict::Ignored("another stream's frame");
+        }
+        if !frame.in_range() {
+            return FrameVerdict::Ignored("number out of range");
         }
         if self.is_terminal() {
             return FrameVerdict::Ignored("stream has ended");
@@ -276,7 +281,7 @@ impl OpenStreamSession {
             };
         }
         if let Some((hi_index, hi_progress)) = self.highest_chunk {
-            if hi_progress > p {
+            if hi_progress >= p {
                 return Err(StreamFailure::Sequence("a chunk numbered after close"));
             }
             if last.is_some_and(|l| hi_index > l) {
@@ -295,7 +300,7 @@ impl OpenStreamSession {
         data: String,
     ) -> Result<FrameVerdict, StreamFailure> {
         if let Some((close_progress, last)) = self.close {
-            if p > close_progress {
+            if p >= close_progress {
                 return Err(StreamFailure::Sequence("a chunk numbered after close"));
             }
             if last.is_some_and(|l| index > l) {
@@ -408,12 +413,15 @@ impl OpenStreamSession {
         if self.close.is_none() || self.is_terminal() {
             return;
         }
-        if self.missing() == 0 && self.waiting.is_empty() && self.tail_accounted() {
+        let missing = self.missing();
+        if missing == 0 && self.waiting.is_empty() && self.tail_accounted() {
             self.state = SessionState::Completed;
             self.grace_deadline = None;
-        } else if self.grace_deadline.is_none() {
+        } else if self.grace_deadline.is_none() || missing < self.missing_at_close {
+            // Starts at close, and again whenever a missing chunk arrives.
             self.grace_deadline = Some(now + self.policy.close_grace);
         }
+        self.missing_at_close = missing;
     }
 
     /// Fails the stream locally: releases buffers and, when warranted, queues `abort`.

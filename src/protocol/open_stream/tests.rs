@@ -1181,3 +1181,61 @@ fn an_unbounded_close_after_accounted_control_frames_completes_at_once() {
     sess.handle_frame(close(5, None), T0);
     assert_eq!(sess.state(), &SessionState::Completed);
 }
+
+#[test]
+fn frames_with_out_of_range_numbers_never_panic_and_are_ignored() {
+    let mut r = registry(StreamPolicy::default());
+    assert_eq!(
+        r.handle_frame(&"a", start(u64::MAX), T0),
+        FrameVerdict::Ignored("number out of range")
+    );
+    r.handle_frame(&"a", start(1), T0);
+    assert_eq!(
+        r.handle_frame(&"a", chunk(2, u64::MAX), T0),
+        FrameVerdict::Ignored("number out of range")
+    );
+    assert_eq!(
+        r.handle_frame(&"a", close(3, Some(u64::MAX)), T0),
+        FrameVerdict::Ignored("number out of range")
+    );
+    let mut w = writer(true);
+    w.write("a", T0).unwrap();
+    drain(&mut w);
+    assert!(!w.handle_frame(&frame(u64::MAX, StreamBody::Accept), T0));
+    assert!(w.awaiting_accept());
+}
+
+#[test]
+fn a_chunk_sharing_its_progress_with_close_fails() {
+    let mut sess = session();
+    sess.handle_frame(chunk(5, 0), T0);
+    sess.handle_frame(close(5, None), T0);
+    assert_eq!(
+        failed(&sess),
+        Some(&StreamFailure::Sequence("a chunk numbered after close"))
+    );
+}
+
+#[test]
+fn the_close_grace_period_restarts_while_missing_chunks_keep_arriving() {
+    let mut sess = session();
+    sess.handle_frame(close(10, Some(4)), T0);
+    for i in 0..5 {
+        let t = s(4 * (i + 1));
+        sess.handle_timeout(t);
+        sess.handle_frame(chunk(2 + i, i), t);
+    }
+    assert_eq!(sess.state(), &SessionState::Completed);
+}
+
+#[test]
+fn a_pong_answered_while_close_is_queued_goes_out_before_close() {
+    let mut w = writer(true);
+    w.write("a", T0).unwrap();
+    w.close(T0).unwrap();
+    drain(&mut w); // start; chunk and close wait for accept
+    w.handle_frame(&frame(2, StreamBody::Ping { nonce: "r".into() }), T0);
+    w.handle_frame(&frame(3, StreamBody::Accept), T0);
+    let kinds: Vec<&str> = drain(&mut w).iter().map(|f| f.body.frame_type()).collect();
+    assert_eq!(kinds, ["chunk", "pong", "close"]);
+}

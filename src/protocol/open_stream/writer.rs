@@ -232,6 +232,7 @@ impl OpenStreamWriter {
     /// was valid for this stream (and so counted as activity).
     pub fn handle_frame(&mut self, frame: &StreamFrame, now: Duration) -> bool {
         if frame.token != self.token
+            || !frame.in_range()
             || matches!(
                 self.state,
                 WriterState::Idle | WriterState::Closed | WriterState::Failed(_)
@@ -250,7 +251,7 @@ impl OpenStreamWriter {
                 if nonce.len() > self.config.max_nonce_bytes {
                     false
                 } else {
-                    self.queue.push_back(StreamBody::Pong {
+                    self.enqueue_control(StreamBody::Pong {
                         nonce: nonce.clone(),
                     });
                     true
@@ -277,6 +278,18 @@ impl OpenStreamWriter {
             }
         }
         valid
+    }
+
+    /// Queues a ping or pong behind every chunk already written but ahead of a queued `close`,
+    /// so nothing ever follows the terminal frame.
+    fn enqueue_control(&mut self, body: StreamBody) {
+        match self.queue.back() {
+            Some(StreamBody::Close { .. }) => {
+                let at = self.queue.len() - 1;
+                self.queue.insert(at, body);
+            }
+            _ => self.queue.push_back(body),
+        }
     }
 
     /// Keepalive runs while the stream is live and not waiting for `accept` (which has its own
@@ -312,7 +325,7 @@ impl OpenStreamWriter {
         };
         match keepalive.on_timeout(now) {
             KeepaliveAction::Nothing => {}
-            KeepaliveAction::Ping(nonce) => self.queue.push_back(StreamBody::Ping { nonce }),
+            KeepaliveAction::Ping(nonce) => self.enqueue_control(StreamBody::Ping { nonce }),
             KeepaliveAction::ProbeTimedOut => {
                 self.fail_with(StreamFailure::ProbeTimeout, Some("probe timeout".into()));
             }

@@ -129,6 +129,12 @@ impl TransferFrame {
         })
     }
 
+    /// Whether the frame's numbers are within [`cvm::MAX_SAFE_INTEGER`] (frames built in code
+    /// rather than parsed may not be; engines ignore those).
+    pub fn in_range(&self) -> bool {
+        self.progress <= cvm::MAX_SAFE_INTEGER
+    }
+
     /// Reads a frame from a JSON-RPC message.
     pub fn from_message(message: &Message) -> Result<Self, FrameError> {
         let params = message

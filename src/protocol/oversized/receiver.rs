@@ -9,8 +9,8 @@
 //!   a missing `progress` position waits in a bounded reorder buffer. That covers an `end` that
 //!   overtakes the last chunks: the spec's "end while provisional gaps remain MUST fail" is
 //!   applied when the `end` is *reached in progress order*, after a bounded grace period
-//!   ([`ReceiverConfig::end_grace`]) for the missing positions; when it expires the transfer
-//!   fails with [`TransferFailure::GapAtEnd`].
+//!   ([`ReceiverConfig::end_grace`]) for the missing positions, restarted whenever one of them
+//!   arrives; when it expires the transfer fails with [`TransferFailure::GapAtEnd`].
 //! - **Frames that overtake their `start`** (unknown token) are held as orphans, a bounded
 //!   number for a bounded time, and replayed once the `start` arrives.
 //! - **`progress` is expected to count up by one per frame**, as every reference SDK does; that
@@ -214,6 +214,8 @@ struct Transfer {
     /// Lowest position after `start` that is neither a received chunk nor our accept.
     next_missing: u64,
     end_progress: Option<u64>,
+    /// Chunks still missing when `end` was last checked.
+    missing_at_end: u64,
     highest_progress: u64,
     deadline: Duration,
     grace_deadline: Option<Duration>,
@@ -222,15 +224,6 @@ struct Transfer {
 impl Transfer {
     fn chunk_count(&self) -> u64 {
         (self.spans.len() + self.waiting.len()) as u64
-    }
-
-    fn has_chunk(&self, position: u64) -> bool {
-        self.spans.contains_key(&position) || self.waiting.contains_key(&position)
-    }
-
-    /// How many positions in `first..end` hold no chunk.
-    fn missing_chunks(&self, first: u64, end: u64) -> u64 {
-        (first..end).filter(|&q| !self.has_chunk(q)).count() as u64
     }
 
     /// Appends waiting chunks that have become contiguous.
@@ -322,6 +315,10 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
 
     /// Takes one frame from `peer` at `now`.
     pub fn handle_frame(&mut self, peer: &P, frame: TransferFrame, now: Duration) -> FrameVerdict {
+        if !frame.in_range() {
+            self.counters.ignored += 1;
+            return FrameVerdict::Ignored("progress out of range");
+        }
         let key = (peer.clone(), frame.token.clone());
         if self.tombstones.contains_key(&key) {
             self.counters.ignored += 1;
@@ -418,13 +415,14 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             total_chunks: *total_chunks,
             start_progress,
             accept_slot,
-            // Capacity is bounded by admission (max_total_bytes).
-            assembled: String::with_capacity(*total_bytes as usize),
+            // Memory grows with what arrives; a declaration alone commits at most 1 MiB.
+            assembled: String::with_capacity((*total_bytes).min(1 << 20) as usize),
             spans: BTreeMap::new(),
             waiting: BTreeMap::new(),
             received_bytes: 0,
             next_missing: start_progress + 1,
             end_progress: None,
+            missing_at_end: u64::MAX,
             highest_progress: accept_slot.unwrap_or(start_progress),
             deadline: now + self.config.transfer_timeout,
             grace_deadline: None,
@@ -552,7 +550,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         if p <= t.start_progress {
             return Step::Fail(TransferFailure::Sequence("chunk before start"));
         }
-        if t.end_progress.is_some_and(|e| p > e) {
+        if t.end_progress.is_some_and(|e| p >= e) {
             return Step::Fail(TransferFailure::Sequence("chunk after end"));
         }
         if t.chunk_count() >= t.total_chunks {
@@ -597,13 +595,28 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         if !valid_first {
             return Step::Fail(TransferFailure::Totals("end does not match totalChunks"));
         }
-        let missing = t.missing_chunks(first, end);
+        let lowest = [t.spans.keys().next(), t.waiting.keys().next()]
+            .into_iter()
+            .flatten()
+            .min()
+            .copied();
+        if lowest.is_some_and(|l| l < first) {
+            return Step::Fail(TransferFailure::Sequence(
+                "a chunk outside the positions end declares",
+            ));
+        }
+        // Every chunk lies in first..end and there are at most totalChunks of them, so the
+        // count alone says how many positions are still empty.
+        let missing = t.total_chunks - t.chunk_count();
         if missing == 0 {
             return Step::Finalize;
         }
-        if t.grace_deadline.is_none() {
+        // The grace period starts at end and starts again whenever a missing chunk arrives: a
+        // slow but progressing relay is not a gap.
+        if t.grace_deadline.is_none() || missing < t.missing_at_end {
             t.grace_deadline = Some(now + config.end_grace);
         }
+        t.missing_at_end = missing;
         Step::Continue
     }
 
@@ -740,8 +753,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                 if t.deadline <= now {
                     Some((key.clone(), TransferFailure::Timeout))
                 } else if t.grace_deadline.is_some_and(|g| g <= now) {
-                    let end = t.end_progress.unwrap_or(t.highest_progress);
-                    let missing = t.missing_chunks(end.saturating_sub(t.total_chunks), end);
+                    let missing = t.total_chunks.saturating_sub(t.chunk_count());
                     Some((key.clone(), TransferFailure::GapAtEnd { missing }))
                 } else {
                     None

@@ -257,7 +257,7 @@ impl OversizedSender {
     /// another token, and frames a sender has no use for, are ignored; returns whether the
     /// frame changed anything.
     pub fn handle_frame(&mut self, frame: &TransferFrame) -> bool {
-        if frame.token != self.token || self.is_terminal() {
+        if frame.token != self.token || self.is_terminal() || !frame.in_range() {
             return false;
         }
         match &frame.body {

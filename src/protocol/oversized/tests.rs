@@ -766,3 +766,62 @@ fn a_reassembled_text_that_is_not_json_rpc_fails() {
         Some(TransferFailure::InvalidMessage(_))
     ));
 }
+
+#[test]
+fn frames_with_out_of_range_numbers_never_panic_and_are_ignored() {
+    let (_, frames) = direct_frames(2);
+    let mut r = receiver(true);
+    let mut huge = frames[0].clone();
+    huge.progress = u64::MAX;
+    assert_eq!(
+        r.handle_frame(&"alice", huge, T0),
+        FrameVerdict::Ignored("progress out of range")
+    );
+    r.handle_frame(&"alice", frames[0].clone(), T0);
+    let mut far = frames[1].clone();
+    far.progress = u64::MAX - 1;
+    r.handle_frame(&"alice", far, T0);
+    let mut s = sender(&message(3000), 1500, true);
+    s.poll_transmit(T0);
+    assert!(!s.handle_frame(&TransferFrame {
+        token: token(),
+        progress: u64::MAX,
+        message: None,
+        body: TransferBody::Accept
+    }));
+    // And the wire form refuses them outright.
+    let text = r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"t","progress":9007199254740992,"cvm":{"type":"oversized-transfer","frameType":"end"}}}"#;
+    assert!(TransferFrame::from_message(&Message::parse(text).unwrap()).is_err());
+}
+
+#[test]
+fn a_chunk_numbered_at_or_after_end_fails() {
+    let (_, mut frames) = direct_frames(3);
+    let end = frames.pop().unwrap();
+    let mut r = receiver(false);
+    feed(&mut r, frames[..2].iter().cloned().chain([end.clone()]));
+    let mut late = frames[2].clone();
+    late.progress = end.progress;
+    r.handle_frame(&"alice", late, T0);
+    assert_eq!(
+        failure(&mut r),
+        Some(TransferFailure::Sequence("chunk after end"))
+    );
+}
+
+#[test]
+fn the_end_grace_period_restarts_while_missing_chunks_keep_arriving() {
+    let (payload, mut frames) = direct_frames(6);
+    let end = frames.pop().unwrap();
+    let start = frames.remove(0);
+    let mut r = receiver(false);
+    feed(&mut r, [start, end]);
+    // One chunk every 4 s: each is within 5 s of the previous one, though the last arrives
+    // long after the first grace period would have ended.
+    for (i, f) in frames.into_iter().enumerate() {
+        let t = Duration::from_secs(4 * (i as u64 + 1));
+        r.handle_timeout(t);
+        r.handle_frame(&"alice", f, t);
+    }
+    assert_delivered(&mut r, &payload);
+}
