@@ -45,4 +45,5 @@
 pub mod cli;
 pub mod peer;
 pub mod protocol;
+pub mod relay;
 pub mod sim;

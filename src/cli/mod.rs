@@ -1,8 +1,9 @@
 //! The `relaysim` command line: argument parsing and printing only; the work is in the library.
 
+use crate::peer::content::ContentClass;
 use crate::protocol::oversized::ReceiverConfig;
 use crate::sim::link::Impairments;
-use crate::sim::transfer::{ContentClass, TransferRun};
+use crate::sim::transfer::TransferRun;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use std::time::Duration;

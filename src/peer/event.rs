@@ -16,6 +16,9 @@ use std::sync::LazyLock;
 /// The ContextVM message kind: every MCP message and every CEP-22/CEP-41 frame is one event.
 pub const CONTEXTVM_KIND: u16 = 25910;
 
+/// `created_at` at virtual time zero: a fixed epoch keeps runs reproducible.
+pub const EPOCH_SECS: u64 = 1_700_000_000;
+
 /// The fixed BIP-340 auxiliary value that makes signatures reproducible.
 const AUX_RAND: [u8; 32] = *b"relaysim deterministic aux v1...";
 

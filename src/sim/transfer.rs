@@ -5,59 +5,15 @@
 
 use super::link::{Impairments, Link};
 use super::rng::SeededStreams;
-use crate::peer::event::{Identity, SignedEventEnvelope};
+use crate::peer::content::{payload_text, ContentClass};
+use crate::peer::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use crate::protocol::jsonrpc::{Message, RequestId};
 use crate::protocol::oversized::{
     ChunkingError, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
     TransferFrame,
 };
-use rand::Rng;
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
-
-/// Virtual `created_at` of the first event (a fixed epoch keeps runs reproducible).
-pub const EPOCH_SECS: u64 = 1_700_000_000;
-
-/// What the payload text is made of.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ContentClass {
-    /// Letters, digits and spaces.
-    Ascii,
-    /// Mostly `"` and `\`, which cost four bytes each once published.
-    EscapeHeavy,
-    /// Two-, three- and four-byte UTF-8 characters.
-    Utf8,
-    /// Any Unicode scalar values, control characters included.
-    Random,
-}
-
-impl FromStr for ContentClass {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "ascii" => Ok(ContentClass::Ascii),
-            "escape-heavy" => Ok(ContentClass::EscapeHeavy),
-            "utf8" => Ok(ContentClass::Utf8),
-            "random" => Ok(ContentClass::Random),
-            other => Err(format!(
-                "unknown content class {other:?}: expected ascii, escape-heavy, utf8 or random"
-            )),
-        }
-    }
-}
-
-impl fmt::Display for ContentClass {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            ContentClass::Ascii => "ascii",
-            ContentClass::EscapeHeavy => "escape-heavy",
-            ContentClass::Utf8 => "utf8",
-            ContentClass::Random => "random",
-        })
-    }
-}
 
 /// A single-transfer run.
 #[derive(Debug, Clone)]
@@ -116,28 +72,6 @@ pub enum RunError {
     Chunking(#[from] ChunkingError),
 }
 
-fn payload_text(content: ContentClass, size: usize, streams: &SeededStreams) -> String {
-    let mut rng = streams.stream("workload/payload");
-    let mut text = String::with_capacity(size + 4);
-    while text.len() < size {
-        let ch = match content {
-            ContentClass::Ascii => {
-                const A: &[u8] = b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ";
-                A[rng.random_range(0..A.len())] as char
-            }
-            ContentClass::EscapeHeavy => ['"', '\\', '"', '\\', 'a', '\n'][rng.random_range(0..6)],
-            ContentClass::Utf8 => ['é', 'ß', '€', '中', '😀', '🦀'][rng.random_range(0..6)],
-            ContentClass::Random => loop {
-                if let Some(c) = char::from_u32(rng.random_range(0..0x11_0000)) {
-                    break c;
-                }
-            },
-        };
-        text.push(ch);
-    }
-    text
-}
-
 enum Action {
     ToReceiver(TransferFrame, u64),
     ToSender(TransferFrame),
@@ -159,7 +93,7 @@ impl TransferRun {
         let payload = Message::Response {
             id: RequestId::Number(1),
             result: serde_json::json!({
-                "content": [{ "type": "text", "text": payload_text(self.content, self.size, &streams) }]
+                "content": [{ "type": "text", "text": payload_text(self.content, self.size, &mut streams.stream("workload/payload")) }]
             }),
         }
         .to_json();

@@ -1,0 +1,631 @@
+//! The ContextVM client peer: MCP requests out, responses, CEP-22 transfers and CEP-41 streams
+//! in, all inside kind-25910 events. Sans-IO like the engines it drives.
+//!
+//! Correlation: a response is matched to its call by JSON-RPC id; transfer and stream frames by
+//! progress token (every call that may stream or transfer carries one). The server also tags
+//! them with `["e", request_event_id]`.
+
+use super::capabilities::Capabilities;
+use super::core::{PeerCore, PublishOutcome};
+use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
+use super::nip01::{ClientMessage, RelayMessage, RelayName};
+use super::Peer;
+use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
+use crate::protocol::open_stream::{
+    OpenStreamRegistry, RegistryEvent, StreamChunk, StreamFailure, StreamFrame, StreamPolicy,
+};
+use crate::protocol::oversized::{
+    OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, SenderFailure,
+    SenderState, TransferBody, TransferFailure, TransferFrame,
+};
+use nostr::prelude::{Event, EventId, PublicKey};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// Identifies a call; it is also the JSON-RPC id of the request.
+pub type CallId = u64;
+
+/// MCP protocol version the peers speak.
+pub const PROTOCOL_VERSION: &str = "2025-06-18";
+
+/// How a client behaves.
+#[derive(Debug, Clone)]
+pub struct ClientConfig {
+    /// The server's public key.
+    pub server: PublicKey,
+    /// What this client advertises.
+    pub capabilities: Capabilities,
+    /// Skip `initialize`; advertise capabilities on the first request instead.
+    pub stateless: bool,
+    /// A call fails when nothing about it arrives for this long (valid frames refresh it).
+    pub request_timeout: Duration,
+    /// A call fails after this long whatever arrives.
+    pub max_request_timeout: Duration,
+    /// Largest published event; larger requests go out as CEP-22 transfers.
+    pub budget: usize,
+    /// Limits for oversized responses.
+    pub oversized: ReceiverConfig,
+    /// Limits for streams.
+    pub stream_policy: StreamPolicy,
+}
+
+impl ClientConfig {
+    /// Defaults for a client of `server`: everything supported, stateful, 30 s soft and 5 min
+    /// hard request timeouts, the SDKs' 48,000-byte budget.
+    pub fn new(server: PublicKey) -> Self {
+        ClientConfig {
+            server,
+            capabilities: Capabilities::all(),
+            stateless: false,
+            request_timeout: Duration::from_secs(30),
+            max_request_timeout: Duration::from_secs(300),
+            budget: 48_000,
+            oversized: ReceiverConfig {
+                // A client never asks for a bootstrap: responses come straight.
+                send_accept: false,
+                ..ReceiverConfig::default()
+            },
+            stream_policy: StreamPolicy::default(),
+        }
+    }
+}
+
+/// Why a call ended without a response.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CallFailure {
+    /// Nothing about the call arrived within the request timeout.
+    #[error("request timed out")]
+    Timeout,
+    /// The hard maximum ran out.
+    #[error("request exceeded the hard timeout")]
+    HardTimeout,
+    /// The request is too large to publish and has no progress token for CEP-22.
+    #[error("request too large to publish without a progress token")]
+    RequestTooLarge,
+    /// Every relay rejected the request (not for size).
+    #[error("relays rejected the request: {0}")]
+    Rejected(String),
+    /// The oversized response failed.
+    #[error("oversized response failed: {0}")]
+    Download(TransferFailure),
+    /// The oversized request failed.
+    #[error("oversized request failed: {0}")]
+    Upload(SenderFailure),
+}
+
+impl CallFailure {
+    /// A short, stable cause name for statistics.
+    pub fn cause(&self) -> String {
+        match self {
+            CallFailure::Timeout => "timeout".into(),
+            CallFailure::HardTimeout => "hard-timeout".into(),
+            CallFailure::RequestTooLarge => "request-too-large".into(),
+            CallFailure::Rejected(_) => "rejected".into(),
+            CallFailure::Download(f) => format!("download-{}", f.cause()),
+            CallFailure::Upload(f) => format!("upload-{}", f.cause()),
+        }
+    }
+}
+
+/// What the client tells the application.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ClientEvent {
+    /// `initialize` answered.
+    Initialized {
+        /// What the server advertised.
+        capabilities: Capabilities,
+    },
+    /// The final JSON-RPC response of a call.
+    Response {
+        /// The call.
+        call: CallId,
+        /// Its result or error.
+        response: Result<Value, ErrorObject>,
+    },
+    /// The server started a stream for a call.
+    StreamOpened {
+        /// The call.
+        call: CallId,
+    },
+    /// A call's stream ended.
+    StreamEnded {
+        /// The call.
+        call: CallId,
+        /// Closed successfully, or why not.
+        outcome: Result<(), StreamFailure>,
+    },
+    /// A call ended without a response.
+    Failed {
+        /// The call.
+        call: CallId,
+        /// Why.
+        failure: CallFailure,
+    },
+}
+
+/// How a call may use the transports.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CallOptions {
+    /// Send `_meta.progressToken`, enabling CEP-22 in both directions.
+    pub progress: bool,
+}
+
+struct PendingCall {
+    token: Option<ProgressToken>,
+    /// The serialized request, kept while a size rejection could still call for CEP-22.
+    request_text: Option<String>,
+    request_event: Option<EventId>,
+    soft_deadline: Duration,
+    hard_deadline: Duration,
+    is_initialize: bool,
+}
+
+/// A ContextVM client.
+pub struct ContextVmClient {
+    core: PeerCore,
+    config: ClientConfig,
+    frame_envelope: SignedEventEnvelope,
+    next_id: CallId,
+    now: Duration,
+    server_capabilities: Capabilities,
+    advertised: bool,
+    calls: BTreeMap<CallId, PendingCall>,
+    by_token: BTreeMap<ProgressToken, CallId>,
+    downloads: OversizedReceiver<PublicKey>,
+    uploads: BTreeMap<ProgressToken, OversizedSender>,
+    streams: OpenStreamRegistry<PublicKey>,
+    events: VecDeque<ClientEvent>,
+    malformed: u64,
+}
+
+impl ContextVmClient {
+    /// A client using `relays`. The driver calls [`Peer::connected`] for each relay once its
+    /// connection is up; the client then subscribes there.
+    pub fn new(identity: Identity, relays: Vec<RelayName>, config: ClientConfig) -> Self {
+        let frame_envelope =
+            SignedEventEnvelope::measure(&identity, &config.server, None, EPOCH_SECS);
+        let core = PeerCore::new(identity, relays);
+        ContextVmClient {
+            downloads: OversizedReceiver::new(config.oversized.clone()),
+            streams: OpenStreamRegistry::new(config.stream_policy.clone()),
+            core,
+            frame_envelope,
+            config,
+            next_id: 1,
+            now: Duration::ZERO,
+            server_capabilities: Capabilities::default(),
+            advertised: false,
+            calls: BTreeMap::new(),
+            by_token: BTreeMap::new(),
+            uploads: BTreeMap::new(),
+            events: VecDeque::new(),
+            malformed: 0,
+        }
+    }
+
+    /// The client's public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.core.public_key()
+    }
+
+    /// What the server has advertised so far.
+    pub fn server_capabilities(&self) -> Capabilities {
+        self.server_capabilities
+    }
+
+    /// Events from the server that were not valid JSON-RPC.
+    pub fn malformed_messages(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Duplicate event deliveries dropped.
+    pub fn duplicates_dropped(&self) -> u64 {
+        self.core.duplicates_dropped()
+    }
+
+    /// Calls still waiting for their response.
+    pub fn pending_calls(&self) -> usize {
+        self.calls.len()
+    }
+
+    /// The next event for the application.
+    pub fn poll_event(&mut self) -> Option<ClientEvent> {
+        self.events.pop_front()
+    }
+
+    /// Sends `initialize` (stateful operation), advertising this client's capabilities.
+    pub fn initialize(&mut self, now: Duration) -> CallId {
+        self.now = now;
+        let params = json!({
+            "protocolVersion": PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": { "name": "relaysim", "version": env!("CARGO_PKG_VERSION") },
+        });
+        self.send_request("initialize", params, None, true)
+    }
+
+    /// Calls a tool. With `options.progress` the request carries a progress token, so either
+    /// side may use CEP-22 and the server may stream.
+    pub fn call_tool(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        options: CallOptions,
+        now: Duration,
+    ) -> CallId {
+        self.now = now;
+        let id = self.next_id;
+        let token = options
+            .progress
+            .then(|| ProgressToken::String(format!("p{id}")));
+        let mut params = json!({ "name": name, "arguments": arguments });
+        if let Some(t) = &token {
+            params["_meta"] = json!({ "progressToken": t.to_value() });
+        }
+        self.send_request("tools/call", params, token, false)
+    }
+
+    /// The SDK's `callToolStream`: a call with a progress token whose stream is read with
+    /// [`ContextVmClient::read_stream`], whose final result arrives as
+    /// [`ClientEvent::Response`], and which [`ContextVmClient::abort_stream`] cancels.
+    pub fn call_tool_stream(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        now: Duration,
+    ) -> (CallId, ProgressToken) {
+        let call = self.call_tool(name, arguments, CallOptions { progress: true }, now);
+        (call, ProgressToken::String(format!("p{call}")))
+    }
+
+    /// The next chunk of a call's stream, in order.
+    pub fn read_stream(&mut self, call: CallId) -> Option<StreamChunk> {
+        let token = ProgressToken::String(format!("p{call}"));
+        let server = self.config.server;
+        self.streams.read(&server, &token)
+    }
+
+    /// Aborts a call's stream: the server is told with an `abort` frame.
+    pub fn abort_stream(&mut self, call: CallId, reason: &str, now: Duration) {
+        self.now = now;
+        let token = ProgressToken::String(format!("p{call}"));
+        let server = self.config.server;
+        self.streams.abort(&server, &token, reason);
+        self.pump();
+    }
+
+    fn capability_tags(&mut self) -> Vec<nostr::prelude::Tag> {
+        if self.advertised {
+            return Vec::new();
+        }
+        self.advertised = true;
+        self.config.capabilities.tags()
+    }
+
+    fn send_request(
+        &mut self,
+        method: &str,
+        params: Value,
+        token: Option<ProgressToken>,
+        is_initialize: bool,
+    ) -> CallId {
+        let id = self.next_id;
+        self.next_id += 1;
+        let now = self.now;
+        let text = Message::Request {
+            id: RequestId::Number(id as i64),
+            method: method.into(),
+            params: Some(params),
+        }
+        .to_json();
+        self.calls.insert(
+            id,
+            PendingCall {
+                token: token.clone(),
+                request_text: None,
+                request_event: None,
+                soft_deadline: now + self.config.request_timeout,
+                hard_deadline: now + self.config.max_request_timeout,
+                is_initialize,
+            },
+        );
+        if let Some(t) = &token {
+            self.by_token.insert(t.clone(), id);
+        }
+        let tags = if is_initialize || self.config.stateless {
+            self.capability_tags()
+        } else {
+            Vec::new()
+        };
+        let server = self.config.server;
+        let event = self.core.sign(&server, None, tags, text.clone(), now);
+        if event.as_json().len() <= self.config.budget {
+            let event_id = self.core.publish(event);
+            let call = self.calls.get_mut(&id).expect("just inserted");
+            call.request_event = Some(event_id);
+            call.request_text = token.is_some().then_some(text);
+        } else if let Some(token) = token {
+            self.upload(id, token, text);
+        } else {
+            self.fail_call(id, CallFailure::RequestTooLarge);
+        }
+        self.pump();
+        id
+    }
+
+    /// Sends a request as a CEP-22 transfer, waiting for `accept` unless the server is known to
+    /// support CEP-22.
+    fn upload(&mut self, call: CallId, token: ProgressToken, text: String) {
+        let config = SenderConfig {
+            budget: self.config.budget,
+            wait_for_accept: !self.server_capabilities.oversized_transfer,
+            ..SenderConfig::default()
+        };
+        match OversizedSender::new(token.clone(), text, config, &self.frame_envelope) {
+            Ok(sender) => {
+                self.uploads.insert(token, sender);
+            }
+            Err(_) => self.fail_call(call, CallFailure::RequestTooLarge),
+        }
+    }
+
+    fn fail_call(&mut self, call: CallId, failure: CallFailure) {
+        if let Some(c) = self.calls.remove(&call) {
+            if let Some(t) = c.token {
+                self.by_token.remove(&t);
+                self.uploads.remove(&t);
+            }
+            self.events.push_back(ClientEvent::Failed { call, failure });
+        }
+    }
+
+    fn touch(&mut self, token: &ProgressToken) {
+        if let Some(call) = self.by_token.get(token).and_then(|c| self.calls.get_mut(c)) {
+            call.soft_deadline = self.now + self.config.request_timeout;
+        }
+    }
+
+    fn on_event(&mut self, event: Event) {
+        if event.pubkey != self.config.server {
+            return;
+        }
+        self.server_capabilities.learn(Capabilities::of(&event));
+        match Message::parse(&event.content) {
+            Ok(message) => self.on_message(message),
+            Err(_) => self.malformed += 1,
+        }
+    }
+
+    fn on_message(&mut self, message: Message) {
+        let server = self.config.server;
+        let now = self.now;
+        match message {
+            Message::Response { id, result } => self.finish(&id, Ok(result)),
+            Message::Error {
+                id: Some(id),
+                error,
+            } => self.finish(&id, Err(error)),
+            Message::Notification { .. } => {
+                let Some(Ok(params)) = message.progress_params() else {
+                    return;
+                };
+                self.touch(&params.progress_token);
+                if let Ok(frame) = TransferFrame::from_params(&params) {
+                    let for_upload = matches!(
+                        frame.body,
+                        TransferBody::Accept | TransferBody::Abort { .. }
+                    ) && self.uploads.contains_key(&frame.token);
+                    if for_upload {
+                        if let Some(sender) = self.uploads.get_mut(&frame.token) {
+                            sender.handle_frame(&frame);
+                        }
+                    } else {
+                        self.downloads.handle_frame(&server, frame, now);
+                    }
+                } else if let Ok(frame) = StreamFrame::from_params(&params) {
+                    if self.by_token.contains_key(&frame.token)
+                        || self.streams.session(&server, &frame.token).is_some()
+                    {
+                        self.streams.handle_frame(&server, frame, now);
+                    }
+                }
+            }
+            Message::Request { .. } | Message::Error { id: None, .. } => {}
+        }
+        self.drain_engines();
+    }
+
+    fn finish(&mut self, id: &RequestId, response: Result<Value, ErrorObject>) {
+        let RequestId::Number(n) = id else { return };
+        let Ok(call) = CallId::try_from(*n) else {
+            return;
+        };
+        let Some(pending) = self.calls.remove(&call) else {
+            return; // late or duplicate
+        };
+        if let Some(t) = &pending.token {
+            self.by_token.remove(t);
+            self.uploads.remove(t);
+        }
+        if pending.is_initialize {
+            self.events.push_back(ClientEvent::Initialized {
+                capabilities: self.server_capabilities,
+            });
+            let note = Message::Notification {
+                method: "notifications/initialized".into(),
+                params: None,
+            };
+            let server = self.config.server;
+            let event = self
+                .core
+                .sign(&server, None, Vec::new(), note.to_json(), self.now);
+            self.core.publish(event);
+        } else {
+            self.events
+                .push_back(ClientEvent::Response { call, response });
+        }
+    }
+
+    fn call_of(&self, token: &ProgressToken) -> Option<CallId> {
+        match token {
+            ProgressToken::String(s) => s.strip_prefix('p').and_then(|n| n.parse().ok()),
+            ProgressToken::Number(_) => None,
+        }
+    }
+
+    /// Moves what the engines produced into events and messages.
+    fn drain_engines(&mut self) {
+        while let Some(event) = self.downloads.poll_event() {
+            match event {
+                ReceiverEvent::Completed { message, .. } => match Message::parse(&message) {
+                    Ok(m) => self.on_message(m),
+                    Err(_) => self.malformed += 1,
+                },
+                ReceiverEvent::Failed { token, failure, .. } => {
+                    if let Some(call) = self.by_token.get(&token).copied() {
+                        self.fail_call(call, CallFailure::Download(failure));
+                    }
+                }
+                ReceiverEvent::Started { .. } => {}
+            }
+        }
+        while let Some(event) = self.streams.poll_event() {
+            let (token, ended) = match event {
+                RegistryEvent::Opened { token, .. } => (token, None),
+                RegistryEvent::Completed { token, .. } => (token, Some(Ok(()))),
+                RegistryEvent::Failed { token, failure, .. } => (token, Some(Err(failure))),
+            };
+            let Some(call) = self.call_of(&token) else {
+                continue;
+            };
+            self.events.push_back(match ended {
+                None => ClientEvent::StreamOpened { call },
+                Some(outcome) => ClientEvent::StreamEnded { call, outcome },
+            });
+        }
+        let failed: Vec<(ProgressToken, SenderFailure)> = self
+            .uploads
+            .iter()
+            .filter_map(|(t, s)| match s.state() {
+                SenderState::Failed(f) if s.is_done() => Some((t.clone(), f.clone())),
+                _ => None,
+            })
+            .collect();
+        for (token, failure) in failed {
+            if let Some(call) = self.by_token.get(&token).copied() {
+                self.fail_call(call, CallFailure::Upload(failure));
+            }
+        }
+        while let Some((id, outcome)) = self.core.poll_publish_outcome() {
+            self.on_publish_outcome(id, outcome);
+        }
+    }
+
+    fn on_publish_outcome(&mut self, id: EventId, outcome: PublishOutcome) {
+        let Some((&call, pending)) = self
+            .calls
+            .iter_mut()
+            .find(|(_, c)| c.request_event == Some(id))
+        else {
+            return;
+        };
+        match outcome {
+            PublishOutcome::Accepted => pending.request_text = None,
+            PublishOutcome::SizeRejected => {
+                match (pending.token.clone(), pending.request_text.take()) {
+                    (Some(token), Some(text)) => self.upload(call, token, text),
+                    _ => self.fail_call(call, CallFailure::RequestTooLarge),
+                }
+            }
+            PublishOutcome::Rejected(reason) => self.fail_call(call, CallFailure::Rejected(reason)),
+        }
+    }
+
+    /// Publishes what the upload senders and stream sessions have to send.
+    fn pump(&mut self) {
+        self.drain_engines();
+        let server = self.config.server;
+        let now = self.now;
+        let mut frames: Vec<String> = Vec::new();
+        for sender in self.uploads.values_mut() {
+            while let Some(frame) = sender.poll_transmit(now) {
+                frames.push(frame.to_json());
+            }
+        }
+        while let Some((_, frame)) = self.streams.poll_transmit() {
+            frames.push(frame.to_json());
+        }
+        while let Some((_, frame)) = self.downloads.poll_transmit() {
+            frames.push(frame.to_json());
+        }
+        for text in frames {
+            let event = self.core.sign(&server, None, Vec::new(), text, now);
+            self.core.publish(event);
+        }
+        self.uploads.retain(|_, s| !s.is_done());
+        self.drain_engines();
+    }
+}
+
+impl Peer for ContextVmClient {
+    fn connected(&mut self, relay: &str, now: Duration) {
+        self.now = now;
+        self.core.subscribe(relay);
+    }
+
+    fn handle_relay_message(&mut self, relay: &str, message: RelayMessage, now: Duration) {
+        self.now = now;
+        if let Some(event) = self.core.handle_relay_message(relay, message) {
+            self.on_event(event);
+        }
+        self.drain_engines();
+        self.pump();
+    }
+
+    fn poll_transmit(&mut self) -> Option<(RelayName, ClientMessage)> {
+        self.core.poll_transmit()
+    }
+
+    fn poll_timeout(&self) -> Option<Duration> {
+        let calls = self
+            .calls
+            .values()
+            .map(|c| c.soft_deadline.min(c.hard_deadline));
+        let uploads = self
+            .uploads
+            .values()
+            .filter_map(OversizedSender::poll_timeout);
+        calls
+            .chain(uploads)
+            .chain(self.downloads.poll_timeout())
+            .chain(self.streams.poll_timeout())
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Duration) {
+        self.now = now;
+        let expired: Vec<(CallId, CallFailure)> = self
+            .calls
+            .iter()
+            .filter_map(|(id, c)| {
+                if c.hard_deadline <= now {
+                    Some((*id, CallFailure::HardTimeout))
+                } else if c.soft_deadline <= now {
+                    Some((*id, CallFailure::Timeout))
+                } else {
+                    None
+                }
+            })
+            .collect();
+        for (call, failure) in expired {
+            self.fail_call(call, failure);
+        }
+        for sender in self.uploads.values_mut() {
+            sender.handle_timeout(now);
+        }
+        self.downloads.handle_timeout(now);
+        self.streams.handle_timeout(now);
+        self.pump();
+    }
+}

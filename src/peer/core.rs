@@ -1,0 +1,235 @@
+//! What every ContextVM peer does with relays: sign, publish to every relay, subscribe to its
+//! own `#p`, drop events it has already seen, and tally each publication's OK verdicts.
+
+use super::event::{Identity, CONTEXTVM_KIND, EPOCH_SECS};
+use super::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
+use nostr::prelude::{Event, EventId, Filter, Kind, PublicKey, Tag};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// The subscription id every peer uses for its ContextVM traffic.
+pub const SUBSCRIPTION: &str = "cvm";
+/// How many event ids a peer remembers for de-duplication.
+const SEEN_CAPACITY: usize = 65_536;
+/// How many publications may wait for verdicts (relays that never answer must not leak memory).
+const PENDING_CAPACITY: usize = 4096;
+
+/// What the relays said about one published event, once all of them answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PublishOutcome {
+    /// At least one relay accepted it.
+    Accepted,
+    /// No relay accepted it and at least one said it was too large.
+    SizeRejected,
+    /// No relay accepted it, for other reasons (the first reason given).
+    Rejected(String),
+}
+
+#[derive(Debug)]
+struct Publication {
+    waiting: BTreeSet<RelayName>,
+    accepted: bool,
+    too_large: bool,
+    first_reason: Option<String>,
+}
+
+/// The relay-facing half of a peer.
+#[derive(Debug)]
+pub struct PeerCore {
+    identity: Identity,
+    relays: Vec<RelayName>,
+    seen: BTreeSet<EventId>,
+    seen_order: VecDeque<EventId>,
+    outbox: VecDeque<(RelayName, ClientMessage)>,
+    publications: BTreeMap<EventId, Publication>,
+    publication_order: VecDeque<EventId>,
+    outcomes: VecDeque<(EventId, PublishOutcome)>,
+    duplicates_dropped: u64,
+}
+
+impl PeerCore {
+    /// A peer core publishing to `relays`.
+    pub fn new(identity: Identity, relays: Vec<RelayName>) -> Self {
+        PeerCore {
+            identity,
+            relays,
+            seen: BTreeSet::new(),
+            seen_order: VecDeque::new(),
+            outbox: VecDeque::new(),
+            publications: BTreeMap::new(),
+            publication_order: VecDeque::new(),
+            outcomes: VecDeque::new(),
+            duplicates_dropped: 0,
+        }
+    }
+
+    /// The peer's public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.identity.public_key()
+    }
+
+    /// The peer's identity.
+    pub fn identity(&self) -> &Identity {
+        &self.identity
+    }
+
+    /// Relays this peer uses.
+    pub fn relays(&self) -> &[RelayName] {
+        &self.relays
+    }
+
+    /// Events dropped because they had been seen already.
+    pub fn duplicates_dropped(&self) -> u64 {
+        self.duplicates_dropped
+    }
+
+    /// Subscribes on `relay` (after connecting or reconnecting) to ContextVM events for us.
+    pub fn subscribe(&mut self, relay: &str) {
+        let filter = Filter::new()
+            .kind(Kind::from(CONTEXTVM_KIND))
+            .pubkey(self.public_key());
+        self.outbox.push_back((
+            relay.to_owned(),
+            ClientMessage::Req {
+                sub: SUBSCRIPTION.into(),
+                filter: Box::new(filter),
+            },
+        ));
+    }
+
+    /// Subscribes on every relay.
+    pub fn subscribe_all(&mut self) {
+        for relay in self.relays.clone() {
+            self.subscribe(&relay);
+        }
+    }
+
+    /// Signs a ContextVM event to `recipient` at virtual time `now`.
+    pub fn sign(
+        &self,
+        recipient: &PublicKey,
+        reply_to: Option<&EventId>,
+        extra_tags: Vec<Tag>,
+        content: String,
+        now: Duration,
+    ) -> Event {
+        let mut tags = vec![Tag::public_key(*recipient)];
+        if let Some(e) = reply_to {
+            tags.push(Tag::event(*e));
+        }
+        tags.extend(extra_tags);
+        self.identity
+            .sign(CONTEXTVM_KIND, EPOCH_SECS + now.as_secs(), tags, content)
+    }
+
+    /// Publishes `event` to every relay and starts tallying their verdicts.
+    pub fn publish(&mut self, event: Event) -> EventId {
+        let id = event.id;
+        self.publications.insert(
+            id,
+            Publication {
+                waiting: self.relays.iter().cloned().collect(),
+                accepted: false,
+                too_large: false,
+                first_reason: None,
+            },
+        );
+        self.publication_order.push_back(id);
+        while self.publication_order.len() > PENDING_CAPACITY {
+            if let Some(old) = self.publication_order.pop_front() {
+                self.publications.remove(&old);
+            }
+        }
+        // Our own events never come back to us as news.
+        self.remember(id);
+        let event = Box::new(event);
+        for relay in &self.relays {
+            self.outbox
+                .push_back((relay.clone(), ClientMessage::Event(event.clone())));
+        }
+        id
+    }
+
+    fn remember(&mut self, id: EventId) -> bool {
+        if !self.seen.insert(id) {
+            return false;
+        }
+        self.seen_order.push_back(id);
+        if self.seen_order.len() > SEEN_CAPACITY {
+            if let Some(old) = self.seen_order.pop_front() {
+                self.seen.remove(&old);
+            }
+        }
+        true
+    }
+
+    /// Takes a message from `relay`. Returns a ContextVM event addressed to us that has not been
+    /// seen before; everything else is absorbed here.
+    pub fn handle_relay_message(&mut self, relay: &str, message: RelayMessage) -> Option<Event> {
+        match message {
+            RelayMessage::Event { event, .. } => {
+                let for_us = event.kind == Kind::from(CONTEXTVM_KIND)
+                    && event.tags.public_keys().any(|p| p == self.public_key());
+                if !for_us {
+                    return None;
+                }
+                if !self.remember(event.id) {
+                    self.duplicates_dropped += 1;
+                    return None;
+                }
+                Some(*event)
+            }
+            RelayMessage::Ok {
+                id,
+                accepted,
+                message,
+            } => {
+                self.verdict(relay, id, accepted, message);
+                None
+            }
+            RelayMessage::Eose { .. }
+            | RelayMessage::Closed { .. }
+            | RelayMessage::Notice { .. } => None,
+        }
+    }
+
+    fn verdict(&mut self, relay: &str, id: EventId, accepted: bool, message: String) {
+        let Some(p) = self.publications.get_mut(&id) else {
+            return;
+        };
+        if !p.waiting.remove(relay) {
+            return;
+        }
+        p.accepted |= accepted;
+        if !accepted {
+            p.too_large |= is_size_rejection(&message);
+            p.first_reason.get_or_insert(message);
+        }
+        if p.waiting.is_empty() {
+            let p = self.publications.remove(&id).expect("present");
+            let outcome = if p.accepted {
+                PublishOutcome::Accepted
+            } else if p.too_large {
+                PublishOutcome::SizeRejected
+            } else {
+                PublishOutcome::Rejected(p.first_reason.unwrap_or_default())
+            };
+            self.outcomes.push_back((id, outcome));
+        }
+    }
+
+    /// The next verdict on a publication, once every relay has answered.
+    pub fn poll_publish_outcome(&mut self) -> Option<(EventId, PublishOutcome)> {
+        self.outcomes.pop_front()
+    }
+
+    /// The next message for a relay.
+    pub fn poll_transmit(&mut self) -> Option<(RelayName, ClientMessage)> {
+        self.outbox.pop_front()
+    }
+}
+
+/// The id of the event an event replies to (its first `e` tag).
+pub fn reply_to(event: &Event) -> Option<EventId> {
+    event.tags.event_ids().next()
+}

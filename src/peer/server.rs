@@ -1,0 +1,653 @@
+//! The ContextVM server peer: answers `initialize`, `tools/list` and `tools/call` for the
+//! simulated tools, streams over CEP-41, sends oversized responses over CEP-22, and takes
+//! oversized requests. Sans-IO.
+//!
+//! Rules it keeps:
+//! - every response and every frame of a request carries `["e", request_event_id]` (for a
+//!   request that arrived as a CEP-22 transfer, the id of its `start` event);
+//! - a response whose *published* event would exceed the budget goes out as CEP-22 when the
+//!   request carried a progress token, and as a small JSON-RPC error otherwise; a relay verdict
+//!   of "too large" on a direct response triggers the same CEP-22 retry; any other rejection is
+//!   ambiguous and never retried;
+//! - a streaming tool's final response is published only after its `close` frame (or, after an
+//!   abort, an error response), exactly once;
+//! - a request delivered twice (relays and multi-relay setups duplicate) runs once.
+
+use super::capabilities::Capabilities;
+use super::client::PROTOCOL_VERSION;
+use super::content::payload_text;
+use super::core::{PeerCore, PublishOutcome};
+use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
+use super::nip01::{ClientMessage, RelayMessage, RelayName};
+use super::tools::{stream_chunk_text, text_result, tool_list, ToolCall};
+use super::Peer;
+use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
+use crate::protocol::open_stream::{OpenStreamWriter, StreamFrame, WriterConfig, WriterState};
+use crate::protocol::oversized::{
+    OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody,
+    TransferFrame,
+};
+use nostr::prelude::{Event, EventId, PublicKey};
+use rand_chacha::ChaCha8Rng;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
+
+/// JSON-RPC error codes the server uses.
+pub mod codes {
+    /// Unknown method.
+    pub const METHOD_NOT_FOUND: i64 = -32601;
+    /// Bad tool name or arguments.
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// The response could not be delivered (too large without a token, stream aborted).
+    pub const INTERNAL_ERROR: i64 = -32603;
+    /// The `fail` tool.
+    pub const TOOL_FAILED: i64 = -32000;
+}
+
+/// How a server behaves.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    /// What the server advertises.
+    pub capabilities: Capabilities,
+    /// Largest published event; larger responses go out as CEP-22.
+    pub budget: usize,
+    /// Limits for oversized requests.
+    pub oversized: ReceiverConfig,
+    /// Keepalive of the streams it writes.
+    pub writer: WriterConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            capabilities: Capabilities::all(),
+            budget: 48_000,
+            oversized: ReceiverConfig::default(),
+            writer: WriterConfig::default(),
+        }
+    }
+}
+
+/// What the server reports about its work (for observers and statistics).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ServerEvent {
+    /// A request arrived (after reassembly, for an oversized one).
+    Request {
+        /// The client.
+        client: PublicKey,
+        /// JSON-RPC method.
+        method: String,
+    },
+    /// A response went out.
+    Responded {
+        /// The client.
+        client: PublicKey,
+        /// How.
+        mode: ResponseMode,
+    },
+}
+
+/// How a response was sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResponseMode {
+    /// One event.
+    Direct,
+    /// A CEP-22 transfer.
+    Oversized,
+    /// Too large and no progress token: a small error instead.
+    TooLarge,
+}
+
+struct Call {
+    client: PublicKey,
+    request_event: EventId,
+    request_id: RequestId,
+    token: Option<ProgressToken>,
+}
+
+enum Job {
+    Respond(u64, Result<Value, ErrorObject>),
+    WriteChunk(u64),
+}
+
+struct Stream {
+    call: u64,
+    writer: OpenStreamWriter,
+    written: u64,
+    chunks: u64,
+    chunk_bytes: usize,
+    interval: Duration,
+    responded: bool,
+}
+
+struct DirectResponse {
+    call: Call,
+    text: String,
+}
+
+struct Outgoing {
+    client: PublicKey,
+    reply_to: EventId,
+    sender: OversizedSender,
+}
+
+/// A ContextVM server with the simulated tools.
+pub struct ContextVmServer {
+    core: PeerCore,
+    config: ServerConfig,
+    rng: ChaCha8Rng,
+    reply_envelope: SignedEventEnvelope,
+    now: Duration,
+    clients: BTreeMap<PublicKey, (Capabilities, bool)>,
+    calls: BTreeMap<u64, Call>,
+    next_call: u64,
+    timers: BTreeMap<(Duration, u64), Job>,
+    timer_seq: u64,
+    streams: BTreeMap<(PublicKey, ProgressToken), Stream>,
+    uploads: OversizedReceiver<PublicKey>,
+    upload_origin: BTreeMap<(PublicKey, ProgressToken), EventId>,
+    outgoing: BTreeMap<(PublicKey, ProgressToken), Outgoing>,
+    direct: BTreeMap<EventId, DirectResponse>,
+    events: VecDeque<ServerEvent>,
+    malformed: u64,
+}
+
+impl ContextVmServer {
+    /// A server using `relays`, drawing tool output from `rng`. The driver calls
+    /// [`Peer::connected`] for each relay once its connection is up.
+    pub fn new(
+        identity: Identity,
+        relays: Vec<RelayName>,
+        config: ServerConfig,
+        rng: ChaCha8Rng,
+    ) -> Self {
+        // Any 32-byte key and event id measure the same: only lengths matter.
+        let reply_envelope = SignedEventEnvelope::measure(
+            &identity,
+            &identity.public_key(),
+            Some(&EventId::from_byte_array([0; 32])),
+            EPOCH_SECS,
+        );
+        ContextVmServer {
+            core: PeerCore::new(identity, relays),
+            uploads: OversizedReceiver::new(config.oversized.clone()),
+            config,
+            rng,
+            reply_envelope,
+            now: Duration::ZERO,
+            clients: BTreeMap::new(),
+            calls: BTreeMap::new(),
+            next_call: 0,
+            timers: BTreeMap::new(),
+            timer_seq: 0,
+            streams: BTreeMap::new(),
+            upload_origin: BTreeMap::new(),
+            outgoing: BTreeMap::new(),
+            direct: BTreeMap::new(),
+            events: VecDeque::new(),
+            malformed: 0,
+        }
+    }
+
+    /// The server's public key.
+    pub fn public_key(&self) -> PublicKey {
+        self.core.public_key()
+    }
+
+    /// The next event for observers.
+    pub fn poll_event(&mut self) -> Option<ServerEvent> {
+        self.events.pop_front()
+    }
+
+    /// Events that were not valid JSON-RPC.
+    pub fn malformed_messages(&self) -> u64 {
+        self.malformed
+    }
+
+    /// Duplicate event deliveries dropped (a duplicated request is never run twice).
+    pub fn duplicates_dropped(&self) -> u64 {
+        self.core.duplicates_dropped()
+    }
+
+    fn schedule(&mut self, at: Duration, job: Job) {
+        self.timer_seq += 1;
+        self.timers.insert((at, self.timer_seq), job);
+    }
+
+    fn on_event(&mut self, event: Event) {
+        let client = event.pubkey;
+        let advertised = Capabilities::of(&event);
+        self.clients
+            .entry(client)
+            .or_insert((Capabilities::default(), false))
+            .0
+            .learn(advertised);
+        match Message::parse(&event.content) {
+            Ok(message) => self.on_message(client, event.id, message),
+            Err(_) => self.malformed += 1,
+        }
+    }
+
+    fn on_message(&mut self, client: PublicKey, event_id: EventId, message: Message) {
+        match message {
+            Message::Request { id, method, params } => {
+                self.on_request(client, event_id, id, method, params)
+            }
+            Message::Notification { .. } => {
+                let Some(Ok(params)) = message.progress_params() else {
+                    return;
+                };
+                if let Ok(frame) = TransferFrame::from_params(&params) {
+                    self.on_transfer_frame(client, event_id, frame);
+                } else if let Ok(frame) = StreamFrame::from_params(&params) {
+                    if let Some(stream) = self.streams.get_mut(&(client, frame.token.clone())) {
+                        stream.writer.handle_frame(&frame, self.now);
+                    }
+                }
+            }
+            Message::Response { .. } | Message::Error { .. } => {}
+        }
+    }
+
+    fn on_transfer_frame(&mut self, client: PublicKey, event_id: EventId, frame: TransferFrame) {
+        let key = (client, frame.token.clone());
+        // Accept or abort for a response we are sending.
+        if matches!(
+            frame.body,
+            TransferBody::Accept | TransferBody::Abort { .. }
+        ) {
+            if let Some(out) = self.outgoing.get_mut(&key) {
+                out.sender.handle_frame(&frame);
+                return;
+            }
+        }
+        if matches!(frame.body, TransferBody::Start { .. }) {
+            self.upload_origin.entry(key).or_insert(event_id);
+        }
+        self.uploads.handle_frame(&client, frame, self.now);
+    }
+
+    fn on_request(
+        &mut self,
+        client: PublicKey,
+        request_event: EventId,
+        id: RequestId,
+        method: String,
+        params: Option<Value>,
+    ) {
+        self.events.push_back(ServerEvent::Request {
+            client,
+            method: method.clone(),
+        });
+        let params = params.unwrap_or(Value::Null);
+        let token = params
+            .pointer("/_meta/progressToken")
+            .and_then(|v| match v {
+                Value::String(s) => Some(ProgressToken::String(s.clone())),
+                Value::Number(n) => n.as_i64().map(ProgressToken::Number),
+                _ => None,
+            });
+        self.next_call += 1;
+        let call_id = self.next_call;
+        self.calls.insert(
+            call_id,
+            Call {
+                client,
+                request_event,
+                request_id: id,
+                token: token.clone(),
+            },
+        );
+        let now = self.now;
+        let immediate = match method.as_str() {
+            "initialize" => Ok(json!({
+                "protocolVersion": PROTOCOL_VERSION,
+                "capabilities": { "tools": {} },
+                "serverInfo": { "name": "relaysim-server", "version": env!("CARGO_PKG_VERSION") },
+            })),
+            "tools/list" => Ok(tool_list()),
+            "tools/call" => match ToolCall::parse(&params) {
+                Err(e) => Err(error(codes::INVALID_PARAMS, e.to_string())),
+                Ok(ToolCall::Echo { text }) => Ok(text_result(&text)),
+                Ok(ToolCall::LargeResult { bytes, content }) => {
+                    Ok(text_result(&payload_text(content, bytes, &mut self.rng)))
+                }
+                Ok(ToolCall::Fail { reason }) => Err(error(codes::TOOL_FAILED, reason)),
+                Ok(ToolCall::Slow { duration }) => {
+                    self.schedule(
+                        now + duration,
+                        Job::Respond(call_id, Ok(text_result("done"))),
+                    );
+                    return;
+                }
+                Ok(ToolCall::Stream {
+                    chunks,
+                    chunk_bytes,
+                    interval,
+                }) => match token {
+                    None => Err(error(
+                        codes::INVALID_PARAMS,
+                        "stream needs a progressToken".into(),
+                    )),
+                    Some(token) => {
+                        let supports = self.clients.get(&client).is_some_and(|c| c.0.open_stream);
+                        let config = WriterConfig {
+                            wait_for_accept: !supports,
+                            ..self.config.writer.clone()
+                        };
+                        let writer = OpenStreamWriter::new(token.clone(), config);
+                        self.streams.insert(
+                            (client, token),
+                            Stream {
+                                call: call_id,
+                                writer,
+                                written: 0,
+                                chunks,
+                                chunk_bytes,
+                                interval,
+                                responded: false,
+                            },
+                        );
+                        self.schedule(now, Job::WriteChunk(call_id));
+                        return;
+                    }
+                },
+            },
+            _ => Err(error(
+                codes::METHOD_NOT_FOUND,
+                format!("method not found: {method}"),
+            )),
+        };
+        self.respond(call_id, immediate);
+    }
+
+    fn capability_tags(&mut self, client: PublicKey) -> Vec<nostr::prelude::Tag> {
+        let entry = self
+            .clients
+            .entry(client)
+            .or_insert((Capabilities::default(), false));
+        if entry.1 {
+            return Vec::new();
+        }
+        entry.1 = true;
+        self.config.capabilities.tags()
+    }
+
+    /// Publishes the final response of a call: directly, as CEP-22, or as a too-large error.
+    fn respond(&mut self, call_id: u64, response: Result<Value, ErrorObject>) {
+        let Some(call) = self.calls.remove(&call_id) else {
+            return;
+        };
+        let message = match response {
+            Ok(result) => Message::Response {
+                id: call.request_id.clone(),
+                result,
+            },
+            Err(error) => Message::Error {
+                id: Some(call.request_id.clone()),
+                error,
+            },
+        };
+        let text = message.to_json();
+        let tags = self.capability_tags(call.client);
+        let event = self.core.sign(
+            &call.client,
+            Some(&call.request_event),
+            tags,
+            text.clone(),
+            self.now,
+        );
+        if event.as_json().len() <= self.config.budget {
+            let client = call.client;
+            let id = self.core.publish(event);
+            if call.token.is_some() {
+                self.direct.insert(id, DirectResponse { call, text });
+            }
+            self.events.push_back(ServerEvent::Responded {
+                client,
+                mode: ResponseMode::Direct,
+            });
+        } else {
+            self.send_oversized(call, text);
+        }
+    }
+
+    fn send_oversized(&mut self, call: Call, text: String) {
+        let client = call.client;
+        let Some(token) = call.token.clone() else {
+            let small = Message::Error {
+                id: Some(call.request_id.clone()),
+                error: error(
+                    codes::INTERNAL_ERROR,
+                    "response too large to publish and the request had no progressToken".into(),
+                ),
+            };
+            let event = self.core.sign(
+                &client,
+                Some(&call.request_event),
+                Vec::new(),
+                small.to_json(),
+                self.now,
+            );
+            self.core.publish(event);
+            self.events.push_back(ServerEvent::Responded {
+                client,
+                mode: ResponseMode::TooLarge,
+            });
+            return;
+        };
+        let supports = self
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.0.oversized_transfer);
+        let config = SenderConfig {
+            budget: self.config.budget,
+            wait_for_accept: !supports,
+            ..SenderConfig::default()
+        };
+        match OversizedSender::new(token.clone(), text, config, &self.reply_envelope) {
+            Ok(sender) => {
+                self.outgoing.insert(
+                    (client, token),
+                    Outgoing {
+                        client,
+                        reply_to: call.request_event,
+                        sender,
+                    },
+                );
+                self.events.push_back(ServerEvent::Responded {
+                    client,
+                    mode: ResponseMode::Oversized,
+                });
+            }
+            Err(e) => {
+                let small = Message::Error {
+                    id: Some(call.request_id),
+                    error: error(codes::INTERNAL_ERROR, e.to_string()),
+                };
+                let event = self.core.sign(
+                    &client,
+                    Some(&call.request_event),
+                    Vec::new(),
+                    small.to_json(),
+                    self.now,
+                );
+                self.core.publish(event);
+            }
+        }
+    }
+
+    fn run_job(&mut self, job: Job) {
+        match job {
+            Job::Respond(call, response) => self.respond(call, response),
+            Job::WriteChunk(call) => {
+                let now = self.now;
+                let Some(stream) = self.streams.values_mut().find(|s| s.call == call) else {
+                    return;
+                };
+                if stream.written < stream.chunks {
+                    let text = stream_chunk_text(stream.written, stream.chunk_bytes);
+                    if stream.writer.write(text, now).is_ok() {
+                        stream.written += 1;
+                    }
+                }
+                if stream.written == stream.chunks {
+                    let _ = stream.writer.close(now);
+                } else if !matches!(stream.writer.state(), WriterState::Failed(_)) {
+                    let at = now + stream.interval;
+                    self.schedule(at, Job::WriteChunk(call));
+                }
+            }
+        }
+    }
+
+    /// Publishes what the engines have to send and finishes streams that ended.
+    fn pump(&mut self) {
+        let now = self.now;
+        // Oversized requests that completed are requests like any other.
+        while let Some(event) = self.uploads.poll_event() {
+            if let ReceiverEvent::Completed {
+                peer,
+                token,
+                message,
+            } = event
+            {
+                let origin = self.upload_origin.remove(&(peer, token));
+                match (Message::parse(&message), origin) {
+                    (Ok(Message::Request { id, method, params }), Some(origin)) => {
+                        self.on_request(peer, origin, id, method, params)
+                    }
+                    _ => self.malformed += 1,
+                }
+            }
+        }
+        let mut out: Vec<(PublicKey, Option<EventId>, String)> = Vec::new();
+        while let Some((client, frame)) = self.uploads.poll_transmit() {
+            let origin = self
+                .upload_origin
+                .get(&(client, frame.token.clone()))
+                .copied();
+            out.push((client, origin, frame.to_json()));
+        }
+        for o in self.outgoing.values_mut() {
+            while let Some(frame) = o.sender.poll_transmit(now) {
+                out.push((o.client, Some(o.reply_to), frame.to_json()));
+            }
+        }
+        self.outgoing.retain(|_, o| !o.sender.is_done());
+        let mut finished: Vec<(u64, Result<Value, ErrorObject>)> = Vec::new();
+        for ((client, _), stream) in self.streams.iter_mut() {
+            let reply_to = self.calls.get(&stream.call).map(|c| c.request_event);
+            while let Some(frame) = stream.writer.poll_transmit(now) {
+                out.push((*client, reply_to, frame.to_json()));
+            }
+            if stream.responded {
+                continue;
+            }
+            match stream.writer.state() {
+                WriterState::Closed => {
+                    stream.responded = true;
+                    let text = format!("streamed {} chunks", stream.written);
+                    finished.push((stream.call, Ok(text_result(&text))));
+                }
+                WriterState::Failed(failure) => {
+                    stream.responded = true;
+                    finished.push((
+                        stream.call,
+                        Err(error(
+                            codes::INTERNAL_ERROR,
+                            format!("stream aborted: {failure}"),
+                        )),
+                    ));
+                }
+                _ => {}
+            }
+        }
+        for (client, reply_to, text) in out {
+            let event = self
+                .core
+                .sign(&client, reply_to.as_ref(), Vec::new(), text, now);
+            self.core.publish(event);
+        }
+        // The final response goes out after the close (or abort) frame just published.
+        for (call, response) in finished {
+            self.respond(call, response);
+        }
+        self.streams
+            .retain(|_, s| !(s.responded && s.writer.is_done()));
+        while let Some((id, outcome)) = self.core.poll_publish_outcome() {
+            let Some(direct) = self.direct.remove(&id) else {
+                continue;
+            };
+            if outcome == PublishOutcome::SizeRejected {
+                self.send_oversized(direct.call, direct.text);
+            }
+        }
+    }
+}
+
+fn error(code: i64, message: String) -> ErrorObject {
+    ErrorObject {
+        code,
+        message,
+        data: None,
+    }
+}
+
+impl Peer for ContextVmServer {
+    fn connected(&mut self, relay: &str, now: Duration) {
+        self.now = now;
+        self.core.subscribe(relay);
+    }
+
+    fn handle_relay_message(&mut self, relay: &str, message: RelayMessage, now: Duration) {
+        self.now = now;
+        if let Some(event) = self.core.handle_relay_message(relay, message) {
+            self.on_event(event);
+        }
+        self.pump();
+    }
+
+    fn poll_transmit(&mut self) -> Option<(RelayName, ClientMessage)> {
+        self.core.poll_transmit()
+    }
+
+    fn poll_timeout(&self) -> Option<Duration> {
+        let timers = self.timers.keys().next().map(|(t, _)| *t);
+        let writers = self
+            .streams
+            .values()
+            .filter_map(|s| s.writer.poll_timeout());
+        let senders = self
+            .outgoing
+            .values()
+            .filter_map(|o| o.sender.poll_timeout());
+        timers
+            .into_iter()
+            .chain(writers)
+            .chain(senders)
+            .chain(self.uploads.poll_timeout())
+            .min()
+    }
+
+    fn handle_timeout(&mut self, now: Duration) {
+        self.now = now;
+        while let Some(entry) = self.timers.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let job = entry.remove();
+            self.run_job(job);
+            self.pump();
+        }
+        for stream in self.streams.values_mut() {
+            stream.writer.handle_timeout(now);
+        }
+        for o in self.outgoing.values_mut() {
+            o.sender.handle_timeout(now);
+        }
+        self.uploads.handle_timeout(now);
+        self.pump();
+    }
+}

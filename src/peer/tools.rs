@@ -1,0 +1,220 @@
+//! The simulated tools a server peer offers, as workloads call them.
+
+use super::content::ContentClass;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// A parsed `tools/call`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ToolCall {
+    /// `echo {text}`: returns the text.
+    Echo {
+        /// Text to return.
+        text: String,
+    },
+    /// `large_result {bytes, content}`: returns that much text of a content class.
+    LargeResult {
+        /// Bytes of text.
+        bytes: usize,
+        /// What it is made of.
+        content: ContentClass,
+    },
+    /// `stream {chunks, chunk_bytes, interval_ms}`: a CEP-41 stream, then a final result.
+    Stream {
+        /// Number of chunks.
+        chunks: u64,
+        /// Bytes per chunk.
+        chunk_bytes: usize,
+        /// Time between chunks.
+        interval: Duration,
+    },
+    /// `slow {ms}`: answers after a delay.
+    Slow {
+        /// How long the tool works.
+        duration: Duration,
+    },
+    /// `fail {reason}`: answers with an error.
+    Fail {
+        /// The error message.
+        reason: String,
+    },
+}
+
+/// Why a `tools/call` cannot run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ToolError {
+    /// No such tool.
+    #[error("unknown tool {0:?}")]
+    Unknown(String),
+    /// An argument is missing or malformed.
+    #[error("tool {tool}: argument `{arg}` must be {expected}")]
+    BadArgument {
+        /// The tool.
+        tool: &'static str,
+        /// The argument.
+        arg: &'static str,
+        /// What it must be.
+        expected: &'static str,
+    },
+}
+
+/// Largest `large_result` or stream the simulated server produces (guards a typo'd workload).
+pub const MAX_TOOL_BYTES: usize = 256 * 1024 * 1024;
+
+impl ToolCall {
+    /// Reads a tool call from `tools/call` params (`name` and `arguments`).
+    pub fn parse(params: &Value) -> Result<Self, ToolError> {
+        let name = params
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let args = params.get("arguments").cloned().unwrap_or(json!({}));
+        let uint = |tool: &'static str, arg: &'static str, max: u64| {
+            args.get(arg)
+                .and_then(Value::as_u64)
+                .filter(|n| *n <= max)
+                .ok_or(ToolError::BadArgument {
+                    tool,
+                    arg,
+                    expected: "a non-negative integer within limits",
+                })
+        };
+        match name {
+            "echo" => Ok(ToolCall::Echo {
+                text: args
+                    .get("text")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned(),
+            }),
+            "large_result" => Ok(ToolCall::LargeResult {
+                bytes: uint("large_result", "bytes", MAX_TOOL_BYTES as u64)? as usize,
+                content: args
+                    .get("content")
+                    .and_then(Value::as_str)
+                    .unwrap_or("ascii")
+                    .parse()
+                    .map_err(|_| ToolError::BadArgument {
+                        tool: "large_result",
+                        arg: "content",
+                        expected: "ascii, escape-heavy, utf8 or random",
+                    })?,
+            }),
+            "stream" => Ok(ToolCall::Stream {
+                chunks: uint("stream", "chunks", 10_000_000)?,
+                chunk_bytes: uint("stream", "chunk_bytes", 1024 * 1024)? as usize,
+                interval: Duration::from_millis(uint("stream", "interval_ms", 86_400_000)?),
+            }),
+            "slow" => Ok(ToolCall::Slow {
+                duration: Duration::from_millis(uint("slow", "ms", 86_400_000)?),
+            }),
+            "fail" => Ok(ToolCall::Fail {
+                reason: args
+                    .get("reason")
+                    .and_then(Value::as_str)
+                    .unwrap_or("tool failed")
+                    .to_owned(),
+            }),
+            other => Err(ToolError::Unknown(other.to_owned())),
+        }
+    }
+
+    /// The `arguments` object that calls this tool.
+    pub fn arguments(&self) -> (&'static str, Value) {
+        match self {
+            ToolCall::Echo { text } => ("echo", json!({ "text": text })),
+            ToolCall::LargeResult { bytes, content } => (
+                "large_result",
+                json!({ "bytes": bytes, "content": content.to_string() }),
+            ),
+            ToolCall::Stream {
+                chunks,
+                chunk_bytes,
+                interval,
+            } => (
+                "stream",
+                json!({ "chunks": chunks, "chunk_bytes": chunk_bytes, "interval_ms": interval.as_millis() as u64 }),
+            ),
+            ToolCall::Slow { duration } => ("slow", json!({ "ms": duration.as_millis() as u64 })),
+            ToolCall::Fail { reason } => ("fail", json!({ "reason": reason })),
+        }
+    }
+}
+
+/// An MCP tool result with one text block.
+pub fn text_result(text: &str) -> Value {
+    json!({ "content": [{ "type": "text", "text": text }], "isError": false })
+}
+
+/// The `tools/list` result.
+pub fn tool_list() -> Value {
+    let tool = |name: &str, description: &str| json!({ "name": name, "description": description, "inputSchema": { "type": "object" } });
+    json!({ "tools": [
+        tool("echo", "Returns `text`."),
+        tool("large_result", "Returns `bytes` bytes of `content` text (ascii, escape-heavy, utf8, random)."),
+        tool("stream", "Streams `chunks` chunks of `chunk_bytes` bytes every `interval_ms` over CEP-41, then returns."),
+        tool("slow", "Returns after `ms` milliseconds."),
+        tool("fail", "Returns a JSON-RPC error with `reason`."),
+    ]})
+}
+
+/// The text of stream chunk `index`, exactly `bytes` long (at least the index label).
+pub fn stream_chunk_text(index: u64, bytes: usize) -> String {
+    let mut text = format!("chunk {index}:");
+    while text.len() < bytes {
+        text.push('x');
+    }
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tool_calls_round_trip_through_their_arguments() {
+        let calls = [
+            ToolCall::Echo { text: "hi".into() },
+            ToolCall::LargeResult {
+                bytes: 10,
+                content: ContentClass::Utf8,
+            },
+            ToolCall::Stream {
+                chunks: 3,
+                chunk_bytes: 20,
+                interval: Duration::from_millis(5),
+            },
+            ToolCall::Slow {
+                duration: Duration::from_millis(70),
+            },
+            ToolCall::Fail {
+                reason: "nope".into(),
+            },
+        ];
+        for call in calls {
+            let (name, arguments) = call.arguments();
+            assert_eq!(
+                ToolCall::parse(&json!({ "name": name, "arguments": arguments })),
+                Ok(call)
+            );
+        }
+    }
+
+    #[test]
+    fn bad_tool_calls_are_typed_errors() {
+        assert_eq!(
+            ToolCall::parse(&json!({ "name": "rm" })),
+            Err(ToolError::Unknown("rm".into()))
+        );
+        assert!(matches!(
+            ToolCall::parse(&json!({ "name": "large_result", "arguments": { "bytes": "big" } })),
+            Err(ToolError::BadArgument { arg: "bytes", .. })
+        ));
+        assert!(matches!(
+            ToolCall::parse(
+                &json!({ "name": "large_result", "arguments": { "bytes": 1u64 << 40 } })
+            ),
+            Err(ToolError::BadArgument { arg: "bytes", .. })
+        ));
+    }
+}
