@@ -61,11 +61,9 @@ impl ClientConfig {
             request_timeout: Duration::from_secs(30),
             max_request_timeout: Duration::from_secs(300),
             budget: 48_000,
-            oversized: ReceiverConfig {
-                // A client never asks for a bootstrap: responses come straight.
-                send_accept: false,
-                ..ReceiverConfig::default()
-            },
+            // The receiver answers `start` with `accept`: a server that does not know our
+            // support waits for it, and one that does not wait is handled all the same.
+            oversized: ReceiverConfig::default(),
             stream_policy: StreamPolicy::default(),
         }
     }
@@ -170,6 +168,9 @@ pub struct ContextVmClient {
     now: Duration,
     server_capabilities: Capabilities,
     advertised: bool,
+    /// Capability tags waiting for the next event to the server (a request that went out as a
+    /// transfer advertises on its `start` frame).
+    pending_tags: Vec<nostr::prelude::Tag>,
     calls: BTreeMap<CallId, PendingCall>,
     by_token: BTreeMap<ProgressToken, CallId>,
     downloads: OversizedReceiver<PublicKey>,
@@ -196,6 +197,7 @@ impl ContextVmClient {
             now: Duration::ZERO,
             server_capabilities: Capabilities::default(),
             advertised: false,
+            pending_tags: Vec::new(),
             calls: BTreeMap::new(),
             by_token: BTreeMap::new(),
             uploads: BTreeMap::new(),
@@ -300,6 +302,11 @@ impl ContextVmClient {
             return Vec::new();
         }
         self.advertised = true;
+        // The server now knows what we support and will not wait for our accepts.
+        self.downloads
+            .set_send_accept(!self.config.capabilities.oversized_transfer);
+        self.streams
+            .set_send_accept(!self.config.capabilities.open_stream);
         self.config.capabilities.tags()
     }
 
@@ -346,6 +353,7 @@ impl ContextVmClient {
             call.request_event = Some(event_id);
             call.request_text = token.is_some().then_some(text);
         } else if let Some(token) = token {
+            self.pending_tags = event.tags.iter().skip(1).cloned().collect();
             self.upload(id, token, text);
         } else {
             self.fail_call(id, CallFailure::RequestTooLarge);
@@ -560,7 +568,8 @@ impl ContextVmClient {
             frames.push(frame.to_json());
         }
         for text in frames {
-            let event = self.core.sign(&server, None, Vec::new(), text, now);
+            let tags = std::mem::take(&mut self.pending_tags);
+            let event = self.core.sign(&server, None, tags, text, now);
             self.core.publish(event);
         }
         self.uploads.retain(|_, s| !s.is_done());

@@ -8,7 +8,8 @@
 //! - a response whose *published* event would exceed the budget goes out as CEP-22 when the
 //!   request carried a progress token, and as a small JSON-RPC error otherwise; a relay verdict
 //!   of "too large" on a direct response triggers the same CEP-22 retry; any other rejection is
-//!   ambiguous and never retried;
+//!   ambiguous and never retried. After a size rejection of an S-byte event the server retries
+//!   (and keeps sending) with a budget of S/2, since the relay's real limit is unknown;
 //! - a streaming tool's final response is published only after its `close` frame (or, after an
 //!   abort, an error response), exactly once;
 //! - a request delivered twice (relays and multi-relay setups duplicate) runs once.
@@ -44,6 +45,9 @@ pub mod codes {
     /// The `fail` tool.
     pub const TOOL_FAILED: i64 = -32000;
 }
+
+/// The lowest budget a size rejection can push the server to.
+const MIN_BUDGET: usize = 4096;
 
 /// How a server behaves.
 #[derive(Debug, Clone)]
@@ -124,6 +128,7 @@ struct Stream {
 struct DirectResponse {
     call: Call,
     text: String,
+    published_size: usize,
 }
 
 struct Outgoing {
@@ -138,6 +143,9 @@ pub struct ContextVmServer {
     config: ServerConfig,
     rng: ChaCha8Rng,
     reply_envelope: SignedEventEnvelope,
+    /// The budget in force: the configured one, lowered when a relay rejects an event as too
+    /// large.
+    budget: usize,
     now: Duration,
     clients: BTreeMap<PublicKey, (Capabilities, bool)>,
     calls: BTreeMap<u64, Call>,
@@ -172,6 +180,7 @@ impl ContextVmServer {
         ContextVmServer {
             core: PeerCore::new(identity, relays),
             uploads: OversizedReceiver::new(config.oversized.clone()),
+            budget: config.budget,
             config,
             rng,
             reply_envelope,
@@ -265,6 +274,10 @@ impl ContextVmServer {
         if matches!(frame.body, TransferBody::Start { .. }) {
             self.upload_origin.entry(key).or_insert(event_id);
         }
+        // A client that has our capability tags does not wait for accept.
+        let advertised = self.clients.get(&client).is_some_and(|c| c.1);
+        self.uploads
+            .set_send_accept(!(advertised && self.config.capabilities.oversized_transfer));
         self.uploads.handle_frame(&client, frame, self.now);
     }
 
@@ -398,11 +411,19 @@ impl ContextVmServer {
             text.clone(),
             self.now,
         );
-        if event.as_json().len() <= self.config.budget {
+        let published_size = event.as_json().len();
+        if published_size <= self.budget {
             let client = call.client;
             let id = self.core.publish(event);
             if call.token.is_some() {
-                self.direct.insert(id, DirectResponse { call, text });
+                self.direct.insert(
+                    id,
+                    DirectResponse {
+                        call,
+                        text,
+                        published_size,
+                    },
+                );
             }
             self.events.push_back(ServerEvent::Responded {
                 client,
@@ -442,7 +463,7 @@ impl ContextVmServer {
             .get(&client)
             .is_some_and(|c| c.0.oversized_transfer);
         let config = SenderConfig {
-            budget: self.config.budget,
+            budget: self.budget,
             wait_for_accept: !supports,
             ..SenderConfig::default()
         };
@@ -505,6 +526,17 @@ impl ContextVmServer {
     /// Publishes what the engines have to send and finishes streams that ended.
     fn pump(&mut self) {
         let now = self.now;
+        while let Some((id, outcome)) = self.core.poll_publish_outcome() {
+            let Some(direct) = self.direct.remove(&id) else {
+                continue;
+            };
+            if outcome == PublishOutcome::SizeRejected {
+                // The relays' limit is below this event's size, and we do not know by how
+                // much: retry (and from now on send) with half of it.
+                self.budget = self.budget.min(direct.published_size / 2).max(MIN_BUDGET);
+                self.send_oversized(direct.call, direct.text);
+            }
+        }
         // Oversized requests that completed are requests like any other.
         while let Some(event) = self.uploads.poll_event() {
             if let ReceiverEvent::Completed {
@@ -576,14 +608,6 @@ impl ContextVmServer {
         }
         self.streams
             .retain(|_, s| !(s.responded && s.writer.is_done()));
-        while let Some((id, outcome)) = self.core.poll_publish_outcome() {
-            let Some(direct) = self.direct.remove(&id) else {
-                continue;
-            };
-            if outcome == PublishOutcome::SizeRejected {
-                self.send_oversized(direct.call, direct.text);
-            }
-        }
     }
 }
 

@@ -2,5 +2,6 @@
 //! an impaired one-way link, and a single-transfer run used by `relaysim transfer`.
 
 pub mod link;
+pub mod loopback;
 pub mod rng;
 pub mod transfer;

@@ -73,6 +73,12 @@ impl<P: Ord + Clone> OpenStreamRegistry<P> {
         &self.policy
     }
 
+    /// Whether new sessions answer `start` with `accept` (see
+    /// [`crate::protocol::oversized::OversizedReceiver::set_send_accept`]).
+    pub fn set_send_accept(&mut self, send_accept: bool) {
+        self.policy.send_accept = send_accept;
+    }
+
     /// Streams that have not ended.
     pub fn active_streams(&self) -> usize {
         self.streams

@@ -303,6 +303,12 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         &self.config
     }
 
+    /// Whether `start` is answered with `accept` from now on. A peer sets it per sender: a
+    /// sender that knows our support does not wait, so an accept would only be noise.
+    pub fn set_send_accept(&mut self, send_accept: bool) {
+        self.config.send_accept = send_accept;
+    }
+
     /// Counts of frames that advanced nothing.
     pub fn counters(&self) -> &ReceiverCounters {
         &self.counters

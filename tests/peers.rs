@@ -1,0 +1,475 @@
+//! End-to-end lifecycles between a client and a server peer over a perfect in-process relay:
+//! every tool, every transfer mode.
+
+use nostr::prelude::Event;
+use relaysim::peer::client::{CallFailure, CallOptions, ClientEvent};
+use relaysim::peer::server::{codes, ServerConfig, ServerEvent};
+use relaysim::protocol::open_stream::StreamFailure;
+use relaysim::relay::RelayLimits;
+use relaysim::sim::loopback::{Loopback, Side};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+
+fn net(configure: impl FnOnce(&mut relaysim::peer::client::ClientConfig)) -> Loopback {
+    Loopback::new(
+        7,
+        vec![("relay-a".into(), RelayLimits::default())],
+        configure,
+        ServerConfig::default(),
+    )
+}
+
+fn events(n: &mut Loopback) -> Vec<ClientEvent> {
+    std::iter::from_fn(|| n.client.poll_event()).collect()
+}
+
+fn response_text(e: &ClientEvent) -> Option<String> {
+    match e {
+        ClientEvent::Response {
+            response: Ok(v), ..
+        } => v["content"][0]["text"].as_str().map(str::to_owned),
+        _ => None,
+    }
+}
+
+fn initialized(n: &mut Loopback) {
+    n.client.initialize(S(0));
+    n.run_until(S(1));
+    let evs = events(n);
+    assert!(
+        matches!(evs[..], [ClientEvent::Initialized { capabilities }] if capabilities.oversized_transfer && capabilities.open_stream),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn initialize_learns_the_servers_capabilities() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    // The initialize request carried the client's capability tags; the response the server's.
+    let first = Event::from_json(&n.log[0].json).unwrap();
+    assert!(first
+        .tags
+        .iter()
+        .any(|t| t.as_slice() == ["support_oversized_transfer"]));
+}
+
+#[test]
+fn echo_round_trip() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    let call = n.client.call_tool(
+        "echo",
+        json!({ "text": "hello \"relay\"" }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(2));
+    let evs = events(&mut n);
+    assert_eq!(evs.len(), 1);
+    assert!(matches!(evs[0], ClientEvent::Response { call: c, .. } if c == call));
+    assert_eq!(response_text(&evs[0]).as_deref(), Some("hello \"relay\""));
+}
+
+#[test]
+fn a_streamed_tool_delivers_chunks_in_order_then_the_final_result() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    let (call, _token) = n.client.call_tool_stream(
+        "stream",
+        json!({ "chunks": 20, "chunk_bytes": 100, "interval_ms": 50 }),
+        S(1),
+    );
+    let mut chunks = Vec::new();
+    let mut t = S(1);
+    while t < S(5) {
+        t += Duration::from_millis(10);
+        n.run_until(t);
+        while let Some(c) = n.client.read_stream(call) {
+            chunks.push(c);
+        }
+    }
+    assert_eq!(chunks.len(), 20);
+    assert!(chunks
+        .iter()
+        .enumerate()
+        .all(|(i, c)| c.chunk_index == i as u64
+            && c.data.len() == 100
+            && c.data.starts_with(&format!("chunk {i}:"))));
+    let evs = events(&mut n);
+    let kinds: Vec<&str> = evs
+        .iter()
+        .map(|e| match e {
+            ClientEvent::StreamOpened { .. } => "opened",
+            ClientEvent::StreamEnded {
+                outcome: Ok(()), ..
+            } => "ended",
+            ClientEvent::Response { .. } => "response",
+            _ => "other",
+        })
+        .collect();
+    assert_eq!(kinds, ["opened", "ended", "response"], "{evs:?}");
+    assert_eq!(
+        response_text(&evs[2]).as_deref(),
+        Some("streamed 20 chunks")
+    );
+}
+
+#[test]
+fn an_oversized_response_arrives_as_a_cep22_transfer() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    let call = n.client.call_tool(
+        "large_result",
+        json!({ "bytes": 300_000, "content": "escape-heavy" }),
+        CallOptions { progress: true },
+        S(1),
+    );
+    n.run_until(S(5));
+    let evs = events(&mut n);
+    let text = response_text(&evs[0]).expect("a response");
+    assert!(matches!(evs[0], ClientEvent::Response { call: c, .. } if c == call));
+    assert!(text.len() >= 300_000);
+    let server_events = n.log.iter().filter(|p| p.side == Side::Server).count();
+    assert!(
+        server_events > 10,
+        "a transfer of many frames, got {server_events} events"
+    );
+    assert!(
+        n.log.iter().all(|p| p.json.len() <= 48_000),
+        "every published event within the budget"
+    );
+}
+
+#[test]
+fn an_oversized_response_without_a_progress_token_fails_cleanly() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    n.client.call_tool(
+        "large_result",
+        json!({ "bytes": 300_000 }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(5));
+    let evs = events(&mut n);
+    assert!(
+        matches!(&evs[..], [ClientEvent::Response { response: Err(e), .. }] if e.code == codes::INTERNAL_ERROR),
+        "{evs:?}"
+    );
+    assert!(n.log.iter().all(|p| p.json.len() <= 48_000));
+}
+
+fn oversized_request(stateless: bool) -> (Loopback, Vec<ClientEvent>) {
+    let mut n = net(|c| c.stateless = stateless);
+    if !stateless {
+        initialized(&mut n);
+    }
+    let text = "\"\\".repeat(60_000);
+    n.client.call_tool(
+        "echo",
+        json!({ "text": text }),
+        CallOptions { progress: true },
+        S(1),
+    );
+    n.run_until(S(10));
+    let evs = events(&mut n);
+    assert_eq!(
+        response_text(&evs[0]).as_deref(),
+        Some(text.as_str()),
+        "{:?}",
+        evs.iter()
+            .map(|e| format!("{e:?}").chars().take(200).collect::<String>())
+            .collect::<Vec<_>>()
+    );
+    (n, evs)
+}
+
+fn frame_types(n: &Loopback, side: Side) -> Vec<String> {
+    n.log
+        .iter()
+        .filter(|p| p.side == side)
+        .filter_map(|p| {
+            let content: Value =
+                serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str()).ok()?;
+            content
+                .pointer("/params/cvm/frameType")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+        })
+        .collect()
+}
+
+#[test]
+fn an_oversized_request_goes_direct_when_the_server_is_known_to_support_it() {
+    let (n, _) = oversized_request(false);
+    // The client's own accepts belong to the oversized echo coming back.
+    let client_frames: Vec<String> = frame_types(&n, Side::Client)
+        .into_iter()
+        .filter(|f| f != "accept")
+        .collect();
+    assert_eq!(client_frames.first().map(String::as_str), Some("start"));
+    assert_eq!(client_frames.last().map(String::as_str), Some("end"));
+    // No accept was needed; the server still sends one (it cannot know the client did not wait).
+    assert!(client_frames.iter().filter(|f| *f == "chunk").count() >= 3);
+}
+
+#[test]
+fn an_oversized_request_in_stateless_mode_waits_for_accept() {
+    let (n, _) = oversized_request(true);
+    assert!(frame_types(&n, Side::Server).contains(&"accept".to_owned()));
+    // The first request carried the client's capability tags (stateless advertisement).
+    let first = Event::from_json(&n.log[0].json).unwrap();
+    assert!(first
+        .tags
+        .iter()
+        .any(|t| t.as_slice() == ["support_open_stream"]));
+}
+
+#[test]
+fn stateless_calls_work_without_initialize() {
+    let mut n = net(|c| c.stateless = true);
+    n.client.call_tool(
+        "echo",
+        json!({ "text": "hi" }),
+        CallOptions::default(),
+        S(0),
+    );
+    n.run_until(S(1));
+    let evs = events(&mut n);
+    assert_eq!(response_text(&evs[0]).as_deref(), Some("hi"));
+    assert!(
+        n.client.server_capabilities().oversized_transfer,
+        "learned from the first response's tags"
+    );
+}
+
+#[test]
+fn aborting_a_stream_mid_way_ends_it_and_the_call_gets_an_error() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    let (call, _) = n.client.call_tool_stream(
+        "stream",
+        json!({ "chunks": 100, "chunk_bytes": 10, "interval_ms": 100 }),
+        S(1),
+    );
+    n.run_until(S(2));
+    let mut read = 0;
+    while n.client.read_stream(call).is_some() {
+        read += 1;
+    }
+    assert!(read > 3 && read < 100);
+    n.client.abort_stream(call, "user cancelled", S(2));
+    n.run_until(S(20));
+    let evs = events(&mut n);
+    assert!(
+        evs.iter().any(|e| matches!(
+            e,
+            ClientEvent::StreamEnded {
+                outcome: Err(StreamFailure::AbortedLocally { .. }),
+                ..
+            }
+        )),
+        "{evs:?}"
+    );
+    assert!(evs.iter().any(|e| matches!(e, ClientEvent::Response { response: Err(er), .. } if er.message.contains("stream aborted"))), "{evs:?}");
+    let chunks_sent = frame_types(&n, Side::Server)
+        .iter()
+        .filter(|f| *f == "chunk")
+        .count();
+    assert!(chunks_sent < 100, "the server stopped writing");
+}
+
+#[test]
+fn the_fail_tool_returns_a_json_rpc_error() {
+    let mut n = net(|_| {});
+    initialized(&mut n);
+    n.client.call_tool(
+        "fail",
+        json!({ "reason": "boom" }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(2));
+    let evs = events(&mut n);
+    assert!(
+        matches!(&evs[..], [ClientEvent::Response { response: Err(e), .. }] if e.code == codes::TOOL_FAILED && e.message == "boom")
+    );
+}
+
+#[test]
+fn a_slow_tool_answers_later_and_a_short_timeout_fails_first() {
+    let mut n = net(|c| c.request_timeout = S(2));
+    initialized(&mut n);
+    let slow = n
+        .client
+        .call_tool("slow", json!({ "ms": 1500 }), CallOptions::default(), S(1));
+    let too_slow = n
+        .client
+        .call_tool("slow", json!({ "ms": 5000 }), CallOptions::default(), S(1));
+    n.run_until(S(10));
+    let evs = events(&mut n);
+    assert!(evs
+        .iter()
+        .any(|e| matches!(e, ClientEvent::Response { call, .. } if *call == slow)));
+    assert!(evs.iter().any(|e| matches!(e, ClientEvent::Failed { call, failure: CallFailure::Timeout } if *call == too_slow)));
+}
+
+#[test]
+fn stream_frames_keep_a_long_call_alive_past_the_request_timeout() {
+    let mut n = net(|c| c.request_timeout = S(2));
+    initialized(&mut n);
+    let (call, _) = n.client.call_tool_stream(
+        "stream",
+        json!({ "chunks": 10, "chunk_bytes": 10, "interval_ms": 1000 }),
+        S(1),
+    );
+    n.run_until(S(30));
+    while n.client.read_stream(call).is_some() {}
+    let evs = events(&mut n);
+    assert!(
+        evs.iter()
+            .any(|e| matches!(e, ClientEvent::Response { call: c, response: Ok(_) } if *c == call)),
+        "{evs:?}"
+    );
+}
+
+#[test]
+fn duplicate_deliveries_never_run_a_tool_twice() {
+    let mut n = net(|_| {});
+    n.duplicate_deliveries = true;
+    initialized(&mut n);
+    n.client.call_tool(
+        "echo",
+        json!({ "text": "once" }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(2));
+    let requests = std::iter::from_fn(|| n.server.poll_event())
+        .filter(|e| matches!(e, ServerEvent::Request { method, .. } if method == "tools/call"))
+        .count();
+    assert_eq!(requests, 1);
+    assert_eq!(events(&mut n).len(), 1, "one response event for the client");
+    assert!(n.server.duplicates_dropped() > 0 && n.client.duplicates_dropped() > 0);
+}
+
+#[test]
+fn a_relay_size_rejection_triggers_a_cep22_retry() {
+    // The relay's limit is below the server's budget: the direct response is rejected as too
+    // large, and the server retries as a transfer.
+    let limits = RelayLimits {
+        max_event_bytes: Some(20_000),
+        ..RelayLimits::default()
+    };
+    let server = ServerConfig {
+        budget: 48_000,
+        ..ServerConfig::default()
+    };
+    let mut n = Loopback::new(
+        7,
+        vec![("strict".into(), limits)],
+        |c| c.budget = 20_000,
+        server,
+    );
+    initialized(&mut n);
+    n.client.call_tool(
+        "large_result",
+        json!({ "bytes": 30_000 }),
+        CallOptions { progress: true },
+        S(1),
+    );
+    n.run_until(S(10));
+    let evs = events(&mut n);
+    assert!(
+        response_text(&evs[0]).is_some_and(|t| t.len() == 30_000),
+        "{:?}",
+        evs.len()
+    );
+    assert!(frame_types(&n, Side::Server).contains(&"start".to_owned()));
+}
+
+#[test]
+fn published_events_are_valid_nip01_and_byte_identical_across_runs() {
+    let run = || {
+        let mut n = net(|_| {});
+        initialized(&mut n);
+        n.client.call_tool(
+            "large_result",
+            json!({ "bytes": 120_000, "content": "random" }),
+            CallOptions { progress: true },
+            S(1),
+        );
+        n.client.call_tool_stream(
+            "stream",
+            json!({ "chunks": 5, "chunk_bytes": 50, "interval_ms": 10 }),
+            S(1),
+        );
+        n.run_until(S(5));
+        n.log
+    };
+    let a = run();
+    assert_eq!(a, run());
+    for p in &a {
+        let event = Event::from_json(&p.json).expect("valid NIP-01 event JSON");
+        event.verify().expect("valid id and signature");
+        assert_eq!(event.kind.as_u16(), 25910);
+        assert!(event.tags.public_keys().count() == 1, "one p tag");
+    }
+    // Responses and frames of a request reply to it with an e tag.
+    let server_events: Vec<Event> = a
+        .iter()
+        .filter(|p| p.side == Side::Server)
+        .map(|p| Event::from_json(&p.json).unwrap())
+        .collect();
+    assert!(server_events
+        .iter()
+        .all(|e| e.tags.event_ids().count() == 1));
+}
+
+#[test]
+fn two_relays_deliver_everything_twice_and_each_peer_keeps_one_copy() {
+    let relays = vec![
+        ("relay-a".into(), RelayLimits::default()),
+        ("relay-b".into(), RelayLimits::default()),
+    ];
+    let mut n = Loopback::new(7, relays, |_| {}, ServerConfig::default());
+    initialized(&mut n);
+    n.client.call_tool(
+        "echo",
+        json!({ "text": "both" }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(2));
+    let evs = events(&mut n);
+    assert_eq!(evs.len(), 1);
+    assert_eq!(response_text(&evs[0]).as_deref(), Some("both"));
+    assert!(
+        n.log.iter().any(|p| p.relay == "relay-b"),
+        "published to every relay"
+    );
+    let tool_runs = std::iter::from_fn(|| n.server.poll_event())
+        .filter(|e| matches!(e, ServerEvent::Request { method, .. } if method == "tools/call"))
+        .count();
+    assert_eq!(tool_runs, 1);
+}
+
+#[test]
+fn a_hard_maximum_ends_calls_that_keep_refreshing_their_timeout() {
+    let mut n = net(|c| {
+        c.request_timeout = S(5);
+        c.max_request_timeout = S(10);
+    });
+    initialized(&mut n);
+    let (call, _) = n.client.call_tool_stream(
+        "stream",
+        json!({ "chunks": 100, "chunk_bytes": 10, "interval_ms": 1000 }),
+        S(1),
+    );
+    n.run_until(S(30));
+    let evs = events(&mut n);
+    assert!(evs.iter().any(|e| matches!(e, ClientEvent::Failed { call: c, failure: CallFailure::HardTimeout } if *c == call)), "{evs:?}");
+}
