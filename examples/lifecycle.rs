@@ -6,7 +6,7 @@
 use nostr::prelude::Event;
 use relaysim::peer::client::CallOptions;
 use relaysim::peer::server::ServerConfig;
-use relaysim::relay::RelayLimits;
+use relaysim::relay::RelayProfile;
 use relaysim::sim::loopback::Loopback;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -14,7 +14,7 @@ use std::time::Duration;
 fn main() {
     let mut net = Loopback::new(
         1,
-        vec![("relay".into(), RelayLimits::default())],
+        vec![("relay".into(), RelayProfile::ideal())],
         |_| {},
         ServerConfig::default(),
     );

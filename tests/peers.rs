@@ -5,7 +5,7 @@ use nostr::prelude::Event;
 use relaysim::peer::client::{CallFailure, CallOptions, ClientEvent};
 use relaysim::peer::server::{codes, ServerConfig, ServerEvent};
 use relaysim::protocol::open_stream::StreamFailure;
-use relaysim::relay::RelayLimits;
+use relaysim::relay::RelayProfile;
 use relaysim::sim::loopback::{Loopback, Side};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -15,7 +15,7 @@ const S: fn(u64) -> Duration = Duration::from_secs;
 fn net(configure: impl FnOnce(&mut relaysim::peer::client::ClientConfig)) -> Loopback {
     Loopback::new(
         7,
-        vec![("relay-a".into(), RelayLimits::default())],
+        vec![("relay-a".into(), RelayProfile::ideal())],
         configure,
         ServerConfig::default(),
     )
@@ -360,9 +360,9 @@ fn duplicate_deliveries_never_run_a_tool_twice() {
 fn a_relay_size_rejection_triggers_a_cep22_retry() {
     // The relay's limit is below the server's budget: the direct response is rejected as too
     // large, and the server retries as a transfer.
-    let limits = RelayLimits {
+    let limits = RelayProfile {
         max_event_bytes: Some(20_000),
-        ..RelayLimits::default()
+        ..RelayProfile::ideal()
     };
     let server = ServerConfig {
         budget: 48_000,
@@ -432,8 +432,8 @@ fn published_events_are_valid_nip01_and_byte_identical_across_runs() {
 #[test]
 fn two_relays_deliver_everything_twice_and_each_peer_keeps_one_copy() {
     let relays = vec![
-        ("relay-a".into(), RelayLimits::default()),
-        ("relay-b".into(), RelayLimits::default()),
+        ("relay-a".into(), RelayProfile::ideal()),
+        ("relay-b".into(), RelayProfile::ideal()),
     ];
     let mut n = Loopback::new(7, relays, |_| {}, ServerConfig::default());
     initialized(&mut n);

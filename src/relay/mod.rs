@@ -1,39 +1,34 @@
-//! The relay model: NIP-01 semantics as a sans-IO state machine. Connections send client
-//! messages in; relay messages come out through [`Relay::poll_transmit`].
-//!
-//! This is the relay's core behaviour (subscriptions, filter matching, verification, OK
-//! verdicts, broadcast of ephemeral events to live subscribers). Profiles of real relays and
-//! impairments build on it.
+//! The relay model: NIP-01 as a sans-IO state machine, with the behaviour of a
+//! [`RelayProfile`]. Connections send client messages in; relay messages come out through
+//! [`Relay::poll_transmit`], connections the relay closes through [`Relay::poll_dropped`], and
+//! timed work (rate-limit queues, delivery batches, storage expiry) through
+//! [`Relay::poll_timeout`] / [`Relay::handle_timeout`]. Network impairments are applied around
+//! the relay by the driver ([`impair`]).
 
+pub mod impair;
+pub mod profile;
+
+use crate::peer::event::EPOCH_SECS;
 use crate::peer::nip01::{ClientMessage, RelayMessage};
-use nostr::prelude::{Event, Filter, MatchEventOptions};
+use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
+pub use profile::RelayProfile;
+use profile::{FrameOversizeReaction, OversizeReaction, RateAction, RateScope, SizeMeasure};
 use std::collections::{BTreeMap, VecDeque};
+use std::time::Duration;
 
 /// Identifies one connection to a relay.
 pub type ConnId = u64;
 
-/// Relay limits.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RelayLimits {
-    /// Largest event, measured on its serialized JSON; larger ones get
-    /// `OK false "invalid: event too large: N"` (strfry's wording).
-    pub max_event_bytes: Option<usize>,
-    /// Subscriptions per connection.
-    pub max_subscriptions: usize,
-}
-
-impl Default for RelayLimits {
-    fn default() -> Self {
-        RelayLimits {
-            max_event_bytes: None,
-            max_subscriptions: 200,
-        }
-    }
-}
-
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Connection {
+    ip: String,
     subscriptions: BTreeMap<String, Filter>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Bucket {
+    tokens: f64,
+    at: Duration,
 }
 
 /// Counters of what a relay did.
@@ -43,30 +38,66 @@ pub struct RelayCounters {
     pub received: u64,
     /// Events accepted.
     pub accepted: u64,
-    /// Events rejected (any reason).
-    pub rejected: u64,
+    /// Events refused, by the prefix of the reason (`invalid`, `rate-limited`, `mute`, ...).
+    pub rejected: BTreeMap<String, u64>,
+    /// Events answered `duplicate:` (stored ephemeral events sent again).
+    pub duplicates: u64,
+    /// Events held back by a rate limit.
+    pub delayed: u64,
+    /// Events dropped silently by a rate limit.
+    pub dropped: u64,
     /// Copies delivered to subscribers.
     pub delivered: u64,
+    /// Connections the relay closed.
+    pub connections_closed: u64,
 }
 
 /// One relay.
 #[derive(Debug)]
 pub struct Relay {
-    limits: RelayLimits,
+    profile: RelayProfile,
     connections: BTreeMap<ConnId, Connection>,
+    stored: BTreeMap<EventId, (Event, Duration)>,
+    stored_order: VecDeque<(Duration, EventId)>,
+    buckets: BTreeMap<String, Bucket>,
+    delayed: VecDeque<(Duration, ConnId, Event)>,
+    batch: Vec<Event>,
+    batch_flush_at: Option<Duration>,
     outbox: VecDeque<(ConnId, RelayMessage)>,
+    dropped: VecDeque<ConnId>,
     counters: RelayCounters,
 }
 
+fn prefix_of(message: &str) -> String {
+    message
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .trim()
+        .to_owned()
+}
+
 impl Relay {
-    /// A relay with the given limits.
-    pub fn new(limits: RelayLimits) -> Self {
+    /// A relay behaving like `profile`.
+    pub fn new(profile: RelayProfile) -> Self {
         Relay {
-            limits,
+            profile,
             connections: BTreeMap::new(),
+            stored: BTreeMap::new(),
+            stored_order: VecDeque::new(),
+            buckets: BTreeMap::new(),
+            delayed: VecDeque::new(),
+            batch: Vec::new(),
+            batch_flush_at: None,
             outbox: VecDeque::new(),
+            dropped: VecDeque::new(),
             counters: RelayCounters::default(),
         }
+    }
+
+    /// The profile in force.
+    pub fn profile(&self) -> &RelayProfile {
+        &self.profile
     }
 
     /// What the relay has done so far.
@@ -74,42 +105,77 @@ impl Relay {
         &self.counters
     }
 
-    /// A connection opens.
-    pub fn connect(&mut self, conn: ConnId) {
-        self.connections.entry(conn).or_default();
+    /// A connection opens from `ip`.
+    pub fn connect(&mut self, conn: ConnId, ip: &str) {
+        self.connections.insert(
+            conn,
+            Connection {
+                ip: ip.to_owned(),
+                subscriptions: BTreeMap::new(),
+            },
+        );
     }
 
-    /// A connection closes; its subscriptions go with it.
+    /// Whether `conn` is open.
+    pub fn is_connected(&self, conn: ConnId) -> bool {
+        self.connections.contains_key(&conn)
+    }
+
+    /// A connection closes (the client went away); its subscriptions go with it.
     pub fn disconnect(&mut self, conn: ConnId) {
         self.connections.remove(&conn);
+        self.delayed.retain(|(_, c, _)| *c != conn);
     }
 
-    /// A message from `conn`.
-    pub fn handle_client_message(&mut self, conn: ConnId, message: ClientMessage) {
+    /// The relay restarts: every connection drops. Stored events survive (they are in the
+    /// database); queued work is lost.
+    pub fn restart(&mut self) {
+        let conns: Vec<ConnId> = self.connections.keys().copied().collect();
+        for conn in conns {
+            self.close(conn);
+        }
+        self.delayed.clear();
+        self.batch.clear();
+        self.batch_flush_at = None;
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        if self.connections.remove(&conn).is_some() {
+            self.counters.connections_closed += 1;
+            self.dropped.push_back(conn);
+        }
+        self.delayed.retain(|(_, c, _)| *c != conn);
+        self.outbox.retain(|(c, _)| *c != conn);
+    }
+
+    fn send(&mut self, conn: ConnId, message: RelayMessage) {
+        self.outbox.push_back((conn, message));
+    }
+
+    fn refuse(&mut self, conn: ConnId, id: EventId, message: String) {
+        *self
+            .counters
+            .rejected
+            .entry(prefix_of(&message))
+            .or_default() += 1;
+        self.send(
+            conn,
+            RelayMessage::Ok {
+                id,
+                accepted: false,
+                message,
+            },
+        );
+    }
+
+    /// A message from `conn` at virtual time `now`.
+    pub fn handle_client_message(&mut self, conn: ConnId, message: ClientMessage, now: Duration) {
         if !self.connections.contains_key(&conn) {
             return;
         }
         match message {
-            ClientMessage::Event(event) => self.on_event(conn, *event),
-            ClientMessage::Req { sub, filter } => {
-                let c = self.connections.get_mut(&conn).expect("checked");
-                if !c.subscriptions.contains_key(&sub)
-                    && c.subscriptions.len() >= self.limits.max_subscriptions
-                {
-                    self.outbox.push_back((
-                        conn,
-                        RelayMessage::Closed {
-                            sub,
-                            message: "error: too many subscriptions".into(),
-                        },
-                    ));
-                    return;
-                }
-                // A REQ with an existing id replaces it. Ephemeral events are not stored, so
-                // there is nothing to replay before EOSE.
-                c.subscriptions.insert(sub.clone(), *filter);
-                self.outbox.push_back((conn, RelayMessage::Eose { sub }));
-            }
+            ClientMessage::Event(event) => self.on_event(conn, *event, now),
+            ClientMessage::Req { sub, filter } => self.on_req(conn, sub, *filter, now),
             ClientMessage::Close { sub } => {
                 if let Some(c) = self.connections.get_mut(&conn) {
                     c.subscriptions.remove(&sub);
@@ -118,58 +184,253 @@ impl Relay {
         }
     }
 
-    fn on_event(&mut self, conn: ConnId, event: Event) {
+    fn on_req(&mut self, conn: ConnId, sub: String, filter: Filter, now: Duration) {
+        let c = self
+            .connections
+            .get_mut(&conn)
+            .expect("checked by the caller");
+        if !c.subscriptions.contains_key(&sub)
+            && c.subscriptions.len() >= self.profile.max_subscriptions
+        {
+            let message = match &self.profile.too_many_subscriptions_notice {
+                Some(notice) => RelayMessage::Notice {
+                    message: notice.clone(),
+                },
+                None => RelayMessage::Closed {
+                    sub,
+                    message: "rate-limited: too many subscriptions".into(),
+                },
+            };
+            self.send(conn, message);
+            return;
+        }
+        // A REQ with an existing id replaces it.
+        c.subscriptions.insert(sub.clone(), filter.clone());
+        // Stored (ephemeral) events still within their lifetime are replayed before EOSE.
+        self.expire_stored(now);
+        let replay: Vec<Event> = self
+            .stored
+            .values()
+            .filter(|(e, _)| filter.match_event(e, MatchEventOptions::default()))
+            .map(|(e, _)| e.clone())
+            .collect();
+        for event in replay {
+            self.counters.delivered += 1;
+            self.send(
+                conn,
+                RelayMessage::Event {
+                    sub: sub.clone(),
+                    event: Box::new(event),
+                },
+            );
+        }
+        self.send(conn, RelayMessage::Eose { sub });
+    }
+
+    fn on_event(&mut self, conn: ConnId, event: Event, now: Duration) {
         self.counters.received += 1;
         let id = event.id;
-        let size = event.as_json().len();
-        let verdict = if event.verify().is_err() {
-            Err("invalid: bad event id or signature".to_owned())
-        } else if self.limits.max_event_bytes.is_some_and(|max| size > max) {
-            Err(format!("invalid: event too large: {size}"))
-        } else {
-            Ok(())
-        };
-        match verdict {
-            Err(message) => {
-                self.counters.rejected += 1;
-                self.outbox.push_back((
-                    conn,
-                    RelayMessage::Ok {
-                        id,
-                        accepted: false,
-                        message,
-                    },
-                ));
+        let json_len = event.as_json().len();
+        let message_len = json_len + r#"["EVENT",]"#.len();
+        if let Some(max) = self.profile.max_message_bytes {
+            if message_len > max {
+                match self.profile.frame_oversize.clone() {
+                    FrameOversizeReaction::Drop => {}
+                    FrameOversizeReaction::NoticeThenDrop(text) => {
+                        let message = text
+                            .replace("{size}", &message_len.to_string())
+                            .replace("{max}", &max.to_string());
+                        self.send(conn, RelayMessage::Notice { message });
+                    }
+                }
+                *self
+                    .counters
+                    .rejected
+                    .entry("connection-closed".into())
+                    .or_default() += 1;
+                // The notice goes out before the close.
+                let notice: Vec<_> = self
+                    .outbox
+                    .iter()
+                    .filter(|(c, _)| *c == conn)
+                    .cloned()
+                    .collect();
+                self.close(conn);
+                self.outbox.extend(notice);
+                return;
             }
-            Ok(()) => {
-                self.counters.accepted += 1;
-                self.outbox.push_back((
+        }
+        if event.verify().is_err() {
+            return self.refuse(conn, id, "invalid: bad event id or signature".into());
+        }
+        let kind = event.kind.as_u16();
+        if let Some(allowed) = &self.profile.allowed_kinds {
+            if !allowed.contains(&kind) {
+                return self.refuse(
                     conn,
-                    RelayMessage::Ok {
-                        id,
-                        accepted: true,
-                        message: String::new(),
-                    },
-                ));
-                self.broadcast(&event);
+                    id,
+                    format!("blocked: event kind {kind} is not allowed"),
+                );
             }
+        }
+        let relay_now = EPOCH_SECS + now.as_secs();
+        let created = event.created_at.as_secs();
+        if let Some(window) = self.profile.reject_newer_than {
+            if created > relay_now + window.as_secs() {
+                return self.refuse(conn, id, "invalid: created_at too late".into());
+            }
+        }
+        let ephemeral = event.kind.is_ephemeral();
+        if ephemeral {
+            if let Some(age) = self.profile.ephemeral.reject_older_than {
+                if created + age.as_secs() < relay_now {
+                    return self.refuse(conn, id, "invalid: ephemeral event expired".into());
+                }
+            }
+        }
+        if let Some(max) = self.profile.max_event_bytes {
+            let size = match self.profile.size_measure {
+                SizeMeasure::EventJson => json_len,
+                SizeMeasure::EventMessage => message_len,
+            };
+            if size > max {
+                match self.profile.oversize.clone() {
+                    OversizeReaction::OkFalse(text) => {
+                        return self.refuse(conn, id, text.replace("{size}", &size.to_string()));
+                    }
+                    OversizeReaction::Notice(message) => {
+                        *self.counters.rejected.entry("notice".into()).or_default() += 1;
+                        return self.send(conn, RelayMessage::Notice { message });
+                    }
+                }
+            }
+        }
+        self.expire_stored(now);
+        if self.stored.contains_key(&id) {
+            self.counters.duplicates += 1;
+            return self.send(
+                conn,
+                RelayMessage::Ok {
+                    id,
+                    accepted: true,
+                    message: "duplicate: have this event".into(),
+                },
+            );
+        }
+        if let Some(limit) = self.profile.rate_limit.clone() {
+            let key = match limit.scope {
+                RateScope::Connection => format!("conn:{conn}"),
+                RateScope::Pubkey => format!("pubkey:{}", event.pubkey),
+                RateScope::Ip => format!("ip:{}", self.connections[&conn].ip),
+                RateScope::Server => "server".into(),
+            };
+            let bucket = self.buckets.entry(key).or_insert(Bucket {
+                tokens: limit.capacity,
+                at: now,
+            });
+            bucket.tokens = (bucket.tokens
+                + (now - bucket.at).as_secs_f64() * limit.refill_per_sec)
+                .min(limit.capacity);
+            bucket.at = now;
+            if bucket.tokens >= 1.0 {
+                bucket.tokens -= 1.0;
+            } else {
+                match limit.action {
+                    RateAction::Reject(message) => return self.refuse(conn, id, message),
+                    RateAction::Drop => {
+                        self.counters.dropped += 1;
+                        return;
+                    }
+                    RateAction::Delay => {
+                        // Wait for the next token; the bucket is spent in advance.
+                        let wait = (1.0 - bucket.tokens) / limit.refill_per_sec.max(1e-9);
+                        bucket.tokens -= 1.0;
+                        // The debt already counts every event queued before this one.
+                        let release = (now + Duration::from_secs_f64(wait.max(0.0)))
+                            .max(self.delayed.back().map_or(now, |(t, _, _)| *t));
+                        self.counters.delayed += 1;
+                        self.delayed.push_back((release, conn, event));
+                        return;
+                    }
+                }
+            }
+        }
+        self.accept(conn, event, now);
+    }
+
+    fn listeners(&self, event: &Event) -> usize {
+        self.connections
+            .values()
+            .flat_map(|c| c.subscriptions.values())
+            .filter(|f| f.match_event(event, MatchEventOptions::default()))
+            .count()
+    }
+
+    fn accept(&mut self, conn: ConnId, event: Event, now: Duration) {
+        let id = event.id;
+        let ephemeral = event.kind.is_ephemeral();
+        let listeners = self.listeners(&event);
+        if ephemeral && self.profile.ephemeral.mute_without_listener && listeners == 0 {
+            return self.refuse(conn, id, "mute: no one was listening for this".into());
+        }
+        self.counters.accepted += 1;
+        if !ephemeral || self.profile.ephemeral.send_ok {
+            let message = self
+                .profile
+                .ok_message
+                .replace("{n}", &listeners.to_string());
+            self.send(
+                conn,
+                RelayMessage::Ok {
+                    id,
+                    accepted: true,
+                    message,
+                },
+            );
+        }
+        if ephemeral {
+            if let Some(ttl) = self.profile.ephemeral.store_for {
+                self.stored.insert(id, (event.clone(), now + ttl));
+                self.stored_order.push_back((now + ttl, id));
+            }
+        }
+        match self.profile.delivery_batch {
+            Some(debounce) => {
+                self.batch.push(event);
+                self.batch_flush_at.get_or_insert(now + debounce);
+            }
+            None => self.broadcast(&event),
         }
     }
 
     fn broadcast(&mut self, event: &Event) {
+        let mut out = Vec::new();
         for (conn, c) in &self.connections {
             for (sub, filter) in &c.subscriptions {
                 if filter.match_event(event, MatchEventOptions::default()) {
-                    self.counters.delivered += 1;
-                    self.outbox.push_back((
-                        *conn,
-                        RelayMessage::Event {
-                            sub: sub.clone(),
-                            event: Box::new(event.clone()),
-                        },
-                    ));
+                    out.push((*conn, sub.clone()));
                 }
             }
+        }
+        for (conn, sub) in out {
+            self.counters.delivered += 1;
+            self.send(
+                conn,
+                RelayMessage::Event {
+                    sub,
+                    event: Box::new(event.clone()),
+                },
+            );
+        }
+    }
+
+    fn expire_stored(&mut self, now: Duration) {
+        while let Some((at, id)) = self.stored_order.front().copied() {
+            if at > now {
+                break;
+            }
+            self.stored_order.pop_front();
+            self.stored.remove(&id);
         }
     }
 
@@ -177,4 +438,42 @@ impl Relay {
     pub fn poll_transmit(&mut self) -> Option<(ConnId, RelayMessage)> {
         self.outbox.pop_front()
     }
+
+    /// The next connection the relay closed on its own.
+    pub fn poll_dropped(&mut self) -> Option<ConnId> {
+        self.dropped.pop_front()
+    }
+
+    /// When [`Relay::handle_timeout`] next has work.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        [
+            self.delayed.front().map(|(t, _, _)| *t),
+            self.batch_flush_at,
+        ]
+        .into_iter()
+        .flatten()
+        .min()
+    }
+
+    /// Releases rate-limited events and flushes delivery batches due at `now`.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        while let Some((at, _, _)) = self.delayed.front() {
+            if *at > now {
+                break;
+            }
+            let (_, conn, event) = self.delayed.pop_front().expect("just looked");
+            if self.connections.contains_key(&conn) {
+                self.accept(conn, event, now);
+            }
+        }
+        if self.batch_flush_at.is_some_and(|t| t <= now) {
+            self.batch_flush_at = None;
+            for event in std::mem::take(&mut self.batch) {
+                self.broadcast(&event);
+            }
+        }
+    }
 }
+
+#[cfg(test)]
+mod tests;

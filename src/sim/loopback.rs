@@ -7,7 +7,7 @@ use crate::peer::event::Identity;
 use crate::peer::nip01::{ClientMessage, RelayMessage};
 use crate::peer::server::{ContextVmServer, ServerConfig};
 use crate::peer::Peer;
-use crate::relay::{ConnId, Relay, RelayLimits};
+use crate::relay::{ConnId, Relay, RelayProfile};
 use crate::sim::rng::SeededStreams;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -55,7 +55,7 @@ impl Loopback {
     /// A network seeded with `seed`. `client_config` adjusts the client's defaults.
     pub fn new(
         seed: u64,
-        relays: Vec<(String, RelayLimits)>,
+        relays: Vec<(String, RelayProfile)>,
         client_config: impl FnOnce(&mut ClientConfig),
         server_config: ServerConfig,
     ) -> Self {
@@ -75,15 +75,15 @@ impl Loopback {
             server,
             relays: relays
                 .into_iter()
-                .map(|(name, limits)| (name, Relay::new(limits)))
+                .map(|(name, profile)| (name, Relay::new(profile)))
                 .collect(),
             now: Duration::ZERO,
             duplicate_deliveries: false,
             log: Vec::new(),
         };
         for (name, relay) in net.relays.iter_mut() {
-            relay.connect(CLIENT_CONN);
-            relay.connect(SERVER_CONN);
+            relay.connect(CLIENT_CONN, "10.0.0.1");
+            relay.connect(SERVER_CONN, "10.0.0.2");
             net.client.connected(name, Duration::ZERO);
             net.server.connected(name, Duration::ZERO);
         }
@@ -146,7 +146,7 @@ impl Loopback {
                     });
                 }
                 if let Some(r) = self.relays.get_mut(&relay) {
-                    r.handle_client_message(conn, message);
+                    r.handle_client_message(conn, message, self.now);
                 }
             }
         }

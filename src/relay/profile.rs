@@ -1,0 +1,419 @@
+//! Relay profiles: every way real relays differ (`../shared/relays.md`) is a knob, and the
+//! built-in profiles set the knobs the way the named relay does.
+
+use super::impair::Impairments;
+use std::time::Duration;
+
+/// How a relay measures an event against its size limit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SizeMeasure {
+    /// The serialized event JSON (strfry re-normalises the event and measures that).
+    EventJson,
+    /// The whole `["EVENT", ...]` client message (nostr-rs-relay).
+    EventMessage,
+}
+
+/// What a relay does with an event over its size limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OversizeReaction {
+    /// `OK false` with this message; `{size}` is replaced by the measured size.
+    OkFalse(String),
+    /// A NOTICE with this message and no OK at all (nostr-rs-relay).
+    Notice(String),
+}
+
+/// What a relay does with a WebSocket message over its frame limit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FrameOversizeReaction {
+    /// Drop the connection with no message (strfry, khatru).
+    Drop,
+    /// Send a NOTICE, then drop the connection (nostr-rs-relay); `{size}` and `{max}` are
+    /// replaced.
+    NoticeThenDrop(String),
+}
+
+/// How a relay treats ephemeral events (kinds 20000–29999, so ContextVM's 25910).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EphemeralPolicy {
+    /// Keep them this long: a re-sent one is answered `duplicate:` and not re-broadcast, and a
+    /// new REQ gets the stored ones (strfry: 300 s). `None`: live-only, no de-duplication.
+    pub store_for: Option<Duration>,
+    /// Answer them with OK (nostr-rs-relay 0.8 sends none).
+    pub send_ok: bool,
+    /// Refuse them with `OK false "mute: ..."` when no subscription matches (khatru).
+    pub mute_without_listener: bool,
+    /// Refuse ones whose `created_at` is older than this (strfry: 60 s).
+    pub reject_older_than: Option<Duration>,
+}
+
+/// Who shares a rate-limit bucket.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RateScope {
+    /// One bucket per connection.
+    Connection,
+    /// One bucket per event author.
+    Pubkey,
+    /// One bucket per client IP (each peer has its own address unless a scenario shares one).
+    Ip,
+    /// One bucket for the whole relay.
+    Server,
+}
+
+/// What happens to an event when its bucket is empty.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RateAction {
+    /// `OK false` with this message (e.g. `rate-limited: slow down`).
+    Reject(String),
+    /// Hold it until a token is available (nostr-rs-relay's writer sleeps).
+    Delay,
+    /// Drop it silently: no OK, no broadcast.
+    Drop,
+}
+
+/// A token-bucket rate limit on published events.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RateLimit {
+    /// Who shares a bucket.
+    pub scope: RateScope,
+    /// Bucket size (burst).
+    pub capacity: f64,
+    /// Tokens added per second.
+    pub refill_per_sec: f64,
+    /// What happens when the bucket is empty.
+    pub action: RateAction,
+}
+
+/// Everything that makes one relay behave like a particular real relay.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayProfile {
+    /// The profile's name.
+    pub name: String,
+    /// Where its facts come from.
+    pub sources: String,
+    /// Event size limit, how it is measured, and the reaction.
+    pub max_event_bytes: Option<usize>,
+    /// How the event size is measured.
+    pub size_measure: SizeMeasure,
+    /// The reaction to an event over the limit.
+    pub oversize: OversizeReaction,
+    /// WebSocket message limit (NIP-11 `max_message_length`).
+    pub max_message_bytes: Option<usize>,
+    /// The reaction to a message over it.
+    pub frame_oversize: FrameOversizeReaction,
+    /// Ephemeral events.
+    pub ephemeral: EphemeralPolicy,
+    /// Refuse events whose `created_at` is further in the future than this (strfry: 900 s).
+    pub reject_newer_than: Option<Duration>,
+    /// Kinds accepted; `None` accepts all (ContextVM's strfry deployment lists a few).
+    pub allowed_kinds: Option<Vec<u16>>,
+    /// Rate limit on published events.
+    pub rate_limit: Option<RateLimit>,
+    /// Subscriptions per connection, and the message when a REQ goes over it.
+    pub max_subscriptions: usize,
+    /// Over the subscription limit: a NOTICE (strfry, nostr-rs-relay) instead of CLOSED.
+    pub too_many_subscriptions_notice: Option<String>,
+    /// Live deliveries are batched: subscribers are woken at most this often (strfry's
+    /// 100 ms file-watcher debounce).
+    pub delivery_batch: Option<Duration>,
+    /// The message with `OK true` for an ephemeral event; `{n}` becomes the listener count.
+    pub ok_message: String,
+    /// Network behaviour between peers and this relay.
+    pub impairments: Impairments,
+}
+
+const KB: usize = 1024;
+
+impl RelayProfile {
+    /// A relay that accepts and broadcasts everything at once: the baseline.
+    pub fn ideal() -> Self {
+        RelayProfile {
+            name: "ideal".into(),
+            sources: "no relay: NIP-01 with no limits, no storage of ephemeral events, zero delay"
+                .into(),
+            max_event_bytes: None,
+            size_measure: SizeMeasure::EventJson,
+            oversize: OversizeReaction::OkFalse("invalid: event too large: {size}".into()),
+            max_message_bytes: None,
+            frame_oversize: FrameOversizeReaction::Drop,
+            ephemeral: EphemeralPolicy {
+                store_for: None,
+                send_ok: true,
+                mute_without_listener: false,
+                reject_older_than: None,
+            },
+            reject_newer_than: None,
+            allowed_kinds: None,
+            rate_limit: None,
+            max_subscriptions: 1000,
+            too_many_subscriptions_notice: None,
+            delivery_batch: None,
+            ok_message: String::new(),
+            impairments: Impairments::none(),
+        }
+    }
+
+    /// strfry with its default configuration (hoytech/strfry @ f8a56a85).
+    pub fn strfry() -> Self {
+        RelayProfile {
+            name: "strfry".into(),
+            sources: "relays.md, strfry: maxEventSize 65536 on the re-normalised event (OK false \
+                      \"invalid: event too large: N\"); maxWebsocketPayloadSize 131072 (connection \
+                      dropped silently); ephemeral events stored 300 s, re-sends answered \
+                      \"duplicate: have this event\" and not re-broadcast, replayed to new REQs; \
+                      ephemeral older than 60 s rejected; created_at more than 900 s ahead \
+                      rejected; 200 subscriptions (NOTICE \"ERROR: too many concurrent REQs\"); \
+                      live delivery after commit with a 100 ms debounce"
+                .into(),
+            max_event_bytes: Some(64 * KB),
+            size_measure: SizeMeasure::EventJson,
+            oversize: OversizeReaction::OkFalse("invalid: event too large: {size}".into()),
+            max_message_bytes: Some(128 * KB),
+            frame_oversize: FrameOversizeReaction::Drop,
+            ephemeral: EphemeralPolicy {
+                store_for: Some(Duration::from_secs(300)),
+                send_ok: true,
+                mute_without_listener: false,
+                reject_older_than: Some(Duration::from_secs(60)),
+            },
+            reject_newer_than: Some(Duration::from_secs(900)),
+            allowed_kinds: None,
+            rate_limit: None,
+            max_subscriptions: 200,
+            too_many_subscriptions_notice: Some("ERROR: too many concurrent REQs".into()),
+            delivery_batch: Some(Duration::from_millis(100)),
+            ok_message: String::new(),
+            impairments: Impairments::none(),
+        }
+    }
+
+    /// relay.damus.io: strfry plus the noteguard policy of 8 events per minute per IP.
+    pub fn damus() -> Self {
+        RelayProfile {
+            name: "damus".into(),
+            sources:
+                "relays.md: strfry (see that profile) with damus-io/noteguard: per source IP, \
+                      8 posts/min, OK false \"rate-limited: you note too much\"; NIP-11 \
+                      max_message_length 1,000,000"
+                    .into(),
+            max_message_bytes: Some(1_000_000),
+            rate_limit: Some(RateLimit {
+                scope: RateScope::Ip,
+                capacity: 8.0,
+                refill_per_sec: 8.0 / 60.0,
+                action: RateAction::Reject("rate-limited: you note too much".into()),
+            }),
+            ..Self::strfry()
+        }
+    }
+
+    /// nostr-rs-relay 0.8.12, the crates.io release.
+    pub fn nostr_rs_relay() -> Self {
+        RelayProfile {
+            name: "nostr-rs-relay".into(),
+            sources: "relays.md, nostr-rs-relay 0.8.12: max_event_bytes 131072 on the whole EVENT \
+                      message (NOTICE \"event exceeded max size\", no OK, connection kept); \
+                      WebSocket message over 131072: NOTICE \"message too large (N > M)\" then \
+                      the connection drops; ephemeral events live-only, never de-duplicated, no \
+                      OK at all; messages_per_sec server-wide delays writes, never rejects; 32 \
+                      subscriptions per connection (NOTICE beyond)"
+                .into(),
+            max_event_bytes: Some(128 * KB),
+            size_measure: SizeMeasure::EventMessage,
+            oversize: OversizeReaction::Notice("event exceeded max size".into()),
+            max_message_bytes: Some(128 * KB),
+            frame_oversize: FrameOversizeReaction::NoticeThenDrop(
+                "message too large ({size} > {max})".into(),
+            ),
+            ephemeral: EphemeralPolicy {
+                store_for: None,
+                send_ok: false,
+                mute_without_listener: false,
+                reject_older_than: None,
+            },
+            reject_newer_than: None,
+            allowed_kinds: None,
+            rate_limit: None,
+            max_subscriptions: 32,
+            too_many_subscriptions_notice: Some("too many subscriptions".into()),
+            delivery_batch: None,
+            ok_message: String::new(),
+            impairments: Impairments::none(),
+        }
+    }
+
+    /// nostr-rs-relay with `messages_per_sec` set (server-wide; writes are delayed).
+    pub fn nostr_rs_relay_rate(messages_per_sec: f64) -> Self {
+        RelayProfile {
+            name: "nostr-rs-relay-rate".into(),
+            rate_limit: Some(RateLimit {
+                scope: RateScope::Server,
+                capacity: messages_per_sec.max(1.0),
+                refill_per_sec: messages_per_sec,
+                action: RateAction::Delay,
+            }),
+            ..Self::nostr_rs_relay()
+        }
+    }
+
+    /// khatru with no policies (fiatjaf/khatru @ 9f99b98).
+    pub fn khatru() -> Self {
+        RelayProfile {
+            name: "khatru".into(),
+            sources: "relays.md, khatru: read limit 512000 bytes (connection closed); no rate \
+                      limit; ephemeral with no listener: OK false \"mute: no one was listening \
+                      for this\", otherwise OK true \"broadcasted to N listeners\"; no storage, no \
+                      de-duplication; messages handled concurrently, so answers to pipelined \
+                      messages can come back out of order"
+                .into(),
+            max_event_bytes: None,
+            size_measure: SizeMeasure::EventJson,
+            oversize: OversizeReaction::OkFalse("invalid: event too large".into()),
+            max_message_bytes: Some(512_000),
+            frame_oversize: FrameOversizeReaction::Drop,
+            ephemeral: EphemeralPolicy {
+                store_for: None,
+                send_ok: true,
+                mute_without_listener: true,
+                reject_older_than: None,
+            },
+            reject_newer_than: None,
+            allowed_kinds: None,
+            rate_limit: None,
+            max_subscriptions: 1000,
+            too_many_subscriptions_notice: None,
+            delivery_batch: None,
+            ok_message: "broadcasted to {n} listeners".into(),
+            impairments: Impairments {
+                // Concurrent handling: a few milliseconds of jitter on every answer.
+                relay_to_peer: super::impair::Direction {
+                    delay: super::impair::Delay::Uniform {
+                        min: Duration::ZERO,
+                        max: Duration::from_millis(3),
+                    },
+                    ..Default::default()
+                },
+                ..Impairments::none()
+            },
+        }
+    }
+
+    /// khatru after `ApplySaneDefaults`: a per-IP event bucket of 10, refilled by 2 every 3 min.
+    pub fn khatru_sane_defaults() -> Self {
+        RelayProfile {
+            name: "khatru-sane-defaults".into(),
+            sources:
+                "relays.md, khatru ApplySaneDefaults: per-IP event bucket of 10 refilled by 2 \
+                      every 3 minutes, OK false \"rate-limited: slow down, please\" (the REQ and \
+                      connection limiters are not modelled)"
+                    .into(),
+            rate_limit: Some(RateLimit {
+                scope: RateScope::Ip,
+                capacity: 10.0,
+                refill_per_sec: 2.0 / 180.0,
+                action: RateAction::Reject("rate-limited: slow down, please".into()),
+            }),
+            ..Self::khatru()
+        }
+    }
+
+    /// rust-nostr's nostr-relay-builder 0.44.1 LocalRelay.
+    pub fn relay_builder() -> Self {
+        RelayProfile {
+            name: "relay-builder".into(),
+            sources: "relays.md, nostr-relay-builder 0.44.1: per-connection notes_per_minute 60 \
+                      (OK false \"rate-limited: slow down\"); no event size limit (tungstenite's \
+                      64 MiB message limit); ephemeral OK true \"\", not stored, not \
+                      de-duplicated; max_reqs 500"
+                .into(),
+            max_event_bytes: None,
+            size_measure: SizeMeasure::EventJson,
+            oversize: OversizeReaction::OkFalse("invalid: event too large".into()),
+            max_message_bytes: Some(64 * KB * KB),
+            frame_oversize: FrameOversizeReaction::Drop,
+            ephemeral: EphemeralPolicy {
+                store_for: None,
+                send_ok: true,
+                mute_without_listener: false,
+                reject_older_than: None,
+            },
+            reject_newer_than: None,
+            allowed_kinds: None,
+            rate_limit: Some(RateLimit {
+                scope: RateScope::Connection,
+                capacity: 60.0,
+                refill_per_sec: 1.0,
+                action: RateAction::Reject("rate-limited: slow down".into()),
+            }),
+            max_subscriptions: 500,
+            too_many_subscriptions_notice: None,
+            delivery_batch: None,
+            ok_message: String::new(),
+            impairments: Impairments::none(),
+        }
+    }
+
+    /// strfry seen from a phone on a mobile network: lognormal latency with a heavy tail,
+    /// 1 % bursty loss, occasional duplicates and a connection drop every few minutes.
+    pub fn mobile() -> Self {
+        use super::impair::{Delay, Direction, Loss, Outages};
+        let direction = Direction {
+            delay: Delay::LogNormal {
+                median: Duration::from_millis(120),
+                sigma: 0.6,
+            },
+            loss: Loss::GilbertElliott {
+                good_to_bad: 0.005,
+                bad_to_good: 0.3,
+                loss_in_good: 0.002,
+                loss_in_bad: 0.5,
+            },
+            duplicate: 0.005,
+            ..Default::default()
+        };
+        RelayProfile {
+            name: "mobile".into(),
+            sources: "strfry semantics (see that profile) behind a modelled mobile link: \
+                      lognormal one-way delay (median 120 ms, sigma 0.6), Gilbert-Elliott loss \
+                      (about 1 % in bursts), 0.5 % duplicates, and the client's connection \
+                      dropping about every 5 minutes for 2-8 s (an assumption, not a measurement)"
+                .into(),
+            impairments: Impairments {
+                peer_to_relay: direction.clone(),
+                relay_to_peer: direction,
+                outages: Outages {
+                    connection_drop_every: Some(Duration::from_secs(300)),
+                    connection_down_for: (Duration::from_secs(2), Duration::from_secs(8)),
+                    ..Outages::default()
+                },
+            },
+            ..Self::strfry()
+        }
+    }
+
+    /// The names of the built-in profiles.
+    pub const BUILT_IN: [&'static str; 8] = [
+        "ideal",
+        "strfry",
+        "damus",
+        "nostr-rs-relay",
+        "khatru",
+        "khatru-sane-defaults",
+        "relay-builder",
+        "mobile",
+    ];
+
+    /// A built-in profile by name.
+    pub fn built_in(name: &str) -> Option<Self> {
+        Some(match name {
+            "ideal" => Self::ideal(),
+            "strfry" => Self::strfry(),
+            "damus" => Self::damus(),
+            "nostr-rs-relay" => Self::nostr_rs_relay(),
+            "khatru" => Self::khatru(),
+            "khatru-sane-defaults" => Self::khatru_sane_defaults(),
+            "relay-builder" => Self::relay_builder(),
+            "mobile" => Self::mobile(),
+            _ => return None,
+        })
+    }
+}

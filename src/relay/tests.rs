@@ -1,0 +1,378 @@
+//! Each profile's documented behaviour (`../shared/relays.md`), asserted against the model.
+
+use super::*;
+use crate::peer::event::Identity;
+use crate::peer::event::CONTEXTVM_KIND;
+use nostr::prelude::{Kind, Tag};
+
+const A: ConnId = 1; // publisher
+const B: ConnId = 2; // subscriber
+
+fn s(secs: u64) -> Duration {
+    Duration::from_secs(secs)
+}
+
+struct Bench {
+    relay: Relay,
+    alice: Identity,
+    bob: Identity,
+    n: u64,
+}
+
+impl Bench {
+    fn new(profile: RelayProfile) -> Self {
+        let mut relay = Relay::new(profile);
+        relay.connect(A, "10.0.0.1");
+        relay.connect(B, "10.0.0.2");
+        Bench {
+            relay,
+            alice: Identity::derive(1, "alice"),
+            bob: Identity::derive(1, "bob"),
+            n: 0,
+        }
+    }
+
+    fn subscribe(&mut self, conn: ConnId, now: Duration) -> Vec<RelayMessage> {
+        let filter = Filter::new()
+            .kind(Kind::from(CONTEXTVM_KIND))
+            .pubkey(self.bob.public_key());
+        self.relay.handle_client_message(
+            conn,
+            ClientMessage::Req {
+                sub: "s".into(),
+                filter: Box::new(filter),
+            },
+            now,
+        );
+        self.out(conn)
+    }
+
+    /// A kind-25910 event to bob, `padding` bytes of content, created at `created` seconds.
+    fn event(&mut self, padding: usize, created: Duration) -> Event {
+        self.n += 1;
+        let content = format!("{}{}", self.n, "x".repeat(padding));
+        self.alice.sign(
+            CONTEXTVM_KIND,
+            EPOCH_SECS + created.as_secs(),
+            vec![Tag::public_key(self.bob.public_key())],
+            content,
+        )
+    }
+
+    fn publish(&mut self, event: &Event, now: Duration) {
+        self.relay
+            .handle_client_message(A, ClientMessage::Event(Box::new(event.clone())), now);
+    }
+
+    fn out(&mut self, conn: ConnId) -> Vec<RelayMessage> {
+        let all: Vec<_> = std::iter::from_fn(|| self.relay.poll_transmit()).collect();
+        all.into_iter()
+            .filter(|(c, _)| *c == conn)
+            .map(|(_, m)| m)
+            .collect()
+    }
+
+    fn drain(&mut self) -> Vec<(ConnId, RelayMessage)> {
+        std::iter::from_fn(|| self.relay.poll_transmit()).collect()
+    }
+}
+
+fn oks(messages: &[(ConnId, RelayMessage)]) -> Vec<(bool, String)> {
+    messages
+        .iter()
+        .filter_map(|(c, m)| match m {
+            RelayMessage::Ok {
+                accepted, message, ..
+            } if *c == A => Some((*accepted, message.clone())),
+            _ => None,
+        })
+        .collect()
+}
+
+fn deliveries(messages: &[(ConnId, RelayMessage)]) -> usize {
+    messages
+        .iter()
+        .filter(|(c, m)| *c == B && matches!(m, RelayMessage::Event { .. }))
+        .count()
+}
+
+#[test]
+fn strfry_answers_a_resent_ephemeral_event_with_duplicate_and_does_not_rebroadcast() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    b.subscribe(B, s(0));
+    let e = b.event(10, s(0));
+    b.publish(&e, s(0));
+    b.relay.handle_timeout(s(1)); // the 100 ms delivery batch
+    let first = b.drain();
+    assert_eq!(oks(&first), vec![(true, String::new())]);
+    assert_eq!(deliveries(&first), 1);
+    b.publish(&e, s(2));
+    b.relay.handle_timeout(s(3));
+    let again = b.drain();
+    assert_eq!(
+        oks(&again),
+        vec![(true, "duplicate: have this event".into())]
+    );
+    assert_eq!(deliveries(&again), 0);
+}
+
+#[test]
+fn strfry_replays_stored_ephemeral_events_to_a_new_req_for_five_minutes() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let e = b.event(10, s(0));
+    b.publish(&e, s(0));
+    b.drain();
+    let replay = b.subscribe(B, s(100));
+    assert!(
+        matches!(
+            &replay[..],
+            [RelayMessage::Event { .. }, RelayMessage::Eose { .. }]
+        ),
+        "{replay:?}"
+    );
+    b.relay
+        .handle_client_message(B, ClientMessage::Close { sub: "s".into() }, s(301));
+    let late = b.subscribe(B, s(301));
+    assert!(
+        matches!(&late[..], [RelayMessage::Eose { .. }]),
+        "expired after 300 s: {late:?}"
+    );
+}
+
+#[test]
+fn strfry_rejects_a_70_kb_event_as_too_large() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let e = b.event(70_000, s(0));
+    b.publish(&e, s(0));
+    let ok = oks(&b.drain());
+    assert_eq!(ok.len(), 1);
+    assert!(!ok[0].0);
+    assert_eq!(
+        ok[0].1,
+        format!("invalid: event too large: {}", e.as_json().len())
+    );
+    assert_eq!(b.relay.counters().rejected.get("invalid"), Some(&1));
+}
+
+#[test]
+fn strfry_drops_the_connection_silently_for_a_message_over_128_kib() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let e = b.event(140_000, s(0));
+    b.publish(&e, s(0));
+    assert!(b.drain().is_empty(), "no message at all");
+    assert_eq!(b.relay.poll_dropped(), Some(A));
+    assert!(!b.relay.is_connected(A));
+}
+
+#[test]
+fn strfry_rejects_expired_ephemeral_events_and_events_from_the_future() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let old = b.event(1, s(0));
+    b.publish(&old, s(61));
+    let future = b.event(1, s(2000));
+    b.publish(&future, s(61));
+    let ok = oks(&b.drain());
+    assert_eq!(ok[0], (false, "invalid: ephemeral event expired".into()));
+    assert_eq!(ok[1], (false, "invalid: created_at too late".into()));
+}
+
+#[test]
+fn strfry_batches_live_deliveries_with_its_debounce() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    b.subscribe(B, s(0));
+    let (e1, e2) = (b.event(1, s(0)), b.event(1, s(0)));
+    b.publish(&e1, Duration::from_millis(10));
+    b.publish(&e2, Duration::from_millis(50));
+    assert_eq!(
+        deliveries(&b.drain()),
+        0,
+        "nothing before the batch flushes"
+    );
+    assert_eq!(b.relay.poll_timeout(), Some(Duration::from_millis(110)));
+    b.relay.handle_timeout(Duration::from_millis(110));
+    assert_eq!(deliveries(&b.drain()), 2);
+}
+
+#[test]
+fn strfry_answers_too_many_reqs_with_a_notice() {
+    let mut b = Bench::new(RelayProfile {
+        max_subscriptions: 2,
+        ..RelayProfile::strfry()
+    });
+    for i in 0..3 {
+        b.relay.handle_client_message(
+            B,
+            ClientMessage::Req {
+                sub: format!("s{i}"),
+                filter: Box::new(Filter::new()),
+            },
+            s(0),
+        );
+    }
+    let out = b.out(B);
+    assert_eq!(
+        out.last(),
+        Some(&RelayMessage::Notice {
+            message: "ERROR: too many concurrent REQs".into()
+        })
+    );
+}
+
+#[test]
+fn damus_allows_eight_events_a_minute_per_ip() {
+    let mut b = Bench::new(RelayProfile::damus());
+    for _ in 0..9 {
+        let e = b.event(1, s(0));
+        b.publish(&e, s(0));
+    }
+    let ok = oks(&b.drain());
+    assert!(ok[..8].iter().all(|(a, _)| *a));
+    assert_eq!(ok[8], (false, "rate-limited: you note too much".into()));
+    // One token comes back every 7.5 s.
+    let e = b.event(1, s(8));
+    b.publish(&e, s(8));
+    assert!(oks(&b.drain())[0].0);
+}
+
+#[test]
+fn nostr_rs_relay_sends_no_ok_for_ephemeral_events_and_rebroadcasts_resends() {
+    let mut b = Bench::new(RelayProfile::nostr_rs_relay());
+    b.subscribe(B, s(0));
+    let e = b.event(1, s(0));
+    b.publish(&e, s(0));
+    b.publish(&e, s(1));
+    let out = b.drain();
+    assert!(oks(&out).is_empty(), "no OK at all");
+    assert_eq!(deliveries(&out), 2, "not de-duplicated");
+}
+
+#[test]
+fn nostr_rs_relay_answers_an_oversized_message_with_a_notice_and_drops_the_connection() {
+    let mut b = Bench::new(RelayProfile::nostr_rs_relay());
+    let e = b.event(140_000, s(0));
+    b.publish(&e, s(0));
+    let out = b.drain();
+    assert!(
+        matches!(&out[..], [(A, RelayMessage::Notice { message })] if message.starts_with("message too large ("))
+    );
+    assert_eq!(b.relay.poll_dropped(), Some(A));
+}
+
+#[test]
+fn nostr_rs_relay_event_limit_gives_a_notice_and_keeps_the_connection() {
+    // With the WebSocket limit raised, the event limit (on the whole EVENT message) answers.
+    let mut b = Bench::new(RelayProfile {
+        max_message_bytes: Some(1 << 20),
+        ..RelayProfile::nostr_rs_relay()
+    });
+    let e = b.event(140_000, s(0));
+    b.publish(&e, s(0));
+    let out = b.drain();
+    assert_eq!(
+        out,
+        vec![(
+            A,
+            RelayMessage::Notice {
+                message: "event exceeded max size".into()
+            }
+        )]
+    );
+    assert!(b.relay.is_connected(A));
+}
+
+#[test]
+fn nostr_rs_relay_rate_limit_delays_instead_of_rejecting() {
+    let mut b = Bench::new(RelayProfile::nostr_rs_relay_rate(2.0));
+    b.subscribe(B, s(0));
+    for _ in 0..4 {
+        let e = b.event(1, s(0));
+        b.publish(&e, s(0));
+    }
+    assert_eq!(deliveries(&b.drain()), 2, "the burst capacity goes at once");
+    assert_eq!(b.relay.poll_timeout(), Some(Duration::from_millis(500)));
+    b.relay.handle_timeout(Duration::from_millis(500));
+    assert_eq!(deliveries(&b.drain()), 1);
+    b.relay.handle_timeout(s(1));
+    assert_eq!(deliveries(&b.drain()), 1);
+    assert!(b.relay.counters().rejected.is_empty());
+}
+
+#[test]
+fn khatru_mutes_ephemeral_events_nobody_listens_to() {
+    let mut b = Bench::new(RelayProfile::khatru());
+    let e = b.event(1, s(0));
+    b.publish(&e, s(0));
+    assert_eq!(
+        oks(&b.drain()),
+        vec![(false, "mute: no one was listening for this".into())]
+    );
+    b.subscribe(B, s(0));
+    let e = b.event(1, s(0));
+    b.publish(&e, s(0));
+    assert_eq!(
+        oks(&b.drain()),
+        vec![(true, "broadcasted to 1 listeners".into())]
+    );
+}
+
+#[test]
+fn khatru_closes_connections_over_its_read_limit() {
+    let mut b = Bench::new(RelayProfile::khatru());
+    let e = b.event(600_000, s(0));
+    b.publish(&e, s(0));
+    assert_eq!(b.relay.poll_dropped(), Some(A));
+}
+
+#[test]
+fn khatru_sane_defaults_allow_a_burst_of_ten_per_ip() {
+    let mut b = Bench::new(RelayProfile::khatru_sane_defaults());
+    b.subscribe(B, s(0));
+    for _ in 0..11 {
+        let e = b.event(1, s(0));
+        b.publish(&e, s(0));
+    }
+    let ok = oks(&b.drain());
+    assert_eq!(ok.iter().filter(|(a, _)| *a).count(), 10);
+    assert_eq!(ok[10], (false, "rate-limited: slow down, please".into()));
+}
+
+#[test]
+fn relay_builder_allows_sixty_notes_a_minute_per_connection_with_no_size_limit() {
+    let mut b = Bench::new(RelayProfile::relay_builder());
+    let big = b.event(200_000, s(0));
+    b.publish(&big, s(0));
+    for _ in 0..60 {
+        let e = b.event(1, s(0));
+        b.publish(&e, s(0));
+    }
+    let ok = oks(&b.drain());
+    assert!(ok[0].0, "a 200 KB event is fine");
+    assert_eq!(ok.iter().filter(|(a, _)| !*a).count(), 1);
+    assert_eq!(ok[60], (false, "rate-limited: slow down".into()));
+}
+
+#[test]
+fn events_with_a_bad_signature_are_refused() {
+    let mut b = Bench::new(RelayProfile::ideal());
+    let good = b.event(1, s(0));
+    let mut json: serde_json::Value = serde_json::from_str(&good.as_json()).unwrap();
+    json["content"] = "tampered".into();
+    let bad = Event::from_json(json.to_string()).unwrap();
+    b.publish(&bad, s(0));
+    assert_eq!(
+        oks(&b.drain()),
+        vec![(false, "invalid: bad event id or signature".into())]
+    );
+}
+
+#[test]
+fn every_built_in_profile_has_sources_and_valid_delays() {
+    for name in RelayProfile::BUILT_IN {
+        let p = RelayProfile::built_in(name).unwrap();
+        assert_eq!(p.name, name);
+        assert!(p.sources.len() > 20, "{name} documents its sources");
+        p.impairments.peer_to_relay.delay.validate().unwrap();
+        p.impairments.relay_to_peer.delay.validate().unwrap();
+    }
+    assert!(RelayProfile::built_in("nope").is_none());
+}
