@@ -51,14 +51,16 @@ pub struct ClientConfig {
 }
 
 impl ClientConfig {
-    /// Defaults for a client of `server`: everything supported, stateful, 30 s soft and 5 min
-    /// hard request timeouts, the SDKs' 48,000-byte budget.
+    /// Defaults for a client of `server`: everything supported, stateful, 60 s soft (the MCP
+    /// SDKs' default request timeout, and longer than the 30 s stream keepalive so pings and
+    /// pongs can keep a quiet call alive) and 5 min hard request timeouts, the SDKs'
+    /// 48,000-byte budget.
     pub fn new(server: PublicKey) -> Self {
         ClientConfig {
             server,
             capabilities: Capabilities::all(),
             stateless: false,
-            request_timeout: Duration::from_secs(30),
+            request_timeout: Duration::from_secs(60),
             max_request_timeout: Duration::from_secs(300),
             budget: 48_000,
             // The receiver answers `start` with `accept`: a server that does not know our

@@ -5,3 +5,4 @@ pub mod link;
 pub mod loopback;
 pub mod rng;
 pub mod transfer;
+pub mod world;

@@ -24,7 +24,11 @@
 //!   transfers before any memory is committed; chunks may run at most
 //!   [`ReceiverConfig::reorder_window`] positions past the first missing one, and at most
 //!   [`ReceiverConfig::max_out_of_order_chunks`] may wait; received bytes may never exceed the
-//!   declared `totalBytes`. Each transfer has a hard timeout from its `start`.
+//!   declared `totalBytes`. Each transfer has a hard timeout from its `start`. The reorder
+//!   defaults (1024 positions and chunks) are far wider than the reference SDK's (21 and 42):
+//!   a sender publishes a transfer's frames back to back, so a relay with tens of milliseconds
+//!   of jitter permutes them almost completely, and a narrow window fails transfers that would
+//!   have completed. Memory stays bounded by the admitted `totalBytes` either way.
 //! - **Termination is final**: a finished or failed transfer leaves a tombstone (a bounded
 //!   number are kept), and later frames for it are ignored; they never resurrect it.
 //! - **Failing sends `abort`** to the sender when the failure is local, so the sender stops.
@@ -56,6 +60,8 @@ pub struct ReceiverConfig {
     pub send_accept: bool,
     /// Frames held while their `start` has not arrived.
     pub max_orphan_frames: usize,
+    /// Bytes of chunk data held while their `start` has not arrived.
+    pub max_orphan_bytes: usize,
     /// How long an orphan frame is held.
     pub orphan_ttl: Duration,
     /// How many ended transfers are remembered so their late frames are ignored.
@@ -68,12 +74,14 @@ impl Default for ReceiverConfig {
             max_total_bytes: 100 * 1024 * 1024,
             max_total_chunks: 10_000,
             max_concurrent_transfers: 64,
-            reorder_window: 64,
-            max_out_of_order_chunks: 64,
+            reorder_window: 1024,
+            max_out_of_order_chunks: 1024,
             transfer_timeout: Duration::from_secs(300),
             end_grace: Duration::from_secs(5),
             send_accept: true,
-            max_orphan_frames: 64,
+            // A jittery relay can deliver most of a transfer before its start.
+            max_orphan_frames: 1024,
+            max_orphan_bytes: 16 * 1024 * 1024,
             orphan_ttl: Duration::from_secs(10),
             max_tombstones: 4096,
         }
@@ -270,11 +278,19 @@ pub struct OversizedReceiver<P> {
     config: ReceiverConfig,
     transfers: BTreeMap<(P, ProgressToken), Transfer>,
     orphans: VecDeque<(P, TransferFrame, Duration)>,
+    orphan_bytes: usize,
     tombstones: BTreeMap<(P, ProgressToken), ()>,
     tombstone_order: VecDeque<(P, ProgressToken)>,
     outbox: VecDeque<(P, TransferFrame)>,
     events: VecDeque<ReceiverEvent<P>>,
     counters: ReceiverCounters,
+}
+
+fn frame_bytes(frame: &TransferFrame) -> usize {
+    match &frame.body {
+        TransferBody::Chunk { data } => data.len(),
+        _ => 0,
+    }
 }
 
 enum Step {
@@ -290,6 +306,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             config,
             transfers: BTreeMap::new(),
             orphans: VecDeque::new(),
+            orphan_bytes: 0,
             tombstones: BTreeMap::new(),
             tombstone_order: VecDeque::new(),
             outbox: VecDeque::new(),
@@ -437,15 +454,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         transfer.advance(); // steps over our own accept
         self.transfers.insert(key.clone(), transfer);
         // Frames that overtook this start go in now, in progress order.
-        let mut early: Vec<TransferFrame> = Vec::new();
-        self.orphans.retain(|(p, f, _)| {
-            if *p == key.0 && f.token == key.1 {
-                early.push(f.clone());
-                false
-            } else {
-                true
-            }
-        });
+        let mut early = self.take_orphans(&key);
         early.sort_by_key(|f| f.progress);
         let mut step = Step::Continue;
         for f in early {
@@ -466,10 +475,17 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             self.counters.orphans_dropped += 1;
             return FrameVerdict::Ignored("no transfer with this token");
         }
-        if self.orphans.len() >= self.config.max_orphan_frames {
-            self.orphans.pop_front();
+        let bytes = frame_bytes(&frame);
+        while !self.orphans.is_empty()
+            && (self.orphans.len() >= self.config.max_orphan_frames
+                || self.orphan_bytes + bytes > self.config.max_orphan_bytes)
+        {
+            if let Some((_, old, _)) = self.orphans.pop_front() {
+                self.orphan_bytes -= frame_bytes(&old);
+            }
             self.counters.orphans_dropped += 1;
         }
+        self.orphan_bytes += bytes;
         self.orphans
             .push_back((peer.clone(), frame, now + self.config.orphan_ttl));
         FrameVerdict::Orphaned
@@ -716,9 +732,19 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         ));
     }
 
+    /// Removes and returns the orphans of one transfer, in arrival order.
+    fn take_orphans(&mut self, key: &(P, ProgressToken)) -> Vec<TransferFrame> {
+        let (mine, rest): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.orphans)
+            .into_iter()
+            .partition(|(p, f, _)| *p == key.0 && f.token == key.1);
+        self.orphans = rest;
+        let mine: Vec<TransferFrame> = mine.into_iter().map(|(_, f, _)| f).collect();
+        self.orphan_bytes -= mine.iter().map(frame_bytes).sum::<usize>();
+        mine
+    }
+
     fn bury(&mut self, key: (P, ProgressToken)) {
-        self.orphans
-            .retain(|(p, f, _)| !(*p == key.0 && f.token == key.1));
+        self.take_orphans(&key);
         if self.tombstones.insert(key.clone(), ()).is_none() {
             self.tombstone_order.push_back(key);
         }
@@ -769,8 +795,16 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         for (key, failure) in expired {
             self.fail(key, failure);
         }
-        let before = self.orphans.len();
-        self.orphans.retain(|(_, _, expiry)| *expiry > now);
-        self.counters.orphans_dropped += (before - self.orphans.len()) as u64;
+        // Orphans expire in arrival order (their expiry is arrival plus a constant).
+        while self
+            .orphans
+            .front()
+            .is_some_and(|(_, _, expiry)| *expiry <= now)
+        {
+            if let Some((_, old, _)) = self.orphans.pop_front() {
+                self.orphan_bytes -= frame_bytes(&old);
+                self.counters.orphans_dropped += 1;
+            }
+        }
     }
 }

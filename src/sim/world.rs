@@ -1,0 +1,1082 @@
+//! The simulated world and its discrete-event driver (`des`).
+//!
+//! A world holds relays (each a [`Relay`] model plus the [`Impairments`] of its network), and
+//! client and server peers, each connected to one or more relays. The driver is a priority
+//! queue ordered by (virtual time, sequence number): relay and peer messages in flight,
+//! reconnections, outages and workload calls are actions; peers' and relays' own wake-ups are
+//! polled. The clock jumps to the next action, so idle time costs nothing.
+//!
+//! Every random draw comes from a stream named after what it is for
+//! (`link/<relay>/<peer>/<direction>`, `outage/<relay>/<peer>`), so adding a relay or a peer
+//! never changes another one's draws, and one seed gives one outcome.
+//!
+//! An observer sees every action as an [`Observation`]: publishes, relay verdicts,
+//! deliveries, losses, duplicates, reorders, disconnects, and the client's results.
+
+use super::rng::SeededStreams;
+use crate::peer::client::{CallId, CallOptions, ClientConfig, ClientEvent, ContextVmClient};
+use crate::peer::event::Identity;
+use crate::peer::nip01::{ClientMessage, RelayMessage};
+use crate::peer::server::{ContextVmServer, ServerConfig};
+use crate::peer::tools::ToolCall;
+use crate::peer::Peer;
+use crate::relay::impair::{Direction, Impairments, LinkState, OutageKind};
+use crate::relay::{ConnId, Relay, RelayProfile};
+use nostr::prelude::EventId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// A peer in the world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum PeerId {
+    /// The n-th client.
+    Client(usize),
+    /// The n-th server.
+    Server(usize),
+}
+
+/// Which way a message travels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Way {
+    /// Peer → relay.
+    Up,
+    /// Relay → peer.
+    Down,
+}
+
+/// Something the world did, for traces and statistics.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Observation {
+    /// A peer sent an event to a relay.
+    Published {
+        /// Who.
+        peer: PeerId,
+        /// Where.
+        relay: usize,
+        /// The event.
+        event: EventId,
+        /// Its serialized size.
+        bytes: usize,
+    },
+    /// A relay answered an event.
+    Verdict {
+        /// The relay.
+        relay: usize,
+        /// The publisher.
+        peer: PeerId,
+        /// The event.
+        event: EventId,
+        /// Accepted or not.
+        accepted: bool,
+        /// The OK message.
+        message: String,
+    },
+    /// A relay sent a NOTICE.
+    Notice {
+        /// The relay.
+        relay: usize,
+        /// To whom.
+        peer: PeerId,
+        /// Its text.
+        message: String,
+    },
+    /// An event reached a subscriber.
+    Delivered {
+        /// Through which relay.
+        relay: usize,
+        /// To whom.
+        peer: PeerId,
+        /// The event.
+        event: EventId,
+        /// Time since it was first published.
+        latency: Duration,
+        /// Whether it arrived after an event published later on the same link.
+        reordered: bool,
+    },
+    /// A message was lost on a link.
+    Lost {
+        /// The relay.
+        relay: usize,
+        /// The peer.
+        peer: PeerId,
+        /// Which way.
+        way: Way,
+        /// The event, if the message carried one.
+        event: Option<EventId>,
+    },
+    /// A message was duplicated on a link (extra copies).
+    Duplicated {
+        /// The relay.
+        relay: usize,
+        /// The peer.
+        peer: PeerId,
+        /// Which way.
+        way: Way,
+        /// Extra copies.
+        copies: usize,
+    },
+    /// A connection went down.
+    Disconnected {
+        /// The relay.
+        relay: usize,
+        /// The peer.
+        peer: PeerId,
+        /// Why: `relay-closed`, `outage`, `relay-restart`.
+        reason: &'static str,
+    },
+    /// A connection came (back) up.
+    Connected {
+        /// The relay.
+        relay: usize,
+        /// The peer.
+        peer: PeerId,
+    },
+    /// A workload call was made.
+    Called {
+        /// The client.
+        client: usize,
+        /// Its call id.
+        call: CallId,
+        /// The tool.
+        tool: &'static str,
+    },
+    /// A client reported something about a call.
+    Client {
+        /// The client.
+        client: usize,
+        /// What.
+        event: ClientEvent,
+    },
+    /// A client read a stream chunk.
+    ChunkRead {
+        /// The client.
+        client: usize,
+        /// The call.
+        call: CallId,
+        /// The chunk index.
+        index: u64,
+        /// Its data length.
+        bytes: usize,
+    },
+}
+
+/// Receives every observation with its virtual time.
+pub trait Observer {
+    /// One observation.
+    fn observe(&mut self, at: Duration, observation: &Observation);
+}
+
+/// An observer that keeps everything.
+#[derive(Debug, Default)]
+pub struct Recorder {
+    /// What was observed, in order.
+    pub log: Vec<(Duration, Observation)>,
+}
+
+impl Observer for Recorder {
+    fn observe(&mut self, at: Duration, observation: &Observation) {
+        self.log.push((at, observation.clone()));
+    }
+}
+
+/// Lets the caller keep a handle on an observer the world owns.
+impl<O: Observer> Observer for std::rc::Rc<std::cell::RefCell<O>> {
+    fn observe(&mut self, at: Duration, observation: &Observation) {
+        self.borrow_mut().observe(at, observation);
+    }
+}
+
+/// A workload call scheduled in the world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The tool and its arguments.
+    pub tool: ToolCall,
+    /// Send a progress token (needed for streams and oversized messages).
+    pub progress: bool,
+}
+
+enum Action {
+    ToRelay {
+        relay: usize,
+        peer: PeerId,
+        conn: ConnId,
+        message: ClientMessage,
+    },
+    ToPeer {
+        relay: usize,
+        peer: PeerId,
+        conn: ConnId,
+        message: RelayMessage,
+    },
+    Reconnect {
+        relay: usize,
+        peer: PeerId,
+    },
+    DropConnection {
+        relay: usize,
+        peer: PeerId,
+        down_for: Duration,
+        random: bool,
+    },
+    RelayRestart {
+        relay: usize,
+        down_for: Duration,
+        random: bool,
+    },
+    PartitionStart {
+        relay: usize,
+        peer: PeerId,
+        duration: Duration,
+    },
+    PartitionEnd {
+        relay: usize,
+        peer: PeerId,
+    },
+    Call {
+        client: usize,
+        call: Call,
+    },
+}
+
+struct RelaySlot {
+    name: String,
+    relay: Relay,
+    impairments: Impairments,
+    down_until: Option<Duration>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    conn: ConnId,
+    connected: bool,
+    partitioned: bool,
+}
+
+/// How reconnecting peers behave.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ReconnectPolicy {
+    /// Wait after the relay closed a connection before reconnecting.
+    pub after_close: Duration,
+}
+
+impl Default for ReconnectPolicy {
+    fn default() -> Self {
+        ReconnectPolicy {
+            after_close: Duration::from_secs(1),
+        }
+    }
+}
+
+/// The world and its `des` driver.
+pub struct World {
+    now: Duration,
+    seq: u64,
+    queue: BTreeMap<(Duration, u64), Action>,
+    streams: SeededStreams,
+    relays: Vec<RelaySlot>,
+    clients: Vec<(String, ContextVmClient, Vec<usize>)>,
+    servers: Vec<(String, ContextVmServer, Vec<usize>)>,
+    ips: BTreeMap<PeerId, String>,
+    links: BTreeMap<(usize, PeerId), Link>,
+    owners: BTreeMap<(usize, ConnId), PeerId>,
+    impair_state: BTreeMap<(usize, PeerId, Way), LinkState>,
+    outage_rng: BTreeMap<(usize, Option<PeerId>), LinkState>,
+    next_conn: ConnId,
+    published_at: BTreeMap<EventId, (Duration, u64)>,
+    publish_seq: u64,
+    newest_delivered: BTreeMap<(usize, PeerId), u64>,
+    open_streams: BTreeSet<(usize, CallId)>,
+    reconnect: ReconnectPolicy,
+    observer: Option<Box<dyn Observer>>,
+    actions: u64,
+}
+
+impl World {
+    /// An empty world whose randomness derives from `seed`.
+    pub fn new(seed: u64) -> Self {
+        World {
+            now: Duration::ZERO,
+            seq: 0,
+            queue: BTreeMap::new(),
+            streams: SeededStreams::new(seed),
+            relays: Vec::new(),
+            clients: Vec::new(),
+            servers: Vec::new(),
+            ips: BTreeMap::new(),
+            links: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            impair_state: BTreeMap::new(),
+            outage_rng: BTreeMap::new(),
+            next_conn: 1,
+            published_at: BTreeMap::new(),
+            publish_seq: 0,
+            newest_delivered: BTreeMap::new(),
+            open_streams: BTreeSet::new(),
+            reconnect: ReconnectPolicy::default(),
+            observer: None,
+            actions: 0,
+        }
+    }
+
+    /// The run seed.
+    pub fn seed(&self) -> u64 {
+        self.streams.seed()
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Actions executed so far (messages delivered, timers, outages, calls).
+    pub fn actions(&self) -> u64 {
+        self.actions
+    }
+
+    /// Sets the observer that sees every action.
+    pub fn set_observer(&mut self, observer: Box<dyn Observer>) {
+        self.observer = Some(observer);
+    }
+
+    /// Takes the observer back.
+    pub fn take_observer(&mut self) -> Option<Box<dyn Observer>> {
+        self.observer.take()
+    }
+
+    /// Sets how peers reconnect.
+    pub fn set_reconnect(&mut self, policy: ReconnectPolicy) {
+        self.reconnect = policy;
+    }
+
+    fn observe(&mut self, observation: Observation) {
+        if let Some(o) = self.observer.as_mut() {
+            o.observe(self.now, &observation);
+        }
+    }
+
+    fn schedule(&mut self, at: Duration, action: Action) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), action);
+    }
+
+    /// Adds a relay; returns its index. Its scheduled and random outages are planned now.
+    pub fn add_relay(&mut self, name: &str, profile: RelayProfile) -> usize {
+        let index = self.relays.len();
+        let impairments = profile.impairments.clone();
+        for outage in &impairments.outages.scheduled {
+            let action = match &outage.kind {
+                OutageKind::RelayRestart => Action::RelayRestart {
+                    relay: index,
+                    down_for: outage.duration,
+                    random: false,
+                },
+                // Peer-specific outages are planned when the peer connects.
+                OutageKind::ConnectionDrop { .. } | OutageKind::Partition { .. } => continue,
+            };
+            self.schedule(outage.at, action);
+        }
+        if let Some(mean) = impairments.outages.relay_restart_every {
+            let mut rng = LinkState::new(self.streams.stream(&format!("outage/{name}/restart")));
+            let at = rng.exponential(mean);
+            let down_for = rng.uniform(impairments.outages.relay_down_for);
+            self.outage_rng.insert((index, None), rng);
+            self.schedule(
+                at,
+                Action::RelayRestart {
+                    relay: index,
+                    down_for,
+                    random: true,
+                },
+            );
+        }
+        self.relays.push(RelaySlot {
+            name: name.to_owned(),
+            relay: Relay::new(profile),
+            impairments,
+            down_until: None,
+        });
+        index
+    }
+
+    /// The index of the relay named `name`.
+    pub fn relay_index(&self, name: &str) -> Option<usize> {
+        self.relays.iter().position(|r| r.name == name)
+    }
+
+    /// A relay's name.
+    pub fn relay_name(&self, relay: usize) -> &str {
+        &self.relays[relay].name
+    }
+
+    /// A relay's model.
+    pub fn relay(&self, relay: usize) -> &Relay {
+        &self.relays[relay].relay
+    }
+
+    fn relay_names(&self, relays: &[usize]) -> Vec<String> {
+        relays
+            .iter()
+            .map(|r| self.relays[*r].name.clone())
+            .collect()
+    }
+
+    /// Adds a server peer named `name` on `relays`; returns its index.
+    pub fn add_server(&mut self, name: &str, relays: &[usize], config: ServerConfig) -> usize {
+        let identity = Identity::derive(self.seed(), name);
+        let rng = self.streams.stream(&format!("server/{name}/tools"));
+        let server = ContextVmServer::new(identity, self.relay_names(relays), config, rng);
+        let index = self.servers.len();
+        self.servers
+            .push((name.to_owned(), server, relays.to_vec()));
+        self.attach(PeerId::Server(index), name, relays);
+        index
+    }
+
+    /// Adds a client peer named `name` on `relays`, talking to server `server`.
+    pub fn add_client(
+        &mut self,
+        name: &str,
+        relays: &[usize],
+        server: usize,
+        configure: impl FnOnce(&mut ClientConfig),
+    ) -> usize {
+        let identity = Identity::derive(self.seed(), name);
+        let mut config = ClientConfig::new(self.servers[server].1.public_key());
+        configure(&mut config);
+        let client = ContextVmClient::new(identity, self.relay_names(relays), config);
+        let index = self.clients.len();
+        self.clients
+            .push((name.to_owned(), client, relays.to_vec()));
+        self.attach(PeerId::Client(index), name, relays);
+        index
+    }
+
+    /// Makes peers share an IP address (for per-IP rate limits).
+    pub fn set_ip(&mut self, peer: PeerId, ip: &str) {
+        self.ips.insert(peer, ip.to_owned());
+    }
+
+    /// A peer's name.
+    pub fn peer_name(&self, peer: PeerId) -> &str {
+        match peer {
+            PeerId::Client(i) => &self.clients[i].0,
+            PeerId::Server(i) => &self.servers[i].0,
+        }
+    }
+
+    fn attach(&mut self, peer: PeerId, name: &str, relays: &[usize]) {
+        let ip = format!(
+            "10.{}.{}.1",
+            matches!(peer, PeerId::Server(_)) as u8,
+            self.ips.len()
+        );
+        self.ips.entry(peer).or_insert(ip);
+        for &relay in relays {
+            let relay_name = self.relays[relay].name.clone();
+            for way in [Way::Up, Way::Down] {
+                let stream = self
+                    .streams
+                    .stream(&format!("link/{relay_name}/{name}/{way:?}"));
+                self.impair_state
+                    .insert((relay, peer, way), LinkState::new(stream));
+            }
+            let outages = self.relays[relay].impairments.outages.clone();
+            for outage in &outages.scheduled {
+                let who = match &outage.kind {
+                    OutageKind::ConnectionDrop { peer } | OutageKind::Partition { peer } => peer,
+                    OutageKind::RelayRestart => continue,
+                };
+                if who.as_deref().is_some_and(|w| w != name) {
+                    continue;
+                }
+                let action = match outage.kind {
+                    OutageKind::Partition { .. } => Action::PartitionStart {
+                        relay,
+                        peer,
+                        duration: outage.duration,
+                    },
+                    _ => Action::DropConnection {
+                        relay,
+                        peer,
+                        down_for: outage.duration,
+                        random: false,
+                    },
+                };
+                self.schedule(outage.at, action);
+            }
+            if let Some(mean) = outages.connection_drop_every {
+                let mut rng =
+                    LinkState::new(self.streams.stream(&format!("outage/{relay_name}/{name}")));
+                let at = rng.exponential(mean);
+                let down_for = rng.uniform(outages.connection_down_for);
+                self.outage_rng.insert((relay, Some(peer)), rng);
+                self.schedule(
+                    at,
+                    Action::DropConnection {
+                        relay,
+                        peer,
+                        down_for,
+                        random: true,
+                    },
+                );
+            }
+            self.connect(relay, peer);
+        }
+    }
+
+    fn connect(&mut self, relay: usize, peer: PeerId) {
+        if self.relays[relay].down_until.is_some_and(|t| t > self.now) {
+            return; // the relay is down; it reconnects everyone when it is back
+        }
+        let conn = self.next_conn;
+        self.next_conn += 1;
+        let ip = self.ips.get(&peer).cloned().unwrap_or_default();
+        self.relays[relay].relay.connect(conn, &ip);
+        self.links.insert(
+            (relay, peer),
+            Link {
+                conn,
+                connected: true,
+                partitioned: false,
+            },
+        );
+        self.owners.insert((relay, conn), peer);
+        let name = self.relays[relay].name.clone();
+        let now = self.now;
+        self.peer_mut(peer).connected(&name, now);
+        self.observe(Observation::Connected { relay, peer });
+    }
+
+    fn disconnect(&mut self, relay: usize, peer: PeerId, reason: &'static str) {
+        if let Some(link) = self.links.get_mut(&(relay, peer)) {
+            if link.connected {
+                link.connected = false;
+                let conn = link.conn;
+                self.relays[relay].relay.disconnect(conn);
+                self.observe(Observation::Disconnected {
+                    relay,
+                    peer,
+                    reason,
+                });
+            }
+        }
+    }
+
+    fn peer_mut(&mut self, peer: PeerId) -> &mut dyn Peer {
+        match peer {
+            PeerId::Client(i) => &mut self.clients[i].1,
+            PeerId::Server(i) => &mut self.servers[i].1,
+        }
+    }
+
+    /// The n-th client.
+    pub fn client(&mut self, index: usize) -> &mut ContextVmClient {
+        &mut self.clients[index].1
+    }
+
+    /// The n-th server.
+    pub fn server(&mut self, index: usize) -> &mut ContextVmServer {
+        &mut self.servers[index].1
+    }
+
+    /// Schedules a workload call by client `client` at `at`.
+    pub fn schedule_call(&mut self, at: Duration, client: usize, call: Call) {
+        self.schedule(at, Action::Call { client, call });
+    }
+
+    /// Runs until nothing is left to do or virtual time would pass `until`; time then stands
+    /// at the last action run (or `until` if something is still pending).
+    pub fn run_until(&mut self, until: Duration) {
+        loop {
+            self.flush();
+            let Some(next) = self.next_wakeup() else {
+                return;
+            };
+            if next > until {
+                self.now = self.now.max(until);
+                return;
+            }
+            self.now = self.now.max(next);
+            self.step();
+        }
+    }
+
+    /// Whether anything is left to happen.
+    pub fn is_idle(&self) -> bool {
+        self.next_wakeup().is_none()
+    }
+
+    fn next_wakeup(&self) -> Option<Duration> {
+        let queued = self.queue.keys().next().map(|(t, _)| *t);
+        let clients = self.clients.iter().filter_map(|(_, c, _)| c.poll_timeout());
+        let servers = self.servers.iter().filter_map(|(_, s, _)| s.poll_timeout());
+        let relays = self.relays.iter().filter_map(|r| r.relay.poll_timeout());
+        queued
+            .into_iter()
+            .chain(clients)
+            .chain(servers)
+            .chain(relays)
+            .min()
+    }
+
+    /// Runs everything due at `self.now`.
+    fn step(&mut self) {
+        let now = self.now;
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let action = entry.remove();
+            self.actions += 1;
+            self.run(action);
+            self.flush();
+        }
+        for i in 0..self.relays.len() {
+            if self.relays[i]
+                .relay
+                .poll_timeout()
+                .is_some_and(|t| t <= now)
+            {
+                self.actions += 1;
+                self.relays[i].relay.handle_timeout(now);
+            }
+        }
+        for i in 0..self.clients.len() {
+            if self.clients[i].1.poll_timeout().is_some_and(|t| t <= now) {
+                self.actions += 1;
+                self.clients[i].1.handle_timeout(now);
+            }
+        }
+        for i in 0..self.servers.len() {
+            if self.servers[i].1.poll_timeout().is_some_and(|t| t <= now) {
+                self.actions += 1;
+                self.servers[i].1.handle_timeout(now);
+            }
+        }
+    }
+
+    fn run(&mut self, action: Action) {
+        let now = self.now;
+        match action {
+            Action::ToRelay {
+                relay,
+                peer,
+                conn,
+                message,
+            } => {
+                let live = self
+                    .links
+                    .get(&(relay, peer))
+                    .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned);
+                if live {
+                    self.relays[relay]
+                        .relay
+                        .handle_client_message(conn, message, now);
+                } else {
+                    let event = match &message {
+                        ClientMessage::Event(e) => Some(e.id),
+                        _ => None,
+                    };
+                    self.observe(Observation::Lost {
+                        relay,
+                        peer,
+                        way: Way::Up,
+                        event,
+                    });
+                }
+            }
+            Action::ToPeer {
+                relay,
+                peer,
+                conn,
+                message,
+            } => {
+                let live = self
+                    .links
+                    .get(&(relay, peer))
+                    .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned);
+                if !live {
+                    let event = match &message {
+                        RelayMessage::Event { event, .. } => Some(event.id),
+                        _ => None,
+                    };
+                    self.observe(Observation::Lost {
+                        relay,
+                        peer,
+                        way: Way::Down,
+                        event,
+                    });
+                    return;
+                }
+                self.observe_incoming(relay, peer, &message);
+                let name = self.relays[relay].name.clone();
+                self.peer_mut(peer)
+                    .handle_relay_message(&name, message, now);
+            }
+            Action::Reconnect { relay, peer } => {
+                if !self.links.get(&(relay, peer)).is_some_and(|l| l.connected) {
+                    self.connect(relay, peer);
+                }
+            }
+            Action::DropConnection {
+                relay,
+                peer,
+                down_for,
+                random,
+            } => {
+                self.disconnect(relay, peer, "outage");
+                self.schedule(now + down_for, Action::Reconnect { relay, peer });
+                if random {
+                    let mean = self.relays[relay].impairments.outages.connection_drop_every;
+                    let range = self.relays[relay].impairments.outages.connection_down_for;
+                    if let (Some(mean), Some(rng)) =
+                        (mean, self.outage_rng.get_mut(&(relay, Some(peer))))
+                    {
+                        let at = now + down_for + rng.exponential(mean);
+                        let down_for = rng.uniform(range);
+                        self.schedule(
+                            at,
+                            Action::DropConnection {
+                                relay,
+                                peer,
+                                down_for,
+                                random: true,
+                            },
+                        );
+                    }
+                }
+            }
+            Action::PartitionStart {
+                relay,
+                peer,
+                duration,
+            } => {
+                if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                    link.partitioned = true;
+                }
+                self.schedule(now + duration, Action::PartitionEnd { relay, peer });
+            }
+            Action::PartitionEnd { relay, peer } => {
+                if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                    link.partitioned = false;
+                }
+            }
+            Action::RelayRestart {
+                relay,
+                down_for,
+                random,
+            } => {
+                self.relays[relay].relay.restart();
+                self.relays[relay].down_until = Some(now + down_for);
+                let peers: Vec<PeerId> = self
+                    .links
+                    .keys()
+                    .filter(|(r, _)| *r == relay)
+                    .map(|(_, p)| *p)
+                    .collect();
+                for peer in peers {
+                    if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                        if link.connected {
+                            link.connected = false;
+                            self.observe(Observation::Disconnected {
+                                relay,
+                                peer,
+                                reason: "relay-restart",
+                            });
+                        }
+                    }
+                    self.schedule(now + down_for, Action::Reconnect { relay, peer });
+                }
+                while self.relays[relay].relay.poll_dropped().is_some() {}
+                if random {
+                    let mean = self.relays[relay].impairments.outages.relay_restart_every;
+                    let range = self.relays[relay].impairments.outages.relay_down_for;
+                    if let (Some(mean), Some(rng)) = (mean, self.outage_rng.get_mut(&(relay, None)))
+                    {
+                        let at = now + down_for + rng.exponential(mean);
+                        let down_for = rng.uniform(range);
+                        self.schedule(
+                            at,
+                            Action::RelayRestart {
+                                relay,
+                                down_for,
+                                random: true,
+                            },
+                        );
+                    }
+                }
+            }
+            Action::Call { client, call } => {
+                let (name, arguments) = call.tool.arguments();
+                let options = CallOptions {
+                    progress: call.progress,
+                };
+                let c = &mut self.clients[client].1;
+                let id = if matches!(call.tool, ToolCall::Stream { .. }) {
+                    c.call_tool_stream(name, arguments, now).0
+                } else {
+                    c.call_tool(name, arguments, options, now)
+                };
+                self.observe(Observation::Called {
+                    client,
+                    call: id,
+                    tool: name,
+                });
+            }
+        }
+    }
+
+    fn observe_incoming(&mut self, relay: usize, peer: PeerId, message: &RelayMessage) {
+        match message {
+            RelayMessage::Event { event, .. } => {
+                let (published, seq) = self
+                    .published_at
+                    .get(&event.id)
+                    .copied()
+                    .unwrap_or((self.now, 0));
+                let newest = self.newest_delivered.entry((relay, peer)).or_insert(0);
+                let reordered = seq < *newest;
+                *newest = (*newest).max(seq);
+                let latency = self.now.saturating_sub(published);
+                self.observe(Observation::Delivered {
+                    relay,
+                    peer,
+                    event: event.id,
+                    latency,
+                    reordered,
+                });
+            }
+            RelayMessage::Ok {
+                id,
+                accepted,
+                message,
+            } => {
+                let observation = Observation::Verdict {
+                    relay,
+                    peer,
+                    event: *id,
+                    accepted: *accepted,
+                    message: message.clone(),
+                };
+                self.observe(observation);
+            }
+            RelayMessage::Notice { message } => {
+                let observation = Observation::Notice {
+                    relay,
+                    peer,
+                    message: message.clone(),
+                };
+                self.observe(observation);
+            }
+            RelayMessage::Eose { .. } | RelayMessage::Closed { .. } => {}
+        }
+    }
+
+    /// Moves every message the peers and relays have to send onto the impaired links, and
+    /// reports what the clients did.
+    fn flush(&mut self) {
+        loop {
+            let mut moved = false;
+            let peers: Vec<PeerId> = (0..self.clients.len())
+                .map(PeerId::Client)
+                .chain((0..self.servers.len()).map(PeerId::Server))
+                .collect();
+            for peer in peers {
+                while let Some((relay_name, message)) = self.peer_mut(peer).poll_transmit() {
+                    moved = true;
+                    let Some(relay) = self.relay_index(&relay_name) else {
+                        continue;
+                    };
+                    self.send_up(relay, peer, message);
+                }
+            }
+            for relay in 0..self.relays.len() {
+                while let Some((conn, message)) = self.relays[relay].relay.poll_transmit() {
+                    moved = true;
+                    let Some(&peer) = self.owners.get(&(relay, conn)) else {
+                        continue;
+                    };
+                    self.send_down(relay, peer, conn, message);
+                }
+                while let Some(conn) = self.relays[relay].relay.poll_dropped() {
+                    moved = true;
+                    if let Some(&peer) = self.owners.get(&(relay, conn)) {
+                        if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                            if link.conn == conn && link.connected {
+                                link.connected = false;
+                                self.observe(Observation::Disconnected {
+                                    relay,
+                                    peer,
+                                    reason: "relay-closed",
+                                });
+                                let at = self.now + self.reconnect.after_close;
+                                self.schedule(at, Action::Reconnect { relay, peer });
+                            }
+                        }
+                    }
+                }
+            }
+            moved |= self.drain_clients();
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    fn drain_clients(&mut self) -> bool {
+        let mut moved = false;
+        for client in 0..self.clients.len() {
+            while let Some(event) = self.clients[client].1.poll_event() {
+                moved = true;
+                match &event {
+                    ClientEvent::StreamOpened { call } => {
+                        self.open_streams.insert((client, *call));
+                    }
+                    ClientEvent::StreamEnded { call, .. } => {
+                        self.read_stream(client, *call);
+                        self.open_streams.remove(&(client, *call));
+                    }
+                    _ => {}
+                }
+                self.observe(Observation::Client { client, event });
+            }
+            let open: Vec<CallId> = self
+                .open_streams
+                .iter()
+                .filter(|(c, _)| *c == client)
+                .map(|(_, call)| *call)
+                .collect();
+            for call in open {
+                moved |= self.read_stream(client, call);
+            }
+        }
+        moved
+    }
+
+    fn read_stream(&mut self, client: usize, call: CallId) -> bool {
+        let mut read = false;
+        while let Some(chunk) = self.clients[client].1.read_stream(call) {
+            read = true;
+            self.observe(Observation::ChunkRead {
+                client,
+                call,
+                index: chunk.chunk_index,
+                bytes: chunk.data.len(),
+            });
+        }
+        read
+    }
+
+    fn send_up(&mut self, relay: usize, peer: PeerId, message: ClientMessage) {
+        let Some(link) = self.links.get(&(relay, peer)).copied() else {
+            return;
+        };
+        let event = match &message {
+            ClientMessage::Event(e) => Some((e.id, e.as_json().len())),
+            _ => None,
+        };
+        if let Some((id, bytes)) = event {
+            self.publish_seq += 1;
+            let seq = self.publish_seq;
+            self.published_at.entry(id).or_insert((self.now, seq));
+            self.observe(Observation::Published {
+                peer,
+                relay,
+                event: id,
+                bytes,
+            });
+        }
+        if !link.connected || link.partitioned {
+            self.observe(Observation::Lost {
+                relay,
+                peer,
+                way: Way::Up,
+                event: event.map(|e| e.0),
+            });
+            return;
+        }
+        let direction = self.relays[relay].impairments.peer_to_relay.clone();
+        self.impair(
+            relay,
+            peer,
+            Way::Up,
+            &direction,
+            event.map(|e| e.0),
+            |conn| Action::ToRelay {
+                relay,
+                peer,
+                conn,
+                message: message.clone(),
+            },
+            link.conn,
+        );
+    }
+
+    fn send_down(&mut self, relay: usize, peer: PeerId, conn: ConnId, message: RelayMessage) {
+        let event = match &message {
+            RelayMessage::Event { event, .. } => Some(event.id),
+            _ => None,
+        };
+        let direction = self.relays[relay].impairments.relay_to_peer.clone();
+        self.impair(
+            relay,
+            peer,
+            Way::Down,
+            &direction,
+            event,
+            |conn| Action::ToPeer {
+                relay,
+                peer,
+                conn,
+                message: message.clone(),
+            },
+            conn,
+        );
+    }
+
+    /// Schedules the copies of one message on a link. Loss and duplication apply to events;
+    /// protocol answers (OK, EOSE, NOTICE) and subscriptions only take the delay.
+    #[allow(clippy::too_many_arguments)]
+    fn impair(
+        &mut self,
+        relay: usize,
+        peer: PeerId,
+        way: Way,
+        direction: &Direction,
+        event: Option<EventId>,
+        make: impl Fn(ConnId) -> Action,
+        conn: ConnId,
+    ) {
+        let Some(state) = self.impair_state.get_mut(&(relay, peer, way)) else {
+            return;
+        };
+        let delays = if event.is_some() {
+            state.plan(direction)
+        } else {
+            let control = Direction {
+                delay: direction.delay.clone(),
+                ..Direction::default()
+            };
+            state.plan(&control)
+        };
+        match delays.len() {
+            0 => self.observe(Observation::Lost {
+                relay,
+                peer,
+                way,
+                event,
+            }),
+            1 => {}
+            n => self.observe(Observation::Duplicated {
+                relay,
+                peer,
+                way,
+                copies: n - 1,
+            }),
+        }
+        let now = self.now;
+        for delay in delays {
+            self.schedule(now + delay, make(conn));
+        }
+    }
+}

@@ -1,0 +1,362 @@
+//! The discrete-event world: relays with profiles and impairments, peers, workloads.
+
+use relaysim::peer::client::ClientEvent;
+use relaysim::peer::content::ContentClass;
+use relaysim::peer::server::ServerConfig;
+use relaysim::peer::tools::ToolCall;
+use relaysim::protocol::open_stream::StreamFailure;
+use relaysim::relay::impair::{Delay, Direction, Outage, OutageKind};
+use relaysim::relay::RelayProfile;
+use relaysim::sim::world::{Call, Observation, Recorder, World};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::time::Duration;
+
+const S: fn(u64) -> Duration = Duration::from_secs;
+const MS: fn(u64) -> Duration = Duration::from_millis;
+
+fn world(seed: u64, profile: RelayProfile) -> (World, Rc<RefCell<Recorder>>) {
+    world_with(seed, profile, Duration::from_secs(300))
+}
+
+fn world_with(
+    seed: u64,
+    profile: RelayProfile,
+    max_call: Duration,
+) -> (World, Rc<RefCell<Recorder>>) {
+    let mut w = World::new(seed);
+    let recorder = Rc::new(RefCell::new(Recorder::default()));
+    w.set_observer(Box::new(recorder.clone()));
+    let relay = w.add_relay("r", profile);
+    let server = w.add_server("server", &[relay], ServerConfig::default());
+    w.add_client("client", &[relay], server, |c| {
+        c.stateless = true;
+        c.max_request_timeout = max_call;
+    });
+    (w, recorder)
+}
+
+fn client_events(rec: &Rc<RefCell<Recorder>>) -> Vec<ClientEvent> {
+    rec.borrow()
+        .log
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Observation::Client { event, .. } => Some(event.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+fn response_ok(events: &[ClientEvent]) -> bool {
+    events.iter().any(|e| {
+        matches!(
+            e,
+            ClientEvent::Response {
+                response: Ok(_),
+                ..
+            }
+        )
+    })
+}
+
+fn stream(chunks: u64, interval: Duration) -> Call {
+    Call {
+        tool: ToolCall::Stream {
+            chunks,
+            chunk_bytes: 64,
+            interval,
+        },
+        progress: true,
+    }
+}
+
+fn chunks_read(rec: &Rc<RefCell<Recorder>>) -> Vec<u64> {
+    rec.borrow()
+        .log
+        .iter()
+        .filter_map(|(_, o)| match o {
+            Observation::ChunkRead { index, .. } => Some(*index),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn an_ideal_world_runs_every_tool() {
+    let (mut w, rec) = world(1, RelayProfile::ideal());
+    w.schedule_call(
+        S(0),
+        0,
+        Call {
+            tool: ToolCall::Echo { text: "hi".into() },
+            progress: false,
+        },
+    );
+    w.schedule_call(S(1), 0, stream(10, MS(10)));
+    w.schedule_call(
+        S(2),
+        0,
+        Call {
+            tool: ToolCall::LargeResult {
+                bytes: 200_000,
+                content: ContentClass::Utf8,
+            },
+            progress: true,
+        },
+    );
+    w.run_until(S(60));
+    let events = client_events(&rec);
+    let responses = events
+        .iter()
+        .filter(|e| {
+            matches!(
+                e,
+                ClientEvent::Response {
+                    response: Ok(_),
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(responses, 3, "{events:?}");
+    assert_eq!(chunks_read(&rec), (0..10).collect::<Vec<_>>());
+    assert!(w.is_idle());
+}
+
+#[test]
+fn one_seed_gives_one_outcome_and_another_seed_another() {
+    let run = |seed| {
+        let mut profile = RelayProfile::mobile();
+        profile.impairments.outages.connection_drop_every = Some(S(20));
+        let (mut w, rec) = world(seed, profile);
+        w.schedule_call(S(0), 0, stream(200, MS(50)));
+        w.schedule_call(
+            S(1),
+            0,
+            Call {
+                tool: ToolCall::LargeResult {
+                    bytes: 300_000,
+                    content: ContentClass::Random,
+                },
+                progress: true,
+            },
+        );
+        w.run_until(S(120));
+        let log = format!("{:?}", rec.borrow().log);
+        log
+    };
+    let a = run(3);
+    assert_eq!(a, run(3));
+    assert_ne!(a, run(4));
+}
+
+#[test]
+fn a_1_mib_escape_heavy_response_crosses_strfry_with_jitter_and_reordering() {
+    let mut profile = RelayProfile::strfry();
+    profile.impairments.relay_to_peer = Direction {
+        delay: Delay::LogNormal {
+            median: MS(80),
+            sigma: 0.5,
+        },
+        reorder: 0.2,
+        reorder_delay: MS(300),
+        duplicate: 0.05,
+        duplicate_copies: 1,
+        ..Direction::default()
+    };
+    let (mut w, rec) = world(5, profile);
+    w.schedule_call(
+        S(0),
+        0,
+        Call {
+            tool: ToolCall::LargeResult {
+                bytes: 1 << 20,
+                content: ContentClass::EscapeHeavy,
+            },
+            progress: true,
+        },
+    );
+    w.run_until(S(120));
+    let events = client_events(&rec);
+    assert!(
+        response_ok(&events),
+        "{:?}",
+        events
+            .iter()
+            .map(|e| format!("{e:?}").chars().take(120).collect::<String>())
+            .collect::<Vec<_>>()
+    );
+    let log = rec.borrow();
+    let reordered = log
+        .log
+        .iter()
+        .filter(|(_, o)| {
+            matches!(
+                o,
+                Observation::Delivered {
+                    reordered: true,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert!(reordered > 0, "the link did reorder");
+    let too_large = log
+        .log
+        .iter()
+        .filter(|(_, o)| {
+            matches!(
+                o,
+                Observation::Verdict {
+                    accepted: false,
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(too_large, 0, "every frame fit strfry's 64 KiB limit");
+}
+
+#[test]
+fn the_damus_rate_cap_breaks_a_fast_stream() {
+    let (mut w, rec) = world(1, RelayProfile::damus());
+    w.schedule_call(S(0), 0, stream(40, MS(20)));
+    w.run_until(S(120));
+    let log = rec.borrow();
+    let limited = log.log.iter().filter(|(_, o)| matches!(o, Observation::Verdict { accepted: false, message, .. } if message.starts_with("rate-limited:"))).count();
+    assert!(limited > 20, "{limited}");
+    drop(log);
+    let events = client_events(&rec);
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            ClientEvent::StreamEnded {
+                outcome: Ok(()),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn nostr_rs_relay_sends_no_ok_for_the_ephemeral_traffic_yet_calls_complete() {
+    let (mut w, rec) = world(1, RelayProfile::nostr_rs_relay());
+    w.schedule_call(
+        S(0),
+        0,
+        Call {
+            tool: ToolCall::Echo { text: "x".into() },
+            progress: false,
+        },
+    );
+    w.run_until(S(10));
+    assert!(response_ok(&client_events(&rec)));
+    assert!(!rec
+        .borrow()
+        .log
+        .iter()
+        .any(|(_, o)| matches!(o, Observation::Verdict { .. })));
+}
+
+fn dropped_mid_stream(profile: RelayProfile) -> Vec<ClientEvent> {
+    let mut profile = profile;
+    profile.impairments.outages.scheduled.push(Outage {
+        at: MS(2_050),
+        duration: S(2),
+        kind: OutageKind::ConnectionDrop {
+            peer: Some("client".into()),
+        },
+    });
+    let (mut w, rec) = world(1, profile);
+    w.schedule_call(S(0), 0, stream(100, MS(50)));
+    w.run_until(S(120));
+    assert!(rec
+        .borrow()
+        .log
+        .iter()
+        .any(|(_, o)| matches!(o, Observation::Disconnected { .. })));
+    client_events(&rec)
+}
+
+#[test]
+fn strfrys_stored_ephemeral_events_heal_a_two_second_disconnect() {
+    let events = dropped_mid_stream(RelayProfile::strfry());
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            ClientEvent::StreamEnded {
+                outcome: Ok(()),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_live_only_relay_loses_what_was_published_during_a_disconnect() {
+    let events = dropped_mid_stream(RelayProfile::khatru());
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            ClientEvent::StreamEnded {
+                outcome: Err(StreamFailure::GapAtClose { .. } | StreamFailure::ReorderBufferFull),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+}
+
+#[test]
+fn a_silent_stream_keeps_itself_alive_for_ten_minutes() {
+    // The call's hard maximum must outlast the stream; keepalive does the rest.
+    let (mut w, rec) = world_with(1, RelayProfile::strfry(), S(3600));
+    w.schedule_call(S(0), 0, stream(2, S(600)));
+    w.run_until(S(700));
+    let events = client_events(&rec);
+    assert!(
+        events.iter().any(|e| matches!(
+            e,
+            ClientEvent::StreamEnded {
+                outcome: Ok(()),
+                ..
+            }
+        )),
+        "{events:?}"
+    );
+    assert!(response_ok(&events));
+}
+
+#[test]
+fn a_relay_restart_drops_everyone_and_they_come_back() {
+    let mut profile = RelayProfile::ideal();
+    profile.impairments.outages.scheduled.push(Outage {
+        at: S(5),
+        duration: S(3),
+        kind: OutageKind::RelayRestart,
+    });
+    let (mut w, rec) = world(1, profile);
+    w.run_until(S(20));
+    let log = rec.borrow();
+    let down = log
+        .log
+        .iter()
+        .filter(|(_, o)| {
+            matches!(
+                o,
+                Observation::Disconnected {
+                    reason: "relay-restart",
+                    ..
+                }
+            )
+        })
+        .count();
+    let up = log
+        .log
+        .iter()
+        .filter(|(t, o)| *t >= S(8) && matches!(o, Observation::Connected { .. }))
+        .count();
+    assert_eq!((down, up), (2, 2));
+}
