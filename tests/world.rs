@@ -360,3 +360,44 @@ fn a_relay_restart_drops_everyone_and_they_come_back() {
         .count();
     assert_eq!((down, up), (2, 2));
 }
+
+#[test]
+fn a_stateless_advertisement_overtaken_by_a_later_request_does_not_stall_a_stream() {
+    // Two calls at once over a jittery relay: the stream request, which may reach the server
+    // first, must carry the capability tags too, or the server waits for an accept that the
+    // client, believing itself known, never sends.
+    let mut profile = RelayProfile::strfry();
+    profile.impairments.peer_to_relay = Direction {
+        delay: Delay::LogNormal {
+            median: MS(60),
+            sigma: 0.8,
+        },
+        ..Direction::default()
+    };
+    for seed in 0..8 {
+        let (mut w, rec) = world(seed, profile.clone());
+        w.schedule_call(
+            S(0),
+            0,
+            Call {
+                tool: ToolCall::Echo {
+                    text: "first".into(),
+                },
+                progress: false,
+            },
+        );
+        w.schedule_call(S(0), 0, stream(20, MS(10)));
+        w.run_until(S(120));
+        let events = client_events(&rec);
+        assert!(
+            events.iter().any(|e| matches!(
+                e,
+                ClientEvent::StreamEnded {
+                    outcome: Ok(()),
+                    ..
+                }
+            )),
+            "seed {seed}: {events:?}"
+        );
+    }
+}

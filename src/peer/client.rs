@@ -159,6 +159,8 @@ struct PendingCall {
     soft_deadline: Duration,
     hard_deadline: Duration,
     is_initialize: bool,
+    /// The request carried our capability tags.
+    advertised: bool,
 }
 
 /// A ContextVM client.
@@ -299,17 +301,27 @@ impl ContextVmClient {
         self.pump();
     }
 
+    /// Capability tags for the next request: on every request until the server has answered
+    /// one that carried them. Relays reorder, so "the first request" is not necessarily the
+    /// first the server sees; a later request without tags can overtake it.
     fn capability_tags(&mut self) -> Vec<nostr::prelude::Tag> {
         if self.advertised {
             return Vec::new();
         }
+        self.config.capabilities.tags()
+    }
+
+    /// The server answered a request that carried our tags: it knows what we support and will
+    /// not wait for our accepts any more.
+    fn advertisement_confirmed(&mut self) {
+        if self.advertised {
+            return;
+        }
         self.advertised = true;
-        // The server now knows what we support and will not wait for our accepts.
         self.downloads
             .set_send_accept(!self.config.capabilities.oversized_transfer);
         self.streams
             .set_send_accept(!self.config.capabilities.open_stream);
-        self.config.capabilities.tags()
     }
 
     fn send_request(
@@ -337,6 +349,7 @@ impl ContextVmClient {
                 soft_deadline: now + self.config.request_timeout,
                 hard_deadline: now + self.config.max_request_timeout,
                 is_initialize,
+                advertised: false,
             },
         );
         if let Some(t) = &token {
@@ -347,6 +360,9 @@ impl ContextVmClient {
         } else {
             Vec::new()
         };
+        if let Some(call) = self.calls.get_mut(&id) {
+            call.advertised = !tags.is_empty();
+        }
         let server = self.config.server;
         let event = self.core.sign(&server, None, tags, text.clone(), now);
         if event.as_json().len() <= self.config.budget {
@@ -454,6 +470,9 @@ impl ContextVmClient {
         let Some(pending) = self.calls.remove(&call) else {
             return; // late or duplicate
         };
+        if pending.advertised {
+            self.advertisement_confirmed();
+        }
         if let Some(t) = &pending.token {
             self.by_token.remove(t);
             self.uploads.remove(t);
