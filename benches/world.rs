@@ -80,6 +80,7 @@ fn main() {
                     content: ContentClass::Random,
                 },
                 progress: true,
+                workload: 0,
             },
         );
         w.schedule_call(
@@ -92,6 +93,7 @@ fn main() {
                     interval: Duration::from_millis(10),
                 },
                 progress: true,
+                workload: 0,
             },
         );
     }
@@ -124,6 +126,7 @@ fn main() {
                 interval: Duration::from_secs(600),
             },
             progress: true,
+            workload: 0,
         },
     );
     let t = Instant::now();

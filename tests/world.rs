@@ -67,6 +67,7 @@ fn stream(chunks: u64, interval: Duration) -> Call {
             interval,
         },
         progress: true,
+        workload: 0,
     }
 }
 
@@ -90,6 +91,7 @@ fn an_ideal_world_runs_every_tool() {
         Call {
             tool: ToolCall::Echo { text: "hi".into() },
             progress: false,
+            workload: 0,
         },
     );
     w.schedule_call(S(1), 0, stream(10, MS(10)));
@@ -102,6 +104,7 @@ fn an_ideal_world_runs_every_tool() {
                 content: ContentClass::Utf8,
             },
             progress: true,
+            workload: 0,
         },
     );
     w.run_until(S(60));
@@ -139,6 +142,7 @@ fn one_seed_gives_one_outcome_and_another_seed_another() {
                     content: ContentClass::Random,
                 },
                 progress: true,
+                workload: 0,
             },
         );
         w.run_until(S(120));
@@ -174,6 +178,7 @@ fn a_1_mib_escape_heavy_response_crosses_strfry_with_jitter_and_reordering() {
                 content: ContentClass::EscapeHeavy,
             },
             progress: true,
+            workload: 0,
         },
     );
     w.run_until(S(120));
@@ -248,6 +253,7 @@ fn nostr_rs_relay_sends_no_ok_for_the_ephemeral_traffic_yet_calls_complete() {
         Call {
             tool: ToolCall::Echo { text: "x".into() },
             progress: false,
+            workload: 0,
         },
     );
     w.run_until(S(10));
@@ -384,6 +390,7 @@ fn a_stateless_advertisement_overtaken_by_a_later_request_does_not_stall_a_strea
                     text: "first".into(),
                 },
                 progress: false,
+                workload: 0,
             },
         );
         w.schedule_call(S(0), 0, stream(20, MS(10)));

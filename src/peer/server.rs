@@ -20,7 +20,9 @@ use super::content::payload_text;
 use super::core::{PeerCore, PublishOutcome};
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
-use super::tools::{stream_chunk_text, text_result, tool_list, ToolCall};
+use super::tools::{
+    digest_of, digested_result, stream_chunk_text, text_result, tool_list, ToolCall,
+};
 use super::Peer;
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
 use crate::protocol::open_stream::{OpenStreamWriter, StreamFrame, WriterConfig, WriterState};
@@ -89,6 +91,15 @@ pub enum ServerEvent {
         client: PublicKey,
         /// How.
         mode: ResponseMode,
+    },
+    /// A streaming tool wrote a chunk (for chunk latency: written here, read by the client).
+    ChunkWritten {
+        /// The client.
+        client: PublicKey,
+        /// The stream's token.
+        token: ProgressToken,
+        /// The chunk index.
+        index: u64,
     },
 }
 
@@ -323,9 +334,12 @@ impl ContextVmServer {
             "tools/call" => match ToolCall::parse(&params) {
                 Err(e) => Err(error(codes::INVALID_PARAMS, e.to_string())),
                 Ok(ToolCall::Echo { text }) => Ok(text_result(&text)),
-                Ok(ToolCall::LargeResult { bytes, content }) => {
-                    Ok(text_result(&payload_text(content, bytes, &mut self.rng)))
-                }
+                Ok(ToolCall::LargeResult { bytes, content }) => Ok(digested_result(&payload_text(
+                    content,
+                    bytes,
+                    &mut self.rng,
+                ))),
+                Ok(ToolCall::Upload { data }) => Ok(text_result(&digest_of(&data))),
                 Ok(ToolCall::Fail { reason }) => Err(error(codes::TOOL_FAILED, reason)),
                 Ok(ToolCall::Slow { duration }) => {
                     self.schedule(
@@ -504,13 +518,23 @@ impl ContextVmServer {
             Job::Respond(call, response) => self.respond(call, response),
             Job::WriteChunk(call) => {
                 let now = self.now;
-                let Some(stream) = self.streams.values_mut().find(|s| s.call == call) else {
+                let Some((client, stream)) = self
+                    .streams
+                    .iter_mut()
+                    .find(|(_, s)| s.call == call)
+                    .map(|((c, _), s)| (c, s))
+                else {
                     return;
                 };
                 if stream.written < stream.chunks {
                     let text = stream_chunk_text(stream.written, stream.chunk_bytes);
-                    if stream.writer.write(text, now).is_ok() {
+                    if let Ok(index) = stream.writer.write(text, now) {
                         stream.written += 1;
+                        self.events.push_back(ServerEvent::ChunkWritten {
+                            client: *client,
+                            token: stream.writer.token().clone(),
+                            index,
+                        });
                     }
                 }
                 if stream.written == stream.chunks {

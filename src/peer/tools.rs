@@ -38,6 +38,12 @@ pub enum ToolCall {
         /// The error message.
         reason: String,
     },
+    /// `upload {data}`: takes a (large) argument and answers with its digest, so the client can
+    /// check the server received it intact.
+    Upload {
+        /// The uploaded text.
+        data: String,
+    },
 }
 
 /// Why a `tools/call` cannot run.
@@ -108,6 +114,17 @@ impl ToolCall {
             "slow" => Ok(ToolCall::Slow {
                 duration: Duration::from_millis(uint("slow", "ms", 86_400_000)?),
             }),
+            "upload" => Ok(ToolCall::Upload {
+                data: args
+                    .get("data")
+                    .and_then(Value::as_str)
+                    .ok_or(ToolError::BadArgument {
+                        tool: "upload",
+                        arg: "data",
+                        expected: "a string",
+                    })?
+                    .to_owned(),
+            }),
             "fail" => Ok(ToolCall::Fail {
                 reason: args
                     .get("reason")
@@ -137,6 +154,7 @@ impl ToolCall {
             ),
             ToolCall::Slow { duration } => ("slow", json!({ "ms": duration.as_millis() as u64 })),
             ToolCall::Fail { reason } => ("fail", json!({ "reason": reason })),
+            ToolCall::Upload { data } => ("upload", json!({ "data": data })),
         }
     }
 }
@@ -144,6 +162,22 @@ impl ToolCall {
 /// An MCP tool result with one text block.
 pub fn text_result(text: &str) -> Value {
     json!({ "content": [{ "type": "text", "text": text }], "isError": false })
+}
+
+/// `sha256:<hex>` of a text's UTF-8 bytes: how tools let the other side check integrity.
+pub fn digest_of(text: &str) -> String {
+    crate::protocol::oversized::Digest::of(text).to_wire()
+}
+
+/// A text result that also carries the text's digest in `_meta.sha256`, so the receiver can
+/// verify end to end what it got.
+pub fn digested_result(text: &str) -> Value {
+    json!({ "content": [{ "type": "text", "text": text }], "isError": false, "_meta": { "sha256": digest_of(text) } })
+}
+
+/// The first text block of a tool result.
+pub fn result_text(result: &Value) -> Option<&str> {
+    result.pointer("/content/0/text").and_then(Value::as_str)
 }
 
 /// The `tools/list` result.
@@ -155,6 +189,7 @@ pub fn tool_list() -> Value {
         tool("stream", "Streams `chunks` chunks of `chunk_bytes` bytes every `interval_ms` over CEP-41, then returns."),
         tool("slow", "Returns after `ms` milliseconds."),
         tool("fail", "Returns a JSON-RPC error with `reason`."),
+        tool("upload", "Takes `data` and returns its sha256 digest."),
     ]})
 }
 
@@ -189,6 +224,9 @@ mod tests {
             },
             ToolCall::Fail {
                 reason: "nope".into(),
+            },
+            ToolCall::Upload {
+                data: "payload".into(),
             },
         ];
         for call in calls {

@@ -137,8 +137,21 @@ pub enum Observation {
         client: usize,
         /// Its call id.
         call: CallId,
+        /// The workload it belongs to.
+        workload: usize,
         /// The tool.
         tool: &'static str,
+        /// What a correct result looks like.
+        expected: Expected,
+    },
+    /// The server wrote a stream chunk.
+    ChunkWritten {
+        /// The client it is for.
+        client: usize,
+        /// The call.
+        call: CallId,
+        /// The chunk index.
+        index: u64,
     },
     /// A client reported something about a call.
     Client {
@@ -157,7 +170,62 @@ pub enum Observation {
         index: u64,
         /// Its data length.
         bytes: usize,
+        /// Whether it is exactly what the server wrote for that index.
+        intact: bool,
     },
+}
+
+/// What a correct result of a call looks like, so every delivery can be checked against what
+/// was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// This exact text (echo, and the digest an upload must come back with).
+    Text(String),
+    /// A text that matches the digest in its own `_meta.sha256` (large_result).
+    SelfDigest,
+    /// `streamed N chunks`, after N intact chunks.
+    Stream {
+        /// Chunks written.
+        chunks: u64,
+    },
+    /// Any successful result (slow).
+    Done,
+    /// A JSON-RPC error (fail).
+    Error,
+}
+
+impl Expected {
+    /// What `tool` should answer.
+    pub fn of(tool: &ToolCall) -> Self {
+        match tool {
+            ToolCall::Echo { text } => Expected::Text(text.clone()),
+            ToolCall::Upload { data } => Expected::Text(crate::peer::tools::digest_of(data)),
+            ToolCall::LargeResult { .. } => Expected::SelfDigest,
+            ToolCall::Stream { chunks, .. } => Expected::Stream { chunks: *chunks },
+            ToolCall::Slow { .. } => Expected::Done,
+            ToolCall::Fail { .. } => Expected::Error,
+        }
+    }
+
+    /// Whether a successful result is intact.
+    pub fn matches(&self, result: &serde_json::Value) -> bool {
+        use crate::peer::tools::{digest_of, result_text};
+        let text = result_text(result);
+        match self {
+            Expected::Text(t) => text == Some(t.as_str()),
+            Expected::SelfDigest => {
+                let claimed = result
+                    .pointer("/_meta/sha256")
+                    .and_then(serde_json::Value::as_str);
+                text.is_some_and(|t| Some(digest_of(t).as_str()) == claimed)
+            }
+            Expected::Stream { chunks } => {
+                text == Some(format!("streamed {chunks} chunks").as_str())
+            }
+            Expected::Done => text.is_some(),
+            Expected::Error => false,
+        }
+    }
 }
 
 /// Receives every observation with its virtual time.
@@ -193,6 +261,8 @@ pub struct Call {
     pub tool: ToolCall,
     /// Send a progress token (needed for streams and oversized messages).
     pub progress: bool,
+    /// The workload it belongs to (for attribution in reports).
+    pub workload: usize,
 }
 
 enum Action {
@@ -286,6 +356,8 @@ pub struct World {
     publish_seq: u64,
     newest_delivered: BTreeMap<(usize, PeerId), u64>,
     open_streams: BTreeSet<(usize, CallId)>,
+    stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
+    client_keys: BTreeMap<nostr::prelude::PublicKey, usize>,
     reconnect: ReconnectPolicy,
     observer: Option<Box<dyn Observer>>,
     actions: u64,
@@ -312,6 +384,8 @@ impl World {
             publish_seq: 0,
             newest_delivered: BTreeMap::new(),
             open_streams: BTreeSet::new(),
+            stream_chunk_bytes: BTreeMap::new(),
+            client_keys: BTreeMap::new(),
             reconnect: ReconnectPolicy::default(),
             observer: None,
             actions: 0,
@@ -445,6 +519,7 @@ impl World {
         configure(&mut config);
         let client = ContextVmClient::new(identity, self.relay_names(relays), config);
         let index = self.clients.len();
+        self.client_keys.insert(client.public_key(), index);
         self.clients
             .push((name.to_owned(), client, relays.to_vec()));
         self.attach(PeerId::Client(index), name, relays);
@@ -812,15 +887,20 @@ impl World {
                     progress: call.progress,
                 };
                 let c = &mut self.clients[client].1;
-                let id = if matches!(call.tool, ToolCall::Stream { .. }) {
-                    c.call_tool_stream(name, arguments, now).0
+                let id = if let ToolCall::Stream { chunk_bytes, .. } = call.tool {
+                    let id = c.call_tool_stream(name, arguments, now).0;
+                    self.stream_chunk_bytes.insert((client, id), chunk_bytes);
+                    id
                 } else {
                     c.call_tool(name, arguments, options, now)
                 };
+                let expected = Expected::of(&call.tool);
                 self.observe(Observation::Called {
                     client,
                     call: id,
+                    workload: call.workload,
                     tool: name,
+                    expected,
                 });
             }
         }
@@ -917,6 +997,7 @@ impl World {
                 }
             }
             moved |= self.drain_clients();
+            moved |= self.drain_servers();
             if !moved {
                 return;
             }
@@ -953,15 +1034,53 @@ impl World {
         moved
     }
 
+    fn drain_servers(&mut self) -> bool {
+        let mut moved = false;
+        for server in 0..self.servers.len() {
+            while let Some(event) = self.servers[server].1.poll_event() {
+                moved = true;
+                if let crate::peer::server::ServerEvent::ChunkWritten {
+                    client,
+                    token,
+                    index,
+                } = event
+                {
+                    let client = self.client_keys.get(&client).copied();
+                    let call = match &token {
+                        crate::protocol::jsonrpc::ProgressToken::String(t) => {
+                            t.strip_prefix('p').and_then(|n| n.parse().ok())
+                        }
+                        crate::protocol::jsonrpc::ProgressToken::Number(_) => None,
+                    };
+                    if let (Some(client), Some(call)) = (client, call) {
+                        self.observe(Observation::ChunkWritten {
+                            client,
+                            call,
+                            index,
+                        });
+                    }
+                }
+            }
+        }
+        moved
+    }
+
     fn read_stream(&mut self, client: usize, call: CallId) -> bool {
         let mut read = false;
         while let Some(chunk) = self.clients[client].1.read_stream(call) {
             read = true;
+            let intact = self
+                .stream_chunk_bytes
+                .get(&(client, call))
+                .is_some_and(|b| {
+                    chunk.data == crate::peer::tools::stream_chunk_text(chunk.chunk_index, *b)
+                });
             self.observe(Observation::ChunkRead {
                 client,
                 call,
                 index: chunk.chunk_index,
                 bytes: chunk.data.len(),
+                intact,
             });
         }
         read
