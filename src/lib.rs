@@ -46,4 +46,6 @@ pub mod cli;
 pub mod peer;
 pub mod protocol;
 pub mod relay;
+pub mod scenario;
 pub mod sim;
+pub mod stats;

@@ -86,3 +86,144 @@ fn help_shows_examples() {
     let out = relaysim(&["transfer", "--help"]);
     assert!(stdout(&out).contains("Examples:"));
 }
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+fn scenario_file(name: &str, text: &str) -> std::path::PathBuf {
+    let dir = std::env::temp_dir().join(format!("relaysim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+const GOOD: &str = r#"
+name = "cli-test"
+[[relays]]
+name = "main"
+profile = "strfry"
+[[servers]]
+name = "server"
+relays = ["main"]
+[[clients]]
+name = "client"
+relays = ["main"]
+[[workloads]]
+kind = "request"
+count = 3
+"#;
+
+#[test]
+fn run_without_a_file_runs_the_default_scenario_and_explains_itself() {
+    let out_dir = std::env::temp_dir().join(format!("relaysim-default-{}", std::process::id()));
+    let out = relaysim(&["run", "--out", out_dir.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = stdout(&out);
+    for needle in [
+        "scenario default",
+        "big-result",
+        "transfer_completion",
+        "expectations: all hold",
+        "completion 100.0%",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    for file in ["summary.csv", "latency.csv", "failures.csv"] {
+        assert!(out_dir.join(file).exists(), "{file}");
+    }
+    let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
+    assert!(summary.starts_with("run,seed,workload,client,call,tool,outcome,cause,latency_us\n"));
+    assert_eq!(summary.lines().count(), 5, "a header and one row per call");
+}
+
+#[test]
+fn run_json_is_one_document_with_the_results() {
+    let path = scenario_file("good.toml", GOOD);
+    let out_dir = path.with_extension("out");
+    let out = relaysim(&[
+        "run",
+        path.to_str().unwrap(),
+        "--json",
+        "--runs",
+        "2",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: serde_json::Value = serde_json::from_str(&stdout(&out)).expect("JSON");
+    assert_eq!(v["runs"], 2);
+    assert_eq!(v["completion_ratio"], 1.0);
+    assert_eq!(v["items"].as_array().unwrap().len(), 6);
+}
+
+#[test]
+fn a_failed_expectation_exits_1_and_says_which() {
+    let text =
+        format!("{GOOD}\n[expect]\nlatency = {{ \"final_response_latency.max\" = \"1ms\" }}\n");
+    let path = scenario_file("strict.toml", &text);
+    let out = relaysim(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        path.with_extension("out").to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(1));
+    let text = stdout(&out);
+    assert!(text.contains("expectations FAILED"), "{text}");
+    assert!(text.contains("final_response_latency.max is"), "{text}");
+}
+
+#[test]
+fn a_misspelled_key_names_file_line_and_the_likely_fix() {
+    let path = scenario_file("typo.toml", &GOOD.replace("count = 3", "cuont = 3"));
+    let out = relaysim(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("typo.toml:14:1"), "{err}");
+    assert!(err.contains("unknown field `cuont`"), "{err}");
+    assert!(err.contains("did you mean `count`?"), "{err}");
+}
+
+#[test]
+fn an_unknown_relay_or_profile_is_pointed_at() {
+    let path = scenario_file(
+        "badref.toml",
+        &GOOD.replace(
+            "relays = [\"main\"]\n[[workloads]]",
+            "relays = [\"mian\"]\n[[workloads]]",
+        ),
+    );
+    let out = relaysim(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("badref.toml:11:11"), "{err}");
+    assert!(err.contains("no relay named \"mian\""), "{err}");
+    assert!(err.contains("did you mean `main`?"), "{err}");
+
+    let path = scenario_file(
+        "badprofile.toml",
+        &GOOD.replace("profile = \"strfry\"", "profile = \"strfy\""),
+    );
+    let err = stderr(&relaysim(&["run", path.to_str().unwrap()]));
+    assert!(err.contains("unknown relay profile \"strfy\""), "{err}");
+    assert!(err.contains("did you mean `strfry`?"), "{err}");
+}
+
+#[test]
+fn broken_toml_and_missing_files_are_clear_errors() {
+    let path = scenario_file("broken.toml", "name = \"x\"\n[[relays]\n");
+    let out = relaysim(&["run", path.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("broken.toml:2:"), "{}", stderr(&out));
+    let out = relaysim(&["run", "/nonexistent/scenario.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("cannot read"), "{}", stderr(&out));
+    let path = scenario_file(
+        "nokind.toml",
+        &GOOD.replace("kind = \"request\"", "kind = \"download\""),
+    );
+    let err = stderr(&relaysim(&["run", path.to_str().unwrap()]));
+    assert!(err.contains("a download workload needs `bytes`"), "{err}");
+}

@@ -2,10 +2,13 @@
 
 use crate::peer::content::ContentClass;
 use crate::protocol::oversized::ReceiverConfig;
+use crate::scenario::Scenario;
 use crate::sim::link::Impairments;
 use crate::sim::transfer::TransferRun;
+use crate::stats::output;
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use std::time::Duration;
 
 /// Deterministic simulator of Nostr relays carrying ContextVM (MCP over Nostr) traffic.
@@ -18,6 +21,17 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
+    /// Run a scenario: relays, peers and workloads in virtual time; print a summary, write CSV
+    /// files, check the scenario's expectations.
+    ///
+    /// Without a file, runs the built-in default scenario (the one in scenarios/default.toml).
+    /// Exit code: 0 when every expectation holds, 1 when one fails, 2 for bad input.
+    #[command(after_help = "Examples:\n  \
+        relaysim run\n  \
+        relaysim run scenarios/strfry-1mib-escape.toml --runs 20\n  \
+        relaysim run scenarios/damus-rate-cap.toml --seed 7 --json\n  \
+        relaysim run my.toml --out /tmp/results")]
+    Run(RunArgs),
     /// Send one CEP-22 oversized transfer through a seeded, impaired link in virtual time.
     ///
     /// Every frame is published as a real signed kind-25910 event; the link delays, reorders,
@@ -31,9 +45,27 @@ enum Command {
 }
 
 #[derive(clap::Args, Debug)]
+struct RunArgs {
+    /// The scenario file (TOML). Default: the built-in default scenario.
+    scenario: Option<std::path::PathBuf>,
+    /// First seed (overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of runs, with seeds seed, seed+1, ... (overrides the scenario's).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Where to write summary.csv, latency.csv and failures.csv (default results/<scenario>/).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Print the report as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(clap::Args, Debug)]
 struct TransferArgs {
     /// Size of the tool result text: bytes, or with a KiB/MiB/KB/MB suffix.
-    #[arg(long, default_value = "1MiB", value_parser = parse_size)]
+    #[arg(long, default_value = "1MiB", value_parser = crate::scenario::spec::parse_size)]
     size: usize,
     /// What the text is made of: ascii, escape-heavy, utf8 or random.
     #[arg(long, default_value = "escape-heavy")]
@@ -64,29 +96,6 @@ struct TransferArgs {
     loss: f64,
 }
 
-fn parse_size(s: &str) -> Result<usize, String> {
-    let s = s.trim();
-    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
-    let (digits, unit) = s.split_at(split);
-    let n: usize = digits
-        .parse()
-        .map_err(|_| format!("{s:?} is not a size: expected e.g. 65536, 64KiB or 10MiB"))?;
-    let factor = match unit.trim() {
-        "" | "B" => 1,
-        "KiB" => 1024,
-        "MiB" => 1024 * 1024,
-        "KB" | "kB" => 1000,
-        "MB" => 1_000_000,
-        other => {
-            return Err(format!(
-                "unknown size unit {other:?}: use B, KiB, MiB, KB or MB"
-            ))
-        }
-    };
-    n.checked_mul(factor)
-        .ok_or_else(|| format!("{s:?} is too large"))
-}
-
 fn probability(name: &str, p: f64) -> Result<f64> {
     if !(0.0..=1.0).contains(&p) {
         bail!("--{name} must be a probability between 0 and 1, got {p}");
@@ -94,12 +103,80 @@ fn probability(name: &str, p: f64) -> Result<f64> {
     Ok(p)
 }
 
+/// The built-in default scenario (also shipped as `scenarios/default.toml`).
+pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
+
+/// What the command asks the process to exit with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exit {
+    /// Everything held.
+    Success,
+    /// A scenario expectation failed.
+    ExpectationFailed,
+}
+
 /// Parses the command line and runs it.
-pub fn run() -> Result<()> {
+pub fn run() -> Result<Exit> {
     let cli = Cli::parse();
     match cli.command {
-        Command::Transfer(args) => transfer(args),
+        Command::Run(args) => run_scenario(args),
+        Command::Transfer(args) => transfer(args).map(|()| Exit::Success),
     }
+}
+
+fn run_scenario(args: RunArgs) -> Result<Exit> {
+    let scenario = match &args.scenario {
+        Some(path) => Scenario::from_file(path)?,
+        None => Scenario::from_toml_str(DEFAULT_SCENARIO, "scenarios/default.toml (built in)")?,
+    };
+    let seed = args.seed.unwrap_or(scenario.seed);
+    let runs = args.runs.unwrap_or(scenario.runs).max(1);
+    let bar = ProgressBar::with_draw_target(Some(runs as u64), ProgressDrawTarget::stderr());
+    if runs > 1 {
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, eta {eta}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(scenario.name.clone());
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let report = scenario.run_seeds(seed, runs, |done| bar.set_position(done as u64));
+    bar.finish_and_clear();
+    let names = scenario.workload_names();
+    let failed = scenario.check(&report);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| std::path::Path::new("results").join(&scenario.name));
+    output::write_csv(&report, &names, &out)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&output::to_json(&report, &names, &failed))?
+        );
+    } else {
+        if !scenario.description.is_empty() {
+            println!("{}\n", scenario.description.trim());
+        }
+        print!("{}", output::summary_text(&report, &names));
+        println!("results written to {}", out.display());
+        if failed.is_empty() {
+            println!("expectations: all hold");
+        } else {
+            println!("expectations FAILED:");
+            for f in &failed {
+                println!("  - {f}");
+            }
+        }
+    }
+    Ok(if failed.is_empty() {
+        Exit::Success
+    } else {
+        Exit::ExpectationFailed
+    })
 }
 
 fn transfer(args: TransferArgs) -> Result<()> {
@@ -156,7 +233,7 @@ fn transfer(args: TransferArgs) -> Result<()> {
 
 #[cfg(test)]
 mod tests {
-    use super::parse_size;
+    use crate::scenario::spec::parse_size;
 
     #[test]
     fn sizes_parse_with_units_and_bad_ones_explain_themselves() {

@@ -175,6 +175,12 @@ pub struct ContextVmClient {
     /// Capability tags waiting for the next event to the server (a request that went out as a
     /// transfer advertises on its `start` frame).
     pending_tags: Vec<nostr::prelude::Tag>,
+    /// `initialize` has been answered.
+    initialized: bool,
+    /// The `initialize` call in flight, if any.
+    initializing: Option<CallId>,
+    /// Calls made before `initialize` was answered, sent once it is.
+    deferred: Vec<(CallId, String)>,
     calls: BTreeMap<CallId, PendingCall>,
     by_token: BTreeMap<ProgressToken, CallId>,
     downloads: OversizedReceiver<PublicKey>,
@@ -202,6 +208,9 @@ impl ContextVmClient {
             server_capabilities: Capabilities::default(),
             advertised: false,
             pending_tags: Vec::new(),
+            initialized: false,
+            initializing: None,
+            deferred: Vec::new(),
             calls: BTreeMap::new(),
             by_token: BTreeMap::new(),
             uploads: BTreeMap::new(),
@@ -240,7 +249,9 @@ impl ContextVmClient {
         self.events.pop_front()
     }
 
-    /// Sends `initialize` (stateful operation), advertising this client's capabilities.
+    /// Sends `initialize` (stateful operation), advertising this client's capabilities. A
+    /// stateful client that is asked for a call first initializes on its own and sends the call
+    /// once `initialize` is answered.
     pub fn initialize(&mut self, now: Duration) -> CallId {
         self.now = now;
         let params = json!({
@@ -248,7 +259,9 @@ impl ContextVmClient {
             "capabilities": {},
             "clientInfo": { "name": "relaysim", "version": env!("CARGO_PKG_VERSION") },
         });
-        self.send_request("initialize", params, None, true)
+        let id = self.send_request("initialize", params, None, true);
+        self.initializing = Some(id);
+        id
     }
 
     /// Calls a tool. With `options.progress` the request carries a progress token, so either
@@ -355,6 +368,27 @@ impl ContextVmClient {
         if let Some(t) = &token {
             self.by_token.insert(t.clone(), id);
         }
+        if !self.config.stateless && !self.initialized && !is_initialize {
+            // MCP requires initialize first: start it if needed and send this call after.
+            if self.initializing.is_none() {
+                self.initialize(now);
+            }
+            self.deferred.push((id, text));
+            return id;
+        }
+        self.transmit(id, text, token, is_initialize);
+        id
+    }
+
+    /// Signs and publishes a request (or starts its CEP-22 upload).
+    fn transmit(
+        &mut self,
+        id: CallId,
+        text: String,
+        token: Option<ProgressToken>,
+        is_initialize: bool,
+    ) {
+        let now = self.now;
         let tags = if is_initialize || self.config.stateless {
             self.capability_tags()
         } else {
@@ -377,7 +411,6 @@ impl ContextVmClient {
             self.fail_call(id, CallFailure::RequestTooLarge);
         }
         self.pump();
-        id
     }
 
     /// Sends a request as a CEP-22 transfer, waiting for `accept` unless the server is known to
@@ -397,6 +430,13 @@ impl ContextVmClient {
     }
 
     fn fail_call(&mut self, call: CallId, failure: CallFailure) {
+        if self.initializing == Some(call) {
+            // Calls waiting for initialize fail with it.
+            self.initializing = None;
+            for (id, _) in std::mem::take(&mut self.deferred) {
+                self.fail_call(id, failure.clone());
+            }
+        }
         if let Some(c) = self.calls.remove(&call) {
             if let Some(t) = c.token {
                 self.by_token.remove(&t);
@@ -478,6 +518,8 @@ impl ContextVmClient {
             self.uploads.remove(t);
         }
         if pending.is_initialize {
+            self.initialized = true;
+            self.initializing = None;
             self.events.push_back(ClientEvent::Initialized {
                 capabilities: self.server_capabilities,
             });
@@ -490,6 +532,12 @@ impl ContextVmClient {
                 .core
                 .sign(&server, None, Vec::new(), note.to_json(), self.now);
             self.core.publish(event);
+            for (id, text) in std::mem::take(&mut self.deferred) {
+                let token = self.calls.get(&id).and_then(|c| c.token.clone());
+                if self.calls.contains_key(&id) {
+                    self.transmit(id, text, token, false);
+                }
+            }
         } else {
             self.events
                 .push_back(ClientEvent::Response { call, response });

@@ -285,10 +285,10 @@ impl ContextVmServer {
         if matches!(frame.body, TransferBody::Start { .. }) {
             self.upload_origin.entry(key).or_insert(event_id);
         }
-        // A client that has our capability tags does not wait for accept.
-        let advertised = self.clients.get(&client).is_some_and(|c| c.1);
-        self.uploads
-            .set_send_accept(!(advertised && self.config.capabilities.oversized_transfer));
+        // Every upload is answered with accept: whether the client waits depends on whether our
+        // capability tags reached it before it started, which the server cannot know (a
+        // response carrying them may still be in flight). The receiver completes either
+        // numbering, so an accept the client did not need costs one event.
         self.uploads.handle_frame(&client, frame, self.now);
     }
 

@@ -1,0 +1,380 @@
+//! The scenario file format, as serde types. Every table refuses unknown keys, so a typo is
+//! an error with a suggestion rather than a silently ignored setting.
+
+use serde::{Deserialize, Deserializer};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use toml::Spanned;
+
+/// A duration written as a string with a unit (`"250ms"`, `"30s"`, `"10m"`) or a number of
+/// seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Dur(pub Duration);
+
+impl<'de> Deserialize<'de> for Dur {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Seconds(f64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(s) => humantime::parse_duration(&s).map(Dur).map_err(|e| {
+                serde::de::Error::custom(format!(
+                    "invalid duration {s:?}: {e} (write e.g. \"250ms\", \"30s\", \"10m\")"
+                ))
+            }),
+            Raw::Seconds(n) if n.is_finite() && n >= 0.0 => Ok(Dur(Duration::from_secs_f64(n))),
+            Raw::Seconds(n) => Err(serde::de::Error::custom(format!(
+                "invalid duration {n}: must be a non-negative number of seconds"
+            ))),
+        }
+    }
+}
+
+/// A byte size written as a number or a string with a unit (`"64KiB"`, `"10MiB"`, `"2MB"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
+pub struct Size(pub usize);
+
+/// Parses `65536`, `64KiB`, `10MiB`, `2MB`.
+pub fn parse_size(s: &str) -> Result<usize, String> {
+    let s = s.trim();
+    let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
+    let (digits, unit) = s.split_at(split);
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("{s:?} is not a size: write e.g. 65536, \"64KiB\" or \"10MiB\""))?;
+    let factor = match unit.trim() {
+        "" | "B" => 1,
+        "KiB" => 1024,
+        "MiB" => 1024 * 1024,
+        "KB" | "kB" => 1000,
+        "MB" => 1_000_000,
+        other => {
+            return Err(format!(
+                "unknown size unit {other:?}: use B, KiB, MiB, KB or MB"
+            ))
+        }
+    };
+    n.checked_mul(factor)
+        .ok_or_else(|| format!("{s:?} is too large"))
+}
+
+impl<'de> Deserialize<'de> for Size {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Text(String),
+            Bytes(u64),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Text(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
+            Raw::Bytes(n) => usize::try_from(n)
+                .map(Size)
+                .map_err(|_| serde::de::Error::custom("size too large")),
+        }
+    }
+}
+
+/// A whole scenario file.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScenarioSpec {
+    /// Name; defaults to the file name.
+    pub name: Option<String>,
+    /// What the scenario shows.
+    pub description: Option<String>,
+    /// Run seed (default 1).
+    pub seed: Option<u64>,
+    /// Number of runs; run `i` uses seed `seed + i` (default 1).
+    pub runs: Option<u32>,
+    /// How long a run may last in virtual time (default 10 minutes).
+    pub duration: Option<Dur>,
+    /// Relays.
+    #[serde(default)]
+    pub relays: Vec<RelaySpec>,
+    /// Server peers.
+    #[serde(default)]
+    pub servers: Vec<ServerSpec>,
+    /// Client peers.
+    #[serde(default)]
+    pub clients: Vec<ClientSpec>,
+    /// Endpoint policies.
+    #[serde(default)]
+    pub policy: PolicySpec,
+    /// What the clients do.
+    #[serde(default)]
+    pub workloads: Vec<Spanned<WorkloadSpec>>,
+    /// Assertions over the results.
+    #[serde(default)]
+    pub expect: ExpectSpec,
+}
+
+/// A relay: a profile plus overrides.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RelaySpec {
+    /// Its name, used by peers.
+    pub name: Spanned<String>,
+    /// Built-in profile (default `ideal`).
+    pub profile: Option<Spanned<String>>,
+    /// Event size limit override.
+    pub max_event_bytes: Option<Size>,
+    /// WebSocket message limit override.
+    pub max_message_bytes: Option<Size>,
+    /// Rate limit override.
+    pub rate_limit: Option<RateSpec>,
+    /// Peer → relay network.
+    pub up: Option<LinkSpec>,
+    /// Relay → peer network.
+    pub down: Option<LinkSpec>,
+    /// Scheduled outages.
+    #[serde(default)]
+    pub outages: Vec<OutageSpec>,
+    /// Random connection drops: mean time between them, per peer.
+    pub connection_drop_every: Option<Dur>,
+    /// How long a dropped connection stays down: `[min, max]`.
+    pub connection_down_for: Option<[Dur; 2]>,
+}
+
+/// A token-bucket rate limit.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RateSpec {
+    /// `connection`, `pubkey`, `ip` or `server`.
+    pub scope: Spanned<String>,
+    /// Events allowed per minute.
+    pub per_minute: f64,
+    /// Burst size (default: one minute's worth).
+    pub burst: Option<f64>,
+    /// `reject`, `delay` or `drop`.
+    pub action: Spanned<String>,
+    /// The OK message for `reject` (default `rate-limited: slow down`).
+    pub message: Option<String>,
+}
+
+/// One direction of a relay's network.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LinkSpec {
+    /// Delay distribution.
+    pub delay: Option<DelaySpec>,
+    /// Probability an event is held back by `reorder_delay`.
+    pub reorder: Option<f64>,
+    /// Extra delay of a held-back event.
+    pub reorder_delay: Option<Dur>,
+    /// Probability an event is duplicated.
+    pub duplicate: Option<f64>,
+    /// Extra copies of a duplicated event.
+    pub duplicate_copies: Option<u32>,
+    /// Time between copies.
+    pub duplicate_spacing: Option<Dur>,
+    /// Independent loss probability.
+    pub loss: Option<f64>,
+    /// Bursty loss instead (Gilbert–Elliott).
+    pub burst_loss: Option<BurstLossSpec>,
+}
+
+/// Gilbert–Elliott parameters.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BurstLossSpec {
+    /// Good → bad transition probability per event.
+    pub good_to_bad: f64,
+    /// Bad → good transition probability per event.
+    pub bad_to_good: f64,
+    /// Loss probability while good.
+    #[serde(default)]
+    pub loss_in_good: f64,
+    /// Loss probability while bad.
+    pub loss_in_bad: f64,
+}
+
+/// A delay distribution: `{ dist = "lognormal", median = "80ms", sigma = 0.5 }` and so on.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, tag = "dist", rename_all = "lowercase")]
+pub enum DelaySpec {
+    /// Always `value`.
+    Constant {
+        /// The delay.
+        value: Dur,
+    },
+    /// Uniform in `[min, max]`.
+    Uniform {
+        /// Lower bound.
+        min: Dur,
+        /// Upper bound.
+        max: Dur,
+    },
+    /// Normal, truncated at zero.
+    Normal {
+        /// Mean.
+        mean: Dur,
+        /// Standard deviation.
+        sd: Dur,
+    },
+    /// Lognormal.
+    Lognormal {
+        /// Median.
+        median: Dur,
+        /// Shape.
+        sigma: f64,
+    },
+    /// Pareto.
+    Pareto {
+        /// Minimum.
+        scale: Dur,
+        /// Tail index.
+        shape: f64,
+    },
+    /// Drawn from samples.
+    Empirical {
+        /// The samples.
+        samples: Vec<Dur>,
+    },
+}
+
+/// A scheduled outage.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OutageSpec {
+    /// When it starts.
+    pub at: Dur,
+    /// How long it lasts.
+    pub duration: Dur,
+    /// `relay-restart`, `connection-drop` or `partition`.
+    pub kind: Spanned<String>,
+    /// The peer affected (connection drops and partitions; all peers when absent).
+    pub peer: Option<String>,
+}
+
+/// A server peer.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerSpec {
+    /// Its name.
+    pub name: Spanned<String>,
+    /// Relays it uses.
+    pub relays: Vec<Spanned<String>>,
+    /// The endpoint implementation (`relaysim`).
+    pub r#impl: Option<Spanned<String>>,
+}
+
+/// Client peers.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ClientSpec {
+    /// Its name (with `-0`, `-1`... appended when `count` > 1).
+    pub name: Spanned<String>,
+    /// Relays it uses.
+    pub relays: Vec<Spanned<String>>,
+    /// The server it calls (default: the only one).
+    pub server: Option<Spanned<String>>,
+    /// How many such clients.
+    pub count: Option<usize>,
+    /// Skip `initialize` and advertise capabilities on requests.
+    #[serde(default)]
+    pub stateless: bool,
+    /// Share one IP address between these clients (for per-IP rate limits).
+    pub ip: Option<String>,
+    /// The endpoint implementation (`relaysim`).
+    pub r#impl: Option<Spanned<String>>,
+}
+
+/// Endpoint policies, for every peer.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySpec {
+    /// Largest published event (chunk budget).
+    pub budget: Option<Size>,
+    /// Soft request timeout.
+    pub request_timeout: Option<Dur>,
+    /// Hard request timeout.
+    pub max_request_timeout: Option<Dur>,
+    /// CEP-41 idle timeout.
+    pub idle_timeout: Option<Dur>,
+    /// CEP-41 probe timeout.
+    pub probe_timeout: Option<Dur>,
+    /// CEP-41 close grace period.
+    pub close_grace: Option<Dur>,
+    /// CEP-22 hard transfer timeout.
+    pub transfer_timeout: Option<Dur>,
+    /// CEP-22 grace for chunks missing at `end`.
+    pub end_grace: Option<Dur>,
+    /// CEP-22 reorder window (progress positions).
+    pub reorder_window: Option<u64>,
+    /// CEP-22 out-of-order chunks held.
+    pub max_out_of_order_chunks: Option<usize>,
+    /// CEP-41 out-of-order chunks held.
+    pub max_buffered_chunks: Option<usize>,
+    /// CEP-41 out-of-order bytes held.
+    pub max_buffered_bytes: Option<Size>,
+}
+
+/// What clients do.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WorkloadSpec {
+    /// A name for reports (default: `<kind>-<index>`).
+    pub name: Option<String>,
+    /// `request`, `download`, `upload`, `stream` or `slow`.
+    pub kind: Spanned<String>,
+    /// Which client (default: every client).
+    pub client: Option<Spanned<String>>,
+    /// How many calls per client.
+    pub count: Option<u32>,
+    /// When the first call goes out.
+    pub at: Option<Dur>,
+    /// Time between calls.
+    pub every: Option<Dur>,
+    /// Payload size (download, upload; request text).
+    pub bytes: Option<Size>,
+    /// `ascii`, `escape-heavy`, `utf8` or `random`.
+    pub content: Option<Spanned<String>>,
+    /// Stream chunks.
+    pub chunks: Option<u64>,
+    /// Stream chunk size.
+    pub chunk_bytes: Option<Size>,
+    /// Time between stream chunks.
+    pub interval: Option<Dur>,
+    /// How long a `slow` call works.
+    pub work: Option<Dur>,
+    /// Send a progress token (default: true; false makes oversized responses fail cleanly).
+    pub progress: Option<bool>,
+}
+
+/// A count bound: an exact number, or `{ min = .., max = .. }`.
+#[derive(Debug, Clone, Copy, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Bound {
+    /// Exactly this many.
+    Exact(u64),
+    /// Within a range.
+    Range {
+        /// At least.
+        min: Option<u64>,
+        /// At most.
+        max: Option<u64>,
+    },
+}
+
+/// Assertions over the results of all runs.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ExpectSpec {
+    /// Completed calls / all calls, at least.
+    pub min_completion_ratio: Option<f64>,
+    /// Integrity violations, at most (always checked; default 0).
+    pub max_integrity_violations: Option<u64>,
+    /// Latency bounds: `"<metric>.<quantile>" = "<duration>"`, e.g. `"transfer_completion.p99"`.
+    #[serde(default)]
+    pub latency: BTreeMap<String, Dur>,
+    /// Failure counts by cause.
+    #[serde(default)]
+    pub failures: BTreeMap<String, Bound>,
+    /// Counter bounds, e.g. `"rejected.rate-limited" = { min = 1 }`.
+    #[serde(default)]
+    pub counters: BTreeMap<String, Bound>,
+}

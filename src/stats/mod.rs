@@ -1,0 +1,435 @@
+//! Statistics of runs: latency histograms (microseconds of virtual time), counters, and the
+//! outcome of every workload call, collected by an [`Observer`] on the world.
+//!
+//! Metrics (all microseconds of virtual time):
+//! - `relay_delivery_latency`: an event's first publish to each delivery to a subscriber;
+//! - `time_to_first_chunk`: a stream call to its first chunk read;
+//! - `chunk_latency`: the server writing a stream chunk to the client reading it;
+//! - `transfer_completion`: a `download` or `upload` call to its verified response;
+//! - `stream_completion`: a stream call to its successful close;
+//! - `final_response_latency`: any call to its final JSON-RPC response.
+//!
+//! Counters: `events_published`, `events_accepted`, `rejected.<prefix>` (the OK prefix:
+//! `invalid`, `rate-limited`, `mute`, `duplicate` is counted apart as `relay_duplicates`),
+//! `notices`, `lost`, `duplicated`, `delivered`, `reordered`, `disconnects`.
+
+pub mod output;
+
+use crate::peer::client::{CallId, ClientEvent};
+use crate::sim::world::{Expected, Observation, Observer};
+use hdrhistogram::Histogram;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The metric names, in report order.
+pub const METRICS: [&str; 6] = [
+    "relay_delivery_latency",
+    "time_to_first_chunk",
+    "chunk_latency",
+    "transfer_completion",
+    "stream_completion",
+    "final_response_latency",
+];
+
+/// How one workload call ended.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Outcome {
+    /// The result arrived, verified against what was sent.
+    Completed,
+    /// It did not; the cause names why (`timeout`, `download-gap-at-end`, `stream-probe-timeout`,
+    /// `error-32603`, `unfinished`, ...).
+    Failed(String),
+}
+
+/// One workload call.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Item {
+    /// Index of its workload in the scenario.
+    pub workload: usize,
+    /// The client.
+    pub client: usize,
+    /// The call id.
+    pub call: CallId,
+    /// The tool.
+    pub tool: &'static str,
+    /// How it ended.
+    pub outcome: Outcome,
+    /// Call to final outcome, when it ended.
+    pub latency: Option<Duration>,
+}
+
+#[derive(Debug, Clone)]
+struct CallRecord {
+    workload: usize,
+    tool: &'static str,
+    expected: Expected,
+    started: Duration,
+    first_chunk: Option<Duration>,
+    chunks_read: u64,
+    next_index: u64,
+    chunk_violations: u64,
+    stream_end: Option<(Duration, Result<(), String>)>,
+    response: Option<(Duration, Result<bool, String>)>,
+    failure: Option<(Duration, String)>,
+}
+
+/// Collects statistics as the world runs.
+#[derive(Debug, Default)]
+pub struct Collector {
+    calls: BTreeMap<(usize, CallId), CallRecord>,
+    written: BTreeMap<(usize, CallId, u64), Duration>,
+    histograms: BTreeMap<&'static str, Histogram<u64>>,
+    counters: BTreeMap<String, u64>,
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+impl Collector {
+    /// An empty collector.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn record(&mut self, metric: &'static str, value: Duration) {
+        let h = self.histograms.entry(metric).or_insert_with(|| {
+            // 1 µs to one day, 3 significant figures; longer values saturate.
+            Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("valid bounds")
+        });
+        h.saturating_record(micros(value).max(1));
+    }
+
+    fn count(&mut self, counter: &str, n: u64) {
+        *self.counters.entry(counter.to_owned()).or_default() += n;
+    }
+
+    /// Classifies every call and returns the run's report.
+    pub fn finish(self, seed: u64) -> RunReport {
+        let mut items = Vec::new();
+        let mut integrity_violations = 0;
+        for ((client, call), r) in &self.calls {
+            integrity_violations += r.chunk_violations;
+            let (outcome, at) = classify(r);
+            if matches!(&outcome, Outcome::Failed(c) if c == "integrity-violation") {
+                integrity_violations += 1;
+            }
+            items.push(Item {
+                workload: r.workload,
+                client: *client,
+                call: *call,
+                tool: r.tool,
+                outcome,
+                latency: at.map(|t| t.saturating_sub(r.started)),
+            });
+        }
+        RunReport {
+            seed,
+            items,
+            histograms: self.histograms,
+            counters: self.counters,
+            integrity_violations,
+        }
+    }
+}
+
+/// A call's outcome. When several things went wrong, the earliest names the cause (a stream
+/// that failed its keepalive, then a call that timed out, failed because of the stream).
+fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
+    let failed = |cause: String, at| (Outcome::Failed(cause), Some(at));
+    let stream_failure = match &r.stream_end {
+        Some((at, Err(cause))) => Some((*at, format!("stream-{cause}"))),
+        _ => None,
+    };
+    let earliest = [r.failure.clone(), stream_failure]
+        .into_iter()
+        .flatten()
+        .min();
+    if let Some((at, cause)) = earliest {
+        return failed(cause, at);
+    }
+    if let Expected::Stream { chunks } = r.expected {
+        match &r.stream_end {
+            Some((_, Err(_))) => unreachable!("handled above"),
+            None => return (Outcome::Failed("unfinished".into()), None),
+            Some((_, Ok(()))) if r.chunks_read != chunks || r.chunk_violations > 0 => {
+                let at = r.stream_end.as_ref().map(|(t, _)| *t).unwrap_or_default();
+                return failed("integrity-violation".into(), at);
+            }
+            Some(_) => {}
+        }
+    }
+    match &r.response {
+        None => (Outcome::Failed("unfinished".into()), None),
+        Some((at, Ok(true))) => {
+            let end = r.stream_end.as_ref().map_or(*at, |(t, _)| (*t).max(*at));
+            (Outcome::Completed, Some(end))
+        }
+        Some((at, Ok(false))) => failed("integrity-violation".into(), *at),
+        Some((at, Err(code))) if r.expected == Expected::Error => {
+            let _ = code;
+            (Outcome::Completed, Some(*at))
+        }
+        Some((at, Err(code))) => failed(code.clone(), *at),
+    }
+}
+
+impl Observer for Collector {
+    fn observe(&mut self, at: Duration, o: &Observation) {
+        match o {
+            Observation::Published { .. } => self.count("events_published", 1),
+            Observation::Verdict {
+                accepted, message, ..
+            } => {
+                if *accepted && message.starts_with("duplicate:") {
+                    self.count("relay_duplicates", 1);
+                } else if *accepted {
+                    self.count("events_accepted", 1);
+                } else {
+                    let prefix = message
+                        .split(':')
+                        .next()
+                        .unwrap_or_default()
+                        .trim()
+                        .to_owned();
+                    self.count(&format!("rejected.{prefix}"), 1);
+                }
+            }
+            Observation::Notice { .. } => self.count("notices", 1),
+            Observation::Delivered {
+                latency, reordered, ..
+            } => {
+                self.count("delivered", 1);
+                if *reordered {
+                    self.count("reordered", 1);
+                }
+                self.record("relay_delivery_latency", *latency);
+            }
+            Observation::Lost { .. } => self.count("lost", 1),
+            Observation::Duplicated { copies, .. } => self.count("duplicated", *copies as u64),
+            Observation::Disconnected { .. } => self.count("disconnects", 1),
+            Observation::Connected { .. } => {}
+            Observation::Called {
+                client,
+                call,
+                workload,
+                tool,
+                expected,
+            } => {
+                self.calls.insert(
+                    (*client, *call),
+                    CallRecord {
+                        workload: *workload,
+                        tool,
+                        expected: expected.clone(),
+                        started: at,
+                        first_chunk: None,
+                        chunks_read: 0,
+                        next_index: 0,
+                        chunk_violations: 0,
+                        stream_end: None,
+                        response: None,
+                        failure: None,
+                    },
+                );
+            }
+            Observation::ChunkWritten {
+                client,
+                call,
+                index,
+            } => {
+                self.written.insert((*client, *call, *index), at);
+            }
+            Observation::ChunkRead {
+                client,
+                call,
+                index,
+                intact,
+                ..
+            } => {
+                if let Some(written) = self.written.remove(&(*client, *call, *index)) {
+                    self.record("chunk_latency", at.saturating_sub(written));
+                }
+                let mut first = None;
+                if let Some(r) = self.calls.get_mut(&(*client, *call)) {
+                    if r.first_chunk.is_none() {
+                        r.first_chunk = Some(at);
+                        first = Some(at.saturating_sub(r.started));
+                    }
+                    r.chunks_read += 1;
+                    if !intact || *index != r.next_index {
+                        r.chunk_violations += 1;
+                    }
+                    r.next_index = index + 1;
+                }
+                if let Some(ttfc) = first {
+                    self.record("time_to_first_chunk", ttfc);
+                }
+            }
+            Observation::Client { client, event } => self.on_client(at, *client, event),
+        }
+    }
+}
+
+impl Collector {
+    fn on_client(&mut self, at: Duration, client: usize, event: &ClientEvent) {
+        let call = match event {
+            ClientEvent::Response { call, .. }
+            | ClientEvent::StreamOpened { call }
+            | ClientEvent::StreamEnded { call, .. }
+            | ClientEvent::Failed { call, .. } => *call,
+            ClientEvent::Initialized { .. } => return,
+        };
+        let Some(r) = self.calls.get_mut(&(client, call)) else {
+            return;
+        };
+        let started = r.started;
+        let mut metrics: Vec<(&'static str, Duration)> = Vec::new();
+        match event {
+            ClientEvent::Response { response, .. } => {
+                let verdict = match response {
+                    Ok(value) => Ok(r.expected.matches(value)),
+                    Err(e) => Err(format!("error{}", e.code)),
+                };
+                if verdict == Ok(true) && matches!(r.tool, "large_result" | "upload") {
+                    metrics.push(("transfer_completion", at - started));
+                }
+                metrics.push(("final_response_latency", at - started));
+                r.response.get_or_insert((at, verdict));
+            }
+            ClientEvent::StreamEnded { outcome, .. } => {
+                let outcome = outcome.clone().map_err(|f| f.cause().to_owned());
+                if outcome.is_ok() {
+                    metrics.push(("stream_completion", at - started));
+                }
+                r.stream_end.get_or_insert((at, outcome));
+            }
+            ClientEvent::Failed { failure, .. } => {
+                r.failure.get_or_insert((at, failure.cause()));
+            }
+            ClientEvent::StreamOpened { .. } | ClientEvent::Initialized { .. } => {}
+        }
+        for (metric, value) in metrics {
+            self.record(metric, value);
+        }
+    }
+}
+
+/// What one run produced.
+#[derive(Debug, Clone)]
+pub struct RunReport {
+    /// The run's seed.
+    pub seed: u64,
+    /// Every workload call.
+    pub items: Vec<Item>,
+    /// Latency histograms by metric name.
+    pub histograms: BTreeMap<&'static str, Histogram<u64>>,
+    /// Counters by name.
+    pub counters: BTreeMap<String, u64>,
+    /// Deliveries that differed from what was sent.
+    pub integrity_violations: u64,
+}
+
+/// Several runs of one scenario together.
+#[derive(Debug, Clone, Default)]
+pub struct Report {
+    /// The scenario's name.
+    pub scenario: String,
+    /// Each run, in order.
+    pub runs: Vec<RunReport>,
+}
+
+/// Percentiles of one metric over all runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyRow {
+    /// Samples.
+    pub count: u64,
+    /// Smallest, median, p90, p99, p99.9, largest, in microseconds.
+    pub min: u64,
+    /// Median.
+    pub p50: u64,
+    /// 90th percentile.
+    pub p90: u64,
+    /// 99th percentile.
+    pub p99: u64,
+    /// 99.9th percentile.
+    pub p999: u64,
+    /// Largest.
+    pub max: u64,
+}
+
+impl Report {
+    /// All calls of all runs.
+    pub fn items(&self) -> impl Iterator<Item = &Item> {
+        self.runs.iter().flat_map(|r| r.items.iter())
+    }
+
+    /// Completed calls / all calls (1 when there were none).
+    pub fn completion_ratio(&self) -> f64 {
+        let total = self.items().count();
+        if total == 0 {
+            return 1.0;
+        }
+        self.items()
+            .filter(|i| i.outcome == Outcome::Completed)
+            .count() as f64
+            / total as f64
+    }
+
+    /// Integrity violations over all runs.
+    pub fn integrity_violations(&self) -> u64 {
+        self.runs.iter().map(|r| r.integrity_violations).sum()
+    }
+
+    /// Failures by cause, over all runs.
+    pub fn failures(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for item in self.items() {
+            if let Outcome::Failed(cause) = &item.outcome {
+                *out.entry(cause.clone()).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    /// Counters summed over all runs.
+    pub fn counters(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for run in &self.runs {
+            for (k, v) in &run.counters {
+                *out.entry(k.clone()).or_default() += v;
+            }
+        }
+        out
+    }
+
+    /// A metric's histogram merged over all runs.
+    pub fn histogram(&self, metric: &str) -> Option<Histogram<u64>> {
+        let mut merged: Option<Histogram<u64>> = None;
+        for run in &self.runs {
+            if let Some(h) = run.histograms.get(metric) {
+                match merged.as_mut() {
+                    Some(m) => {
+                        let _ = m.add(h);
+                    }
+                    None => merged = Some(h.clone()),
+                }
+            }
+        }
+        merged
+    }
+
+    /// A metric's percentiles over all runs.
+    pub fn latency(&self, metric: &str) -> Option<LatencyRow> {
+        let h = self.histogram(metric)?;
+        Some(LatencyRow {
+            count: h.len(),
+            min: h.min(),
+            p50: h.value_at_quantile(0.5),
+            p90: h.value_at_quantile(0.9),
+            p99: h.value_at_quantile(0.99),
+            p999: h.value_at_quantile(0.999),
+            max: h.max(),
+        })
+    }
+}

@@ -1,0 +1,201 @@
+//! Reports as text, CSV and JSON.
+//!
+//! - `summary.csv`: one row per run and workload call: `run,seed,workload,client,call,tool,outcome,cause,latency_us`.
+//! - `latency.csv`: one row per metric: `metric,count,min_us,p50_us,p90_us,p99_us,p999_us,max_us`.
+//! - `failures.csv`: one row per failure cause: `cause,count`.
+
+use super::{Outcome, Report, METRICS};
+use serde_json::json;
+use std::fmt::Write as _;
+use std::io;
+use std::path::Path;
+
+/// Names the workloads of a report (index → name).
+pub type WorkloadNames<'a> = &'a [String];
+
+fn ms(us: u64) -> String {
+    format!("{:.1}", us as f64 / 1000.0)
+}
+
+/// The human-readable summary printed by `relaysim run`.
+pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
+    let mut out = String::new();
+    let seeds: Vec<String> = report.runs.iter().map(|r| r.seed.to_string()).collect();
+    let _ = writeln!(
+        out,
+        "scenario {}  runs {}  seeds {}",
+        report.scenario,
+        report.runs.len(),
+        seeds.join(",")
+    );
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<28} {:>6} {:>9} {:>7}  failure causes",
+        "workload", "calls", "completed", "failed"
+    );
+    for (index, name) in workloads.iter().enumerate() {
+        let items: Vec<_> = report.items().filter(|i| i.workload == index).collect();
+        let done = items
+            .iter()
+            .filter(|i| i.outcome == Outcome::Completed)
+            .count();
+        let mut causes = std::collections::BTreeMap::<&str, usize>::new();
+        for i in &items {
+            if let Outcome::Failed(c) = &i.outcome {
+                *causes.entry(c).or_default() += 1;
+            }
+        }
+        let causes: Vec<String> = causes.iter().map(|(c, n)| format!("{c} ×{n}")).collect();
+        let _ = writeln!(
+            out,
+            "{:<28} {:>6} {:>9} {:>7}  {}",
+            name,
+            items.len(),
+            done,
+            items.len() - done,
+            causes.join(", ")
+        );
+    }
+    let _ = writeln!(out);
+    let _ = writeln!(
+        out,
+        "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}  (milliseconds of virtual time)",
+        "metric", "count", "p50", "p90", "p99", "p99.9", "max"
+    );
+    for metric in METRICS {
+        if let Some(row) = report.latency(metric) {
+            let _ = writeln!(
+                out,
+                "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
+                metric,
+                row.count,
+                ms(row.p50),
+                ms(row.p90),
+                ms(row.p99),
+                ms(row.p999),
+                ms(row.max)
+            );
+        }
+    }
+    let _ = writeln!(out);
+    let counters: Vec<String> = report
+        .counters()
+        .iter()
+        .map(|(k, v)| format!("{k} {v}"))
+        .collect();
+    let _ = writeln!(out, "relay events: {}", counters.join(", "));
+    let _ = writeln!(
+        out,
+        "completion {:.1}%   integrity violations {}",
+        report.completion_ratio() * 100.0,
+        report.integrity_violations()
+    );
+    out
+}
+
+/// Writes `summary.csv`, `latency.csv` and `failures.csv` into `dir` (created if needed).
+pub fn write_csv(report: &Report, workloads: WorkloadNames, dir: &Path) -> io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let mut w = csv::Writer::from_path(dir.join("summary.csv"))?;
+    w.write_record([
+        "run",
+        "seed",
+        "workload",
+        "client",
+        "call",
+        "tool",
+        "outcome",
+        "cause",
+        "latency_us",
+    ])?;
+    for (run_index, run) in report.runs.iter().enumerate() {
+        for item in &run.items {
+            let (outcome, cause) = match &item.outcome {
+                Outcome::Completed => ("completed", String::new()),
+                Outcome::Failed(c) => ("failed", c.clone()),
+            };
+            let name = workloads.get(item.workload).cloned().unwrap_or_default();
+            let latency = item
+                .latency
+                .map(|l| l.as_micros().to_string())
+                .unwrap_or_default();
+            w.write_record([
+                run_index.to_string(),
+                run.seed.to_string(),
+                name,
+                item.client.to_string(),
+                item.call.to_string(),
+                item.tool.to_owned(),
+                outcome.to_owned(),
+                cause,
+                latency,
+            ])?;
+        }
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("latency.csv"))?;
+    w.write_record([
+        "metric", "count", "min_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us",
+    ])?;
+    for metric in METRICS {
+        if let Some(r) = report.latency(metric) {
+            w.write_record([metric.to_owned()].into_iter().chain(
+                [r.count, r.min, r.p50, r.p90, r.p99, r.p999, r.max].map(|v| v.to_string()),
+            ))?;
+        }
+    }
+    w.flush()?;
+    let mut w = csv::Writer::from_path(dir.join("failures.csv"))?;
+    w.write_record(["cause", "count"])?;
+    for (cause, count) in report.failures() {
+        w.write_record([cause, count.to_string()])?;
+    }
+    w.flush()?;
+    Ok(())
+}
+
+/// The report as one JSON document (`relaysim run --json`).
+pub fn to_json(
+    report: &Report,
+    workloads: WorkloadNames,
+    expectation_failures: &[String],
+) -> serde_json::Value {
+    let latency: serde_json::Map<String, serde_json::Value> = METRICS
+        .iter()
+        .filter_map(|m| {
+            report.latency(m).map(|r| {
+                (
+                    m.to_string(),
+                    json!({ "count": r.count, "min_us": r.min, "p50_us": r.p50, "p90_us": r.p90, "p99_us": r.p99, "p999_us": r.p999, "max_us": r.max }),
+                )
+            })
+        })
+        .collect();
+    let items: Vec<_> = report
+        .runs
+        .iter()
+        .enumerate()
+        .flat_map(|(run, r)| {
+            r.items.iter().map(move |i| {
+                json!({
+                    "run": run, "seed": r.seed,
+                    "workload": workloads.get(i.workload), "client": i.client, "call": i.call, "tool": i.tool,
+                    "outcome": match &i.outcome { Outcome::Completed => "completed".to_owned(), Outcome::Failed(c) => format!("failed:{c}") },
+                    "latency_us": i.latency.map(|l| l.as_micros() as u64),
+                })
+            })
+        })
+        .collect();
+    json!({
+        "scenario": report.scenario,
+        "runs": report.runs.len(),
+        "completion_ratio": report.completion_ratio(),
+        "integrity_violations": report.integrity_violations(),
+        "failures": report.failures(),
+        "counters": report.counters(),
+        "latency": latency,
+        "items": items,
+        "expectations_failed": expectation_failures,
+    })
+}

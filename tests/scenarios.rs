@@ -1,0 +1,77 @@
+//! Every shipped scenario runs with its seeds and its expectations hold; the same scenario and
+//! seed give the same report.
+
+use relaysim::scenario::Scenario;
+use relaysim::stats::output::to_json;
+use std::path::Path;
+
+fn shipped() -> Vec<std::path::PathBuf> {
+    let mut files: Vec<_> =
+        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
+            .unwrap()
+            .map(|e| e.unwrap().path())
+            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+            .collect();
+    files.sort();
+    files
+}
+
+#[test]
+fn at_least_the_required_scenarios_are_shipped() {
+    let names: Vec<String> = shipped()
+        .iter()
+        .map(|p| p.file_stem().unwrap().to_string_lossy().into_owned())
+        .collect();
+    for required in [
+        "default",
+        "ideal-baseline",
+        "strfry-1mib-escape",
+        "upload-bootstrap",
+        "stream-reorder-duplicate",
+        "silent-stream-keepalive",
+        "damus-rate-cap",
+        "nostr-rs-relay-no-ok",
+        "two-relays-one-down",
+    ] {
+        assert!(
+            names.iter().any(|n| n == required),
+            "missing scenarios/{required}.toml"
+        );
+    }
+}
+
+#[test]
+fn every_shipped_scenario_meets_its_expectations() {
+    for path in shipped() {
+        let scenario = Scenario::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+        let report = scenario.run_all();
+        let failed = scenario.check(&report);
+        assert!(failed.is_empty(), "{}: {failed:?}", path.display());
+        assert!(
+            report.items().count() > 0,
+            "{} runs no workload",
+            path.display()
+        );
+    }
+}
+
+#[test]
+fn the_same_seed_gives_the_same_report() {
+    for name in ["default", "two-relays-one-down", "stream-reorder-duplicate"] {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.toml"));
+        let scenario = Scenario::from_file(&path).unwrap();
+        let names = scenario.workload_names();
+        let a = to_json(&scenario.run_seeds(9, 1, |_| {}), &names, &[]);
+        let b = to_json(&scenario.run_seeds(9, 1, |_| {}), &names, &[]);
+        assert_eq!(a, b, "{name}");
+    }
+}
+
+#[test]
+fn the_built_in_default_is_the_shipped_default() {
+    let shipped = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/default.toml"),
+    )
+    .unwrap();
+    assert_eq!(relaysim::cli::DEFAULT_SCENARIO, shipped);
+}
