@@ -64,8 +64,17 @@ fn chunks() -> impl Strategy<Value = Vec<String>> {
     )
 }
 
+/// Cases per property: `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+    // PROPTEST_CASES deepens the search; CI fixes PROPTEST_RNG_SEED so its runs repeat.
+    #![proptest_config(ProptestConfig { cases: cases(300), ..ProptestConfig::default() })]
 
     #[test]
     fn bounded_reordering_and_duplicates_deliver_exactly_the_written_chunks(

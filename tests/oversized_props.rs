@@ -118,8 +118,17 @@ fn delivered(event: &Option<ReceiverEvent<u8>>) -> Option<&str> {
     }
 }
 
+/// Cases per property: `PROPTEST_CASES` when set, else `default`.
+fn cases(default: u32) -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+    // PROPTEST_CASES deepens the search; CI fixes PROPTEST_RNG_SEED so its runs repeat.
+    #![proptest_config(ProptestConfig { cases: cases(200), ..ProptestConfig::default() })]
 
     /// Reordering within the window and duplicates: always the exact message.
     #[test]

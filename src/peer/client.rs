@@ -490,9 +490,12 @@ impl ContextVmClient {
                         self.downloads.handle_frame(&server, frame, now);
                     }
                 } else if let Ok(frame) = StreamFrame::from_params(&params) {
-                    if self.by_token.contains_key(&frame.token)
-                        || self.streams.session(&server, &frame.token).is_some()
-                    {
+                    // Any token this client issued: the final response may overtake the stream's
+                    // frames on the relay, so a finished call still takes its stream.
+                    let ours = self
+                        .call_of(&frame.token)
+                        .is_some_and(|id| id > 0 && id < self.next_id);
+                    if ours {
                         self.streams.handle_frame(&server, frame, now);
                     }
                 }

@@ -596,6 +596,29 @@ impl World {
                 );
             }
             self.connect(relay, peer);
+            self.settle_subscription(relay, peer);
+        }
+    }
+
+    /// Puts a newly attached peer's subscription in place at once. A run starts with every
+    /// peer subscribed, as in a deployment where servers are up before clients call; later
+    /// reconnections go through the impaired network like everything else.
+    fn settle_subscription(&mut self, relay: usize, peer: PeerId) {
+        let Some(conn) = self.links.get(&(relay, peer)).map(|l| l.conn) else {
+            return;
+        };
+        let now = self.now;
+        let name = self.relays[relay].name.clone();
+        while let Some((_, message)) = self.peer_mut(peer).poll_transmit() {
+            self.relays[relay]
+                .relay
+                .handle_client_message(conn, message, now);
+        }
+        while let Some((c, message)) = self.relays[relay].relay.poll_transmit() {
+            if c == conn {
+                self.peer_mut(peer)
+                    .handle_relay_message(&name, message, now);
+            }
         }
     }
 

@@ -22,9 +22,10 @@
 //!   the *tail* chunk was the one missing, and fails with [`StreamFailure::GapAtClose`] when the
 //!   grace period ends first (it restarts whenever a missing chunk arrives). Without a bound nothing says how many chunks there were, so the
 //!   session uses `progress` as a hint: `close` completes at once when no gap is known and every
-//!   `progress` value between the last chunk and `close` belongs to a frame it has seen (or to
-//!   its own `accept`); otherwise it waits the grace period for a chunk that may still be in
-//!   flight, then completes with what it has (or fails, if a known gap remains).
+//!   `progress` value between the last chunk and `close` belongs to a frame it has seen;
+//!   otherwise it waits the grace period for a chunk that may still be in flight, then completes
+//!   with what it has (or fails, if a known gap remains). The session's own `accept` does not
+//!   count: a writer that did not wait for it numbers its first chunk in the same position.
 //! - **Identical duplicates are dropped** and counted; a duplicated `ping` is answered once.
 //! - **Keepalive**: any valid frame resets the idle timer; an invalid `pong` does not. Pings with
 //!   a nonce over `max_nonce_bytes` are ignored (neither answered nor counted as activity).
@@ -89,7 +90,7 @@ pub struct OpenStreamSession {
     token: ProgressToken,
     policy: StreamPolicy,
     start: StreamFrame,
-    accept_slot: Option<u64>,
+
     state: SessionState,
     next_release: u64,
     last_released: Option<(u64, u64)>,
@@ -122,7 +123,7 @@ impl OpenStreamSession {
             keepalive: Keepalive::new(policy.idle_timeout, policy.probe_timeout, now),
             lifetime_deadline: policy.max_lifetime.map(|l| now + l),
             own_progress: start.progress + 1,
-            accept_slot: policy.send_accept.then_some(start.progress + 1),
+
             policy,
             start,
             state: SessionState::Open,
@@ -405,8 +406,7 @@ impl OpenStreamSession {
         };
         let after = self.highest_chunk.map_or(self.start.progress, |(_, p)| p);
         close_progress - after <= RECENT_CONTROL as u64
-            && (after + 1..close_progress)
-                .all(|q| self.recent_control.contains_key(&q) || Some(q) == self.accept_slot)
+            && (after + 1..close_progress).all(|q| self.recent_control.contains_key(&q))
     }
 
     fn check_close(&mut self, now: Duration) {

@@ -1164,7 +1164,7 @@ fn an_unbounded_close_completes_after_the_grace_period_when_no_gap_is_known() {
 
 #[test]
 fn an_unbounded_close_after_accounted_control_frames_completes_at_once() {
-    // The session's own accept took progress 2; the writer's pong took 4.
+    // The writer's chunk took progress 3 and its ping 4.
     let mut sess = OpenStreamSession::new(start(1), StreamPolicy::default(), T0);
     sess.handle_frame(chunk(3, 0), T0);
     sess.handle_frame(frame(4, StreamBody::Pong { nonce: "x".into() }), T0);
