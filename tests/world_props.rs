@@ -14,8 +14,9 @@ fn cases(default: u32) -> u32 {
         .unwrap_or(default)
 }
 
-fn scenario(
-    profile: &str,
+/// One generated relay schedule and workload.
+struct Params {
+    profile: &'static str,
     median_ms: u64,
     sigma: f64,
     reorder: f64,
@@ -23,8 +24,21 @@ fn scenario(
     loss: f64,
     bytes: u64,
     chunks: u64,
-    content: &str,
-) -> Scenario {
+    content: &'static str,
+}
+
+fn scenario(p: &Params) -> Scenario {
+    let Params {
+        profile,
+        median_ms,
+        sigma,
+        reorder,
+        duplicate,
+        loss,
+        bytes,
+        chunks,
+        content,
+    } = p;
     let text = format!(
         r#"
         duration = "10m"
@@ -85,7 +99,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let loss = if lossy { 0.05 } else { 0.0 };
-        let s = scenario(profile, median_ms, sigma, reorder, duplicate, loss, bytes, chunks, content);
+        let s = scenario(&Params { profile, median_ms, sigma, reorder, duplicate, loss, bytes, chunks, content });
         let report = s.run_seeds(seed, 1, |_| {});
         prop_assert_eq!(report.integrity_violations(), 0);
         if !lossy {
