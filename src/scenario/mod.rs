@@ -1035,3 +1035,63 @@ fn violates(n: u64, bound: &Bound) -> Option<String> {
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const BASE: &str = "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n[[clients]]\nname = \"c\"\nrelays = [\"r\"]\n";
+
+    fn err(extra: &str) -> Diagnostic {
+        match Scenario::from_toml_str(&format!("{BASE}{extra}"), "t.toml") {
+            Err(ScenarioError::Invalid(d)) => *d,
+            Err(e) => panic!("unexpected error {e}"),
+            Ok(_) => panic!("accepted: {extra}"),
+        }
+    }
+
+    #[test]
+    fn an_unknown_workload_kind_is_named_with_a_suggestion() {
+        let d = err("[[workloads]]\nkind = \"strem\"\nchunks = 3\n");
+        assert_eq!(d.key, "workloads[0].kind");
+        assert_eq!(d.line, Some(10));
+        assert_eq!(d.suggestion.as_deref(), Some("stream"));
+    }
+
+    #[test]
+    fn probabilities_out_of_range_are_refused() {
+        let d = err("[relays.down]\nloss = 1.5\n");
+        assert_eq!(d.key, "relays[0].down.loss");
+        assert!(d.message.contains("between 0 and 1"));
+    }
+
+    #[test]
+    fn latency_expectations_must_name_a_metric_and_quantile() {
+        let d = err("[expect]\nlatency = { \"transfer_completoin.p99\" = \"1s\" }\n");
+        assert_eq!(d.suggestion.as_deref(), Some("transfer_completion.p99"));
+    }
+
+    #[test]
+    fn bad_durations_and_sizes_say_how_to_write_them() {
+        let d = err("[[workloads]]\nkind = \"download\"\nbytes = \"3GiB\"\n");
+        assert!(d.message.contains("unknown size unit"), "{}", d.message);
+        let Err(ScenarioError::Invalid(d)) =
+            Scenario::from_toml_str(&format!("duration = \"ten minutes\"\n{BASE}"), "t.toml")
+        else {
+            panic!("accepted a bad duration")
+        };
+        assert!(d.message.contains("invalid duration"), "{}", d.message);
+        assert_eq!(d.line, Some(1));
+    }
+
+    #[test]
+    fn count_expands_clients_and_workloads_target_them_all() {
+        let text = BASE.replace("name = \"c\"\n", "name = \"c\"\ncount = 3\n")
+            + "[[workloads]]\nkind = \"request\"\ncount = 2\n";
+        let s = Scenario::from_toml_str(&text, "t.toml").unwrap();
+        assert_eq!(s.workloads[0].clients, vec![0, 1, 2]);
+        let report = s.run_all();
+        assert_eq!(report.items().count(), 6);
+        assert_eq!(report.completion_ratio(), 1.0);
+    }
+}
