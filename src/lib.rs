@@ -49,3 +49,4 @@ pub mod relay;
 pub mod scenario;
 pub mod sim;
 pub mod stats;
+pub mod trace;

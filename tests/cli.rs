@@ -227,3 +227,61 @@ fn broken_toml_and_missing_files_are_clear_errors() {
     let err = stderr(&relaysim(&["run", path.to_str().unwrap()]));
     assert!(err.contains("a download workload needs `bytes`"), "{err}");
 }
+
+#[test]
+fn record_replay_shrink_loop_through_the_cli() {
+    let dir = std::env::temp_dir().join(format!("relaysim-loop-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("t.jsonl");
+    let src = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/traces/src/khatru-drop-mid-stream.toml"
+    );
+    let out = relaysim(&[
+        "run",
+        src,
+        "--trace",
+        trace.to_str().unwrap(),
+        "--out",
+        dir.join("r").to_str().unwrap(),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = relaysim(&["replay", trace.to_str().unwrap(), "--check"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("identical to the trace, byte for byte"));
+    let min = dir.join("min.jsonl");
+    let out = relaysim(&[
+        "shrink",
+        trace.to_str().unwrap(),
+        "--out",
+        min.to_str().unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).contains("kept 1 of"), "{}", stdout(&out));
+    let out = relaysim(&["replay", min.to_str().unwrap(), "--check"]);
+    assert_eq!(out.status.code(), Some(0));
+    assert!(stdout(&out).contains("failed:stream-gap-at-close"));
+    // A trace whose recorded outcome differs from what replays: --check exits 1.
+    let text = std::fs::read_to_string(&min).unwrap().replace(
+        "\"outcome\":\"failed:stream-gap-at-close\"",
+        "\"outcome\":\"completed\"",
+    );
+    std::fs::write(dir.join("edited.jsonl"), text).unwrap();
+    let out = relaysim(&[
+        "replay",
+        dir.join("edited.jsonl").to_str().unwrap(),
+        "--check",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(stdout(&out).contains("outcome CHANGED"), "{}", stdout(&out));
+}
+
+#[test]
+fn check_determinism_compares_two_runs() {
+    let out = relaysim(&[
+        "check-determinism",
+        concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios/ideal-baseline.toml"),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(stdout(&out).starts_with("deterministic: two runs"));
+}

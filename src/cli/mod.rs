@@ -6,6 +6,7 @@ use crate::scenario::Scenario;
 use crate::sim::link::Impairments;
 use crate::sim::transfer::TransferRun;
 use crate::stats::output;
+use crate::trace::{first_difference, replay, EventsMode, Trace};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -32,6 +33,26 @@ enum Command {
         relaysim run scenarios/damus-rate-cap.toml --seed 7 --json\n  \
         relaysim run my.toml --out /tmp/results")]
     Run(RunArgs),
+    /// Replay a trace: its disturbances against the endpoints again (schedule), or its
+    /// deliveries into fresh receivers (inject).
+    ///
+    /// Exit code with --check: 0 when the outcome matches the recorded one, 1 when it differs
+    /// (the first divergence is printed), 2 for a bad trace.
+    #[command(after_help = "Examples:\n  \
+        relaysim replay traces/damus-rate-cap.jsonl --check\n  \
+        relaysim replay traces/damus-rate-cap.jsonl --mode inject")]
+    Replay(ReplayArgs),
+    /// Shrink a failing trace to the few disturbances that still cause its failure.
+    #[command(after_help = "Examples:\n  \
+        relaysim shrink traces/khatru-drop-mid-stream.jsonl --out /tmp/min.jsonl\n  \
+        relaysim shrink my-trace.jsonl --cause download-gap-at-end --out min.jsonl")]
+    Shrink(ShrinkArgs),
+    /// Run a scenario twice and compare the traces byte for byte.
+    #[command(
+        name = "check-determinism",
+        after_help = "Example:\n  relaysim check-determinism scenarios/default.toml --seed 3"
+    )]
+    CheckDeterminism(DeterminismArgs),
     /// Send one CEP-22 oversized transfer through a seeded, impaired link in virtual time.
     ///
     /// Every frame is published as a real signed kind-25910 event; the link delays, reorders,
@@ -60,6 +81,58 @@ struct RunArgs {
     /// Print the report as JSON instead of the table.
     #[arg(long)]
     json: bool,
+    /// Record a trace of the run to this file (JSON Lines; one run only).
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
+    /// Store events whole (needed to replay with --mode inject) or by id.
+    #[arg(long, value_enum, default_value = "full")]
+    trace_events: EventsMode,
+}
+
+#[derive(clap::Args, Debug)]
+struct ReplayArgs {
+    /// The trace file.
+    trace: std::path::PathBuf,
+    /// `schedule`: rerun the endpoints under the recorded disturbances; `inject`: feed the
+    /// recorded deliveries to fresh receivers.
+    #[arg(long, value_enum, default_value = "schedule")]
+    mode: ReplayMode,
+    /// Exit 1 if the outcome differs from the recorded one.
+    #[arg(long)]
+    check: bool,
+    /// Write the replay's own trace here (schedule mode).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum ReplayMode {
+    Schedule,
+    Inject,
+}
+
+#[derive(clap::Args, Debug)]
+struct ShrinkArgs {
+    /// The failing trace.
+    trace: std::path::PathBuf,
+    /// Where to write the shrunk trace.
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// The failure cause to keep (default: the first one recorded).
+    #[arg(long)]
+    cause: Option<String>,
+    /// At most this many candidate runs.
+    #[arg(long, default_value_t = 2000)]
+    max_runs: usize,
+}
+
+#[derive(clap::Args, Debug)]
+struct DeterminismArgs {
+    /// The scenario file; without one, the built-in default.
+    scenario: Option<std::path::PathBuf>,
+    /// The seed (default: the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -120,17 +193,27 @@ pub fn run() -> Result<Exit> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run_scenario(args),
+        Command::Replay(args) => replay(args),
+        Command::Shrink(args) => shrink(args),
+        Command::CheckDeterminism(args) => check_determinism(args),
         Command::Transfer(args) => transfer(args).map(|()| Exit::Success),
     }
 }
 
 fn run_scenario(args: RunArgs) -> Result<Exit> {
-    let scenario = match &args.scenario {
-        Some(path) => Scenario::from_file(path)?,
-        None => Scenario::from_toml_str(DEFAULT_SCENARIO, "scenarios/default.toml (built in)")?,
-    };
+    let scenario = load_scenario(&args.scenario)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.runs.unwrap_or(scenario.runs).max(1);
+    if let Some(path) = &args.trace {
+        if runs > 1 {
+            bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
+        }
+        let (_, text) =
+            scenario.run_traced(seed, &Default::default(), &[], args.trace_events, None);
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write the trace to {}", path.display()))?;
+        eprintln!("trace written to {}", path.display());
+    }
     let bar = ProgressBar::with_draw_target(Some(runs as u64), ProgressDrawTarget::stderr());
     if runs > 1 {
         bar.set_style(
@@ -177,6 +260,154 @@ fn run_scenario(args: RunArgs) -> Result<Exit> {
     } else {
         Exit::ExpectationFailed
     })
+}
+
+fn load_scenario(path: &Option<std::path::PathBuf>) -> Result<Scenario> {
+    Ok(match path {
+        Some(path) => Scenario::from_file(path)?,
+        None => Scenario::from_toml_str(DEFAULT_SCENARIO, "scenarios/default.toml (built in)")?,
+    })
+}
+
+fn replay(args: ReplayArgs) -> Result<Exit> {
+    let text = std::fs::read_to_string(&args.trace)
+        .with_context(|| format!("cannot read {}", args.trace.display()))?;
+    let trace = Trace::parse(&text, &args.trace.display().to_string())?;
+    match args.mode {
+        ReplayMode::Schedule => {
+            let r = replay::schedule(&trace, &text)?;
+            println!(
+                "{:<24} {:<8} {:<12} {:<30} replayed",
+                "workload", "call", "tool", "recorded"
+            );
+            for (rec, new) in r
+                .recorded
+                .iter()
+                .zip(r.replayed.iter().map(Some).chain(std::iter::repeat(None)))
+            {
+                let new = new.map_or("<missing>", |n| n.outcome.as_str());
+                println!(
+                    "{:<24} {:<8} {:<12} {:<30} {new}",
+                    rec.workload, rec.call, rec.tool, rec.outcome
+                );
+            }
+            if let Some(path) = &args.out {
+                std::fs::write(path, &r.text)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            match (&r.first_difference, r.same_outcome()) {
+                (None, _) => println!("the replay is identical to the trace, byte for byte"),
+                (Some((line, old, new)), same) => {
+                    println!("the replay first differs from the trace at line {line}:");
+                    println!("  recorded: {}", short(old));
+                    println!("  replayed: {}", short(new));
+                    println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
+                }
+            }
+            Ok(if args.check && !r.same_outcome() {
+                Exit::ExpectationFailed
+            } else {
+                Exit::Success
+            })
+        }
+        ReplayMode::Inject => {
+            let injected = replay::inject(&trace)?;
+            let recorded = replay::recorded_receiver_outcomes(&trace);
+            let mut differs = false;
+            println!(
+                "{:<12} {:<10} {:<9} {:>7}  {:<28} recorded",
+                "receiver", "token", "kind", "chunks", "injected"
+            );
+            for i in &injected {
+                let rec = recorded.get(&(i.receiver.clone(), i.token.clone()));
+                if rec.is_some_and(|r| *r != i.outcome) {
+                    differs = true;
+                }
+                println!(
+                    "{:<12} {:<10} {:<9} {:>7}  {:<28} {}",
+                    i.receiver,
+                    i.token,
+                    i.kind,
+                    i.chunks,
+                    i.outcome,
+                    rec.map_or("-", String::as_str)
+                );
+            }
+            println!(
+                "{}",
+                if differs {
+                    "outcome CHANGED for at least one receiver"
+                } else {
+                    "every injected outcome matches the recorded one"
+                }
+            );
+            Ok(if args.check && differs {
+                Exit::ExpectationFailed
+            } else {
+                Exit::Success
+            })
+        }
+    }
+}
+
+fn short(line: &str) -> String {
+    if line.len() > 200 {
+        let cut = (0..=200)
+            .rev()
+            .find(|i| line.is_char_boundary(*i))
+            .unwrap_or(0);
+        format!("{}…", &line[..cut])
+    } else {
+        line.to_owned()
+    }
+}
+
+fn shrink(args: ShrinkArgs) -> Result<Exit> {
+    let trace = Trace::from_file(&args.trace)?;
+    let result = crate::trace::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
+    std::fs::write(&args.out, &result.text)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "kept {} of {} disturbances that still cause {:?} ({} candidate runs)",
+        result.kept.len(),
+        result.before,
+        result.cause,
+        result.runs
+    );
+    for d in &result.kept {
+        match d {
+            crate::trace::shrink::Disturbance::Link { link, seq, what } => {
+                println!(
+                    "  {what:<9} message {seq} on {} -> {} ({})",
+                    link.1, link.0, link.2
+                )
+            }
+            crate::trace::shrink::Disturbance::Outage { index } => println!("  outage    #{index}"),
+        }
+    }
+    println!("shrunk trace written to {}", args.out.display());
+    Ok(Exit::Success)
+}
+
+fn check_determinism(args: DeterminismArgs) -> Result<Exit> {
+    let scenario = load_scenario(&args.scenario)?;
+    let seed = args.seed.unwrap_or(scenario.seed);
+    let run = || {
+        scenario
+            .run_traced(seed, &Default::default(), &[], EventsMode::Full, None)
+            .1
+    };
+    let (a, b) = (run(), run());
+    match first_difference(&a, &b) {
+        None => {
+            println!("deterministic: two runs of {} with seed {seed} gave identical traces ({} lines, {} bytes)", scenario.name, a.lines().count(), a.len());
+            Ok(Exit::Success)
+        }
+        Some((line, x, y)) => {
+            println!("NOT deterministic: the traces first differ at line {line}:\n  first:  {}\n  second: {}", short(&x), short(&y));
+            Ok(Exit::ExpectationFailed)
+        }
+    }
 }
 
 fn transfer(args: TransferArgs) -> Result<()> {

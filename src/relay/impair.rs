@@ -94,6 +94,23 @@ impl Delay {
         }
     }
 
+    /// The median delay: what an undisturbed message takes.
+    pub fn median(&self) -> Duration {
+        match self {
+            Delay::Zero => Duration::ZERO,
+            Delay::Constant(d) => *d,
+            Delay::Uniform { min, max } => (*min + *max) / 2,
+            Delay::Normal { mean, .. } => *mean,
+            Delay::LogNormal { median, .. } => *median,
+            Delay::Pareto { scale, shape } => scale.mul_f64(2f64.powf(1.0 / shape.max(1e-9))),
+            Delay::Empirical(samples) => {
+                let mut s = samples.clone();
+                s.sort();
+                s.get(s.len() / 2).copied().unwrap_or_default()
+            }
+        }
+    }
+
     /// Draws one delay. Parameters must have passed [`Delay::validate`]; invalid ones give zero
     /// rather than a panic.
     pub fn sample(&self, rng: &mut ChaCha8Rng) -> Duration {

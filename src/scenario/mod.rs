@@ -360,6 +360,8 @@ pub struct Scenario {
     pub duration: Duration,
     /// SHA-256 of the file text (for traces).
     pub hash: String,
+    /// The file text (traces carry it, so they replay on their own).
+    pub source: String,
     relays: Vec<(String, RelayProfile)>,
     servers: Vec<ServerDef>,
     clients: Vec<ClientDef>,
@@ -803,6 +805,7 @@ impl Scenario {
             runs: spec.runs.unwrap_or(1).max(1),
             duration: spec.duration.map_or(Duration::from_secs(600), |d| d.0),
             hash: hex::encode(Sha256::digest(text.as_bytes())),
+            source: text.to_owned(),
             relays,
             servers,
             clients,
@@ -811,6 +814,11 @@ impl Scenario {
             policy: spec.policy,
             expect: spec.expect,
         })
+    }
+
+    /// The profile (with overrides) of the relay named `name`.
+    pub fn relay_profile(&self, name: &str) -> Option<&RelayProfile> {
+        self.relays.iter().find(|(n, _)| n == name).map(|(_, p)| p)
     }
 
     /// The workloads' names, in index order (for reports).
@@ -922,6 +930,88 @@ impl Scenario {
         collector.finish(seed)
     }
 
+    /// Runs once with `seed` and records a trace. Link decisions in `plans` (by relay, peer and
+    /// way names) and the outages in `suppressed` replace the run's own random draws; `shrunk`
+    /// goes into the header of a shrunk trace. Returns the report and the trace text.
+    pub fn run_traced(
+        &self,
+        seed: u64,
+        plans: &crate::trace::replay::NamedPlans,
+        suppressed: &[u64],
+        events: crate::trace::EventsMode,
+        shrunk: Option<crate::trace::ShrinkInfo>,
+    ) -> (crate::stats::RunReport, String) {
+        self.run_traced_with(seed, plans, suppressed, false, events, shrunk)
+    }
+
+    /// [`Scenario::run_traced`], and when `undisturbed_beyond` is set, messages without a plan
+    /// travel undisturbed instead of drawing their own fate (for shrinking).
+    pub fn run_traced_with(
+        &self,
+        seed: u64,
+        plans: &crate::trace::replay::NamedPlans,
+        suppressed: &[u64],
+        undisturbed_beyond: bool,
+        events: crate::trace::EventsMode,
+        shrunk: Option<crate::trace::ShrinkInfo>,
+    ) -> (crate::stats::RunReport, String) {
+        use crate::sim::world::{Overrides, Way};
+        use crate::trace::{Line, Names, TraceWriter};
+        let mut world = self.build(seed);
+        let names = Names {
+            relays: world.relay_names_all(),
+            peers: world.peers().into_iter().collect(),
+        };
+        let mut overrides = Overrides {
+            suppress_outages: suppressed.iter().copied().collect(),
+            undisturbed_beyond,
+            ..Overrides::default()
+        };
+        for ((relay, peer, way), list) in plans {
+            let relay = names.relays.iter().position(|r| r == relay);
+            let peer = names
+                .peers
+                .iter()
+                .find(|(_, n)| *n == peer)
+                .map(|(p, _)| *p);
+            let way = match way.as_str() {
+                "up" => Some(Way::Up),
+                "down" => Some(Way::Down),
+                _ => None,
+            };
+            if let (Some(relay), Some(peer), Some(way)) = (relay, peer, way) {
+                overrides.plans.insert((relay, peer, way), list.clone());
+            }
+        }
+        world.set_overrides(overrides);
+        let header = Line::Header {
+            format: crate::trace::FORMAT,
+            relaysim: env!("CARGO_PKG_VERSION").into(),
+            scenario: self.name.clone(),
+            scenario_hash: self.hash.clone(),
+            seed,
+            driver: "des".into(),
+            events,
+            suppressed_outages: suppressed.to_vec(),
+            shrunk,
+            scenario_toml: self.source.clone(),
+        };
+        let collector = Rc::new(RefCell::new(Collector::new()));
+        let writer = Rc::new(RefCell::new(TraceWriter::new(&header, names, events)));
+        world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
+        world.run_until(self.duration);
+        drop(world.take_observer());
+        let report = Rc::try_unwrap(collector)
+            .map(RefCell::into_inner)
+            .unwrap_or_default()
+            .finish(seed);
+        let writer = Rc::try_unwrap(writer)
+            .map(RefCell::into_inner)
+            .expect("the world released the writer");
+        let text = writer.finish(&report, &self.workload_names());
+        (report, text)
+    }
+
     /// Runs every run of the scenario (seeds `seed`, `seed + 1`, ...).
     pub fn run_all(&self) -> Report {
         self.run_seeds(self.seed, self.runs, |_| {})
@@ -993,6 +1083,18 @@ impl Scenario {
             }
         }
         failed
+    }
+}
+
+/// Sends every observation to two observers.
+struct Tee<A, B>(A, B);
+
+impl<A: crate::sim::world::Observer, B: crate::sim::world::Observer> crate::sim::world::Observer
+    for Tee<A, B>
+{
+    fn observe(&mut self, at: Duration, o: &crate::sim::world::Observation) {
+        self.0.observe(at, o);
+        self.1.observe(at, o);
     }
 }
 

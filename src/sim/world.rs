@@ -57,6 +57,39 @@ pub enum Observation {
         event: EventId,
         /// Its serialized size.
         bytes: usize,
+        /// The event's JSON (for traces that store events whole).
+        json: std::rc::Rc<str>,
+    },
+    /// What a link did with one message: the delays of its copies (none: lost). The n-th
+    /// message on a (relay, peer, way) link; schedule replays reuse these.
+    LinkPlan {
+        /// The relay.
+        relay: usize,
+        /// The peer.
+        peer: PeerId,
+        /// Which way.
+        way: Way,
+        /// The message's number on this link, from 0.
+        seq: u64,
+        /// Whether it carried an event (loss and duplication apply to events only).
+        event: bool,
+        /// Delays of the copies.
+        delays: Vec<Duration>,
+    },
+    /// An outage began (or would have, when suppressed by a replay).
+    Outage {
+        /// Its number in the run, from 0.
+        index: u64,
+        /// The relay.
+        relay: usize,
+        /// The peer, for connection drops and partitions.
+        peer: Option<PeerId>,
+        /// `relay-restart`, `connection-drop` or `partition`.
+        kind: &'static str,
+        /// How long it lasts.
+        duration: Duration,
+        /// Whether a replay suppressed it.
+        suppressed: bool,
     },
     /// A relay answered an event.
     Verdict {
@@ -322,6 +355,19 @@ struct Link {
     partitioned: bool,
 }
 
+/// Decisions a replay imposes on a run instead of the random streams.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Overrides {
+    /// For each (relay, peer, way) link, the delays of the copies of its n-th message
+    /// (empty: lost). Messages past the end of a list use the link's own draws.
+    pub plans: BTreeMap<(usize, PeerId, Way), Vec<Vec<Duration>>>,
+    /// Outages (by their number in the run) that do not happen.
+    pub suppress_outages: BTreeSet<u64>,
+    /// Messages with no plan above travel undisturbed (one copy at the link's median delay)
+    /// instead of drawing their own fate: used when shrinking.
+    pub undisturbed_beyond: bool,
+}
+
 /// How reconnecting peers behave.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ReconnectPolicy {
@@ -359,6 +405,9 @@ pub struct World {
     stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
     client_keys: BTreeMap<nostr::prelude::PublicKey, usize>,
     reconnect: ReconnectPolicy,
+    overrides: Overrides,
+    link_seq: BTreeMap<(usize, PeerId, Way), u64>,
+    outage_seq: u64,
     observer: Option<Box<dyn Observer>>,
     actions: u64,
 }
@@ -387,6 +436,9 @@ impl World {
             stream_chunk_bytes: BTreeMap::new(),
             client_keys: BTreeMap::new(),
             reconnect: ReconnectPolicy::default(),
+            overrides: Overrides::default(),
+            link_seq: BTreeMap::new(),
+            outage_seq: 0,
             observer: None,
             actions: 0,
         }
@@ -529,6 +581,81 @@ impl World {
     /// Makes peers share an IP address (for per-IP rate limits).
     pub fn set_ip(&mut self, peer: PeerId, ip: &str) {
         self.ips.insert(peer, ip.to_owned());
+    }
+
+    /// Counts an outage and tells the observer; false when a replay suppresses it.
+    fn outage_begins(
+        &mut self,
+        relay: usize,
+        peer: Option<PeerId>,
+        kind: &'static str,
+        duration: Duration,
+    ) -> bool {
+        let index = self.outage_seq;
+        self.outage_seq += 1;
+        let suppressed = self.overrides.suppress_outages.contains(&index);
+        self.observe(Observation::Outage {
+            index,
+            relay,
+            peer,
+            kind,
+            duration,
+            suppressed,
+        });
+        !suppressed
+    }
+
+    /// Plans the next random restart of `relay` after one that started at `now`.
+    fn reschedule_restart(
+        &mut self,
+        relay: usize,
+        now: Duration,
+        down_for: Duration,
+        random: bool,
+    ) {
+        if !random {
+            return;
+        }
+        let mean = self.relays[relay].impairments.outages.relay_restart_every;
+        let range = self.relays[relay].impairments.outages.relay_down_for;
+        if let (Some(mean), Some(rng)) = (mean, self.outage_rng.get_mut(&(relay, None))) {
+            let at = now + down_for + rng.exponential(mean);
+            let down_for = rng.uniform(range);
+            self.schedule(
+                at,
+                Action::RelayRestart {
+                    relay,
+                    down_for,
+                    random: true,
+                },
+            );
+        }
+    }
+
+    /// Replaces the links' random decisions and suppresses outages (schedule replays and
+    /// shrinking). Call before running.
+    pub fn set_overrides(&mut self, overrides: Overrides) {
+        self.overrides = overrides;
+    }
+
+    /// Every peer with its name: clients, then servers.
+    pub fn peers(&self) -> Vec<(PeerId, String)> {
+        let clients = self
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (PeerId::Client(i), c.0.clone()));
+        let servers = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (PeerId::Server(i), s.0.clone()));
+        clients.chain(servers).collect()
+    }
+
+    /// The names of the relays, by index.
+    pub fn relay_names_all(&self) -> Vec<String> {
+        self.relays.iter().map(|r| r.name.clone()).collect()
     }
 
     /// A peer's name.
@@ -822,8 +949,10 @@ impl World {
                 down_for,
                 random,
             } => {
-                self.disconnect(relay, peer, "outage");
-                self.schedule(now + down_for, Action::Reconnect { relay, peer });
+                if self.outage_begins(relay, Some(peer), "connection-drop", down_for) {
+                    self.disconnect(relay, peer, "outage");
+                    self.schedule(now + down_for, Action::Reconnect { relay, peer });
+                }
                 if random {
                     let mean = self.relays[relay].impairments.outages.connection_drop_every;
                     let range = self.relays[relay].impairments.outages.connection_down_for;
@@ -849,15 +978,24 @@ impl World {
                 peer,
                 duration,
             } => {
-                if let Some(link) = self.links.get_mut(&(relay, peer)) {
-                    link.partitioned = true;
+                if self.outage_begins(relay, Some(peer), "partition", duration) {
+                    if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                        link.partitioned = true;
+                    }
+                    self.schedule(now + duration, Action::PartitionEnd { relay, peer });
                 }
-                self.schedule(now + duration, Action::PartitionEnd { relay, peer });
             }
             Action::PartitionEnd { relay, peer } => {
                 if let Some(link) = self.links.get_mut(&(relay, peer)) {
                     link.partitioned = false;
                 }
+            }
+            Action::RelayRestart {
+                relay,
+                down_for,
+                random,
+            } if !self.outage_begins(relay, None, "relay-restart", down_for) => {
+                self.reschedule_restart(relay, now, down_for, random);
             }
             Action::RelayRestart {
                 relay,
@@ -886,23 +1024,7 @@ impl World {
                     self.schedule(now + down_for, Action::Reconnect { relay, peer });
                 }
                 while self.relays[relay].relay.poll_dropped().is_some() {}
-                if random {
-                    let mean = self.relays[relay].impairments.outages.relay_restart_every;
-                    let range = self.relays[relay].impairments.outages.relay_down_for;
-                    if let (Some(mean), Some(rng)) = (mean, self.outage_rng.get_mut(&(relay, None)))
-                    {
-                        let at = now + down_for + rng.exponential(mean);
-                        let down_for = rng.uniform(range);
-                        self.schedule(
-                            at,
-                            Action::RelayRestart {
-                                relay,
-                                down_for,
-                                random: true,
-                            },
-                        );
-                    }
-                }
+                self.reschedule_restart(relay, now, down_for, random);
             }
             Action::Call { client, call } => {
                 let (name, arguments) = call.tool.arguments();
@@ -1114,20 +1236,23 @@ impl World {
             return;
         };
         let event = match &message {
-            ClientMessage::Event(e) => Some((e.id, e.as_json().len())),
+            ClientMessage::Event(e) => Some((e.id, e.as_json())),
             _ => None,
         };
-        if let Some((id, bytes)) = event {
+        let event = event.map(|(id, json)| {
             self.publish_seq += 1;
             let seq = self.publish_seq;
             self.published_at.entry(id).or_insert((self.now, seq));
+            let bytes = json.len();
             self.observe(Observation::Published {
                 peer,
                 relay,
                 event: id,
                 bytes,
+                json: json.into(),
             });
-        }
+            (id, bytes)
+        });
         if !link.connected || link.partitioned {
             self.observe(Observation::Lost {
                 relay,
@@ -1192,7 +1317,8 @@ impl World {
         let Some(state) = self.impair_state.get_mut(&(relay, peer, way)) else {
             return;
         };
-        let delays = if event.is_some() {
+        // Draw even when a replay overrides the plan, so the rest of the run draws the same.
+        let drawn = if event.is_some() {
             state.plan(direction)
         } else {
             let control = Direction {
@@ -1201,6 +1327,35 @@ impl World {
             };
             state.plan(&control)
         };
+        let seq = {
+            let n = self.link_seq.entry((relay, peer, way)).or_insert(0);
+            *n += 1;
+            *n - 1
+        };
+        // Whole microseconds, the unit traces record, so a replay is exact.
+        let drawn: Vec<Duration> = drawn
+            .into_iter()
+            .map(|d| Duration::from_micros(d.as_micros() as u64))
+            .collect();
+        let recorded = self
+            .overrides
+            .plans
+            .get(&(relay, peer, way))
+            .and_then(|plans| plans.get(seq as usize))
+            .cloned();
+        let delays = match recorded {
+            Some(plan) => plan,
+            None if self.overrides.undisturbed_beyond => vec![direction.delay.median()],
+            None => drawn,
+        };
+        self.observe(Observation::LinkPlan {
+            relay,
+            peer,
+            way,
+            seq,
+            event: event.is_some(),
+            delays: delays.clone(),
+        });
         match delays.len() {
             0 => self.observe(Observation::Lost {
                 relay,

@@ -11,7 +11,7 @@
 //!
 //! Counters: `events_published`, `events_accepted`, `rejected.<prefix>` (the OK prefix:
 //! `invalid`, `rate-limited`, `mute`, `duplicate` is counted apart as `relay_duplicates`),
-//! `notices`, `lost`, `duplicated`, `delivered`, `reordered`, `disconnects`.
+//! `notices`, `lost`, `duplicated`, `delivered`, `reordered`, `disconnects`, `outages`.
 
 pub mod output;
 
@@ -208,7 +208,12 @@ impl Observer for Collector {
             Observation::Lost { .. } => self.count("lost", 1),
             Observation::Duplicated { copies, .. } => self.count("duplicated", *copies as u64),
             Observation::Disconnected { .. } => self.count("disconnects", 1),
-            Observation::Connected { .. } => {}
+            Observation::Connected { .. } | Observation::LinkPlan { .. } => {}
+            Observation::Outage { suppressed, .. } => {
+                if !suppressed {
+                    self.count("outages", 1);
+                }
+            }
             Observation::Called {
                 client,
                 call,

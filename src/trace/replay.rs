@@ -1,0 +1,370 @@
+//! Replaying traces.
+//!
+//! - **schedule**: the scenario in the trace's header runs again with its seed, and every link
+//!   decision (the delays, copies and losses of the n-th message on each relay/peer/way link)
+//!   and every outage comes from the trace instead of the random streams. With unchanged code
+//!   the replay is byte-identical to the trace; with changed endpoints it shows how the new code
+//!   fares under the same disturbances.
+//! - **inject**: the recorded deliveries (stored whole) are fed to fresh CEP-22 and CEP-41
+//!   receivers at their recorded times; each transfer's and stream's outcome is reported. This
+//!   is how someone else's traffic is replayed into our receivers.
+
+use super::{first_difference, Line, OutcomeLine, Trace};
+use crate::protocol::jsonrpc::Message;
+use crate::protocol::open_stream::{OpenStreamRegistry, RegistryEvent, StreamFrame, StreamPolicy};
+use crate::protocol::oversized::{OversizedReceiver, ReceiverConfig, ReceiverEvent, TransferFrame};
+use crate::scenario::{Scenario, ScenarioError};
+use nostr::prelude::Event;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Link decisions by (relay, peer, way) names: the delays of the copies of each message.
+pub type NamedPlans = BTreeMap<(String, String, String), Vec<Vec<Duration>>>;
+
+/// Why a replay cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum ReplayError {
+    /// The scenario in the trace's header is not valid.
+    #[error("the trace's scenario: {0}")]
+    Scenario(#[from] ScenarioError),
+    /// Inject mode needs events stored whole.
+    #[error("this trace stores events by id only; record with --trace-events full to replay it with --mode inject")]
+    NeedsFullEvents,
+}
+
+/// The link decisions recorded in a trace.
+pub fn plans_of(trace: &Trace) -> NamedPlans {
+    let mut plans = NamedPlans::new();
+    for line in &trace.lines {
+        if let Line::Link {
+            relay,
+            peer,
+            way,
+            seq,
+            delays_us,
+            ..
+        } = line
+        {
+            let list = plans
+                .entry((relay.clone(), peer.clone(), way.clone()))
+                .or_default();
+            let seq = *seq as usize;
+            if list.len() <= seq {
+                list.resize(seq + 1, Vec::new());
+            }
+            list[seq] = delays_us
+                .iter()
+                .map(|d| Duration::from_micros(*d))
+                .collect();
+        }
+    }
+    plans
+}
+
+/// The scenario a trace was recorded from.
+pub fn scenario_of(trace: &Trace) -> Result<Scenario, ReplayError> {
+    let (toml, ..) = trace.header();
+    Ok(Scenario::from_toml_str(toml, "<the trace's scenario>")?)
+}
+
+/// What a schedule replay produced.
+#[derive(Debug, Clone)]
+pub struct ScheduleReplay {
+    /// The outcomes the trace recorded.
+    pub recorded: Vec<OutcomeLine>,
+    /// The outcomes of the replay.
+    pub replayed: Vec<OutcomeLine>,
+    /// The replay's own trace.
+    pub text: String,
+    /// The first line where the replay's trace differs from the recorded one.
+    pub first_difference: Option<(usize, String, String)>,
+}
+
+impl ScheduleReplay {
+    /// Whether the replay reached the recorded outcomes.
+    pub fn same_outcome(&self) -> bool {
+        self.recorded == self.replayed
+    }
+}
+
+/// Replays `trace` (whose text is `original`) in schedule mode.
+pub fn schedule(trace: &Trace, original: &str) -> Result<ScheduleReplay, ReplayError> {
+    let scenario = scenario_of(trace)?;
+    let (_, seed, events, suppressed) = trace.header();
+    let shrunk = match &trace.lines[0] {
+        Line::Header { shrunk, .. } => shrunk.clone(),
+        _ => None,
+    };
+    let (_, text) = scenario.run_traced(seed, &plans_of(trace), suppressed, events, shrunk);
+    let replayed = Trace::parse(&text, "<replay>")
+        .expect("relaysim reads its own traces")
+        .outcomes()
+        .to_vec();
+    Ok(ScheduleReplay {
+        recorded: trace.outcomes().to_vec(),
+        replayed,
+        first_difference: first_difference(original, &text),
+        text,
+    })
+}
+
+/// One transfer or stream as the injected receivers saw it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Injected {
+    /// The receiving peer.
+    pub receiver: String,
+    /// The progress token.
+    pub token: String,
+    /// `transfer` (CEP-22) or `stream` (CEP-41).
+    pub kind: &'static str,
+    /// `completed`, `failed:<cause>` or `unfinished`.
+    pub outcome: String,
+    /// Stream chunks read.
+    pub chunks: u64,
+}
+
+#[derive(Default)]
+struct Receivers {
+    transfers: Option<OversizedReceiver<String>>,
+    streams: Option<OpenStreamRegistry<String>>,
+}
+
+fn token_text(t: &crate::protocol::jsonrpc::ProgressToken) -> String {
+    match t {
+        crate::protocol::jsonrpc::ProgressToken::String(s) => s.clone(),
+        crate::protocol::jsonrpc::ProgressToken::Number(n) => n.to_string(),
+    }
+}
+
+/// Feeds a trace's deliveries to fresh receivers (inject mode).
+pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
+    let (_, _, events, _) = trace.header();
+    if events != super::EventsMode::Full {
+        return Err(ReplayError::NeedsFullEvents);
+    }
+    let mut bodies: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();
+    for line in &trace.lines {
+        if let Line::Published {
+            id, event: Some(e), ..
+        } = line
+        {
+            bodies.entry(id.as_str()).or_insert(e);
+        }
+    }
+    let mut receivers: BTreeMap<String, Receivers> = BTreeMap::new();
+    let mut results: BTreeMap<(String, String), Injected> = BTreeMap::new();
+    let mut last = Duration::ZERO;
+    for line in &trace.lines {
+        let Line::Delivered { t, peer, id, .. } = line else {
+            continue;
+        };
+        let now = Duration::from_micros(*t);
+        run_timers(&mut receivers, &mut results, now);
+        last = now;
+        let Some(event) = bodies
+            .get(id.as_str())
+            .and_then(|v| Event::from_json(v.to_string()).ok())
+        else {
+            continue;
+        };
+        let Ok(message) = Message::parse(&event.content) else {
+            continue;
+        };
+        let Some(Ok(params)) = message.progress_params() else {
+            continue;
+        };
+        let sender = event.pubkey.to_hex();
+        let r = receivers.entry(peer.clone()).or_default();
+        if let Ok(frame) = TransferFrame::from_params(&params) {
+            // Only a sender's frames open an entry; accepts and aborts flow the other way.
+            if !matches!(
+                frame.body,
+                crate::protocol::oversized::TransferBody::Start { .. }
+                    | crate::protocol::oversized::TransferBody::Chunk { .. }
+                    | crate::protocol::oversized::TransferBody::End
+            ) {
+                continue;
+            }
+            results
+                .entry((peer.clone(), token_text(&frame.token)))
+                .or_insert_with(|| Injected {
+                    receiver: peer.clone(),
+                    token: token_text(&frame.token),
+                    kind: "transfer",
+                    outcome: "unfinished".into(),
+                    chunks: 0,
+                });
+            r.transfers
+                .get_or_insert_with(|| OversizedReceiver::new(ReceiverConfig::default()))
+                .handle_frame(&sender, frame, now);
+        } else if let Ok(frame) = StreamFrame::from_params(&params) {
+            use crate::protocol::open_stream::StreamBody;
+            if !matches!(
+                frame.body,
+                StreamBody::Start { .. } | StreamBody::Chunk { .. } | StreamBody::Close { .. }
+            ) {
+                // Keepalive and control frames still reach an existing session.
+                if let Some(reg) = r.streams.as_mut() {
+                    reg.handle_frame(&sender, frame, now);
+                }
+                drain(peer, r, &mut results, &sender);
+                continue;
+            }
+            let token = token_text(&frame.token);
+            results
+                .entry((peer.clone(), token.clone()))
+                .or_insert_with(|| Injected {
+                    receiver: peer.clone(),
+                    token,
+                    kind: "stream",
+                    outcome: "unfinished".into(),
+                    chunks: 0,
+                });
+            r.streams
+                .get_or_insert_with(|| OpenStreamRegistry::new(StreamPolicy::default()))
+                .handle_frame(&sender, frame, now);
+        }
+        drain(peer, r, &mut results, &sender);
+    }
+    // Let grace periods and timeouts run out.
+    run_timers(
+        &mut receivers,
+        &mut results,
+        last + Duration::from_secs(3600),
+    );
+    Ok(results.into_values().collect())
+}
+
+fn run_timers(
+    receivers: &mut BTreeMap<String, Receivers>,
+    results: &mut BTreeMap<(String, String), Injected>,
+    until: Duration,
+) {
+    for (peer, r) in receivers.iter_mut() {
+        loop {
+            let next = [
+                r.transfers.as_ref().and_then(|x| x.poll_timeout()),
+                r.streams.as_ref().and_then(|x| x.poll_timeout()),
+            ]
+            .into_iter()
+            .flatten()
+            .min();
+            match next {
+                Some(t) if t <= until => {
+                    if let Some(x) = r.transfers.as_mut() {
+                        x.handle_timeout(t);
+                    }
+                    if let Some(x) = r.streams.as_mut() {
+                        x.handle_timeout(t);
+                    }
+                    drain(peer, r, results, "");
+                }
+                _ => break,
+            }
+        }
+    }
+}
+
+fn drain(
+    peer: &str,
+    r: &mut Receivers,
+    results: &mut BTreeMap<(String, String), Injected>,
+    sender: &str,
+) {
+    let mut set = |token: String, outcome: String| {
+        if let Some(i) = results.get_mut(&(peer.to_owned(), token)) {
+            if i.outcome == "unfinished" {
+                i.outcome = outcome;
+            }
+        }
+    };
+    if let Some(x) = r.transfers.as_mut() {
+        while x.poll_transmit().is_some() {}
+        while let Some(e) = x.poll_event() {
+            match e {
+                ReceiverEvent::Completed { token, .. } => {
+                    set(token_text(&token), "completed".into())
+                }
+                ReceiverEvent::Failed { token, failure, .. } => {
+                    set(token_text(&token), format!("failed:{}", failure.cause()))
+                }
+                ReceiverEvent::Started { .. } => {}
+            }
+        }
+    }
+    if let Some(x) = r.streams.as_mut() {
+        while x.poll_transmit().is_some() {}
+        while let Some(e) = x.poll_event() {
+            match e {
+                RegistryEvent::Completed { token, .. } => {
+                    set(token_text(&token), "completed".into())
+                }
+                RegistryEvent::Failed { token, failure, .. } => {
+                    set(token_text(&token), format!("failed:{}", failure.cause()))
+                }
+                RegistryEvent::Opened { .. } => {}
+            }
+        }
+        let open: Vec<String> = results
+            .iter()
+            .filter(|((p, _), i)| p == peer && i.kind == "stream")
+            .map(|((_, t), _)| t.clone())
+            .collect();
+        for token in open {
+            let key = crate::protocol::jsonrpc::ProgressToken::String(token.clone());
+            let senders: Vec<String> = if sender.is_empty() {
+                Vec::new()
+            } else {
+                vec![sender.to_owned()]
+            };
+            for s in senders {
+                while x.read(&s, &key).is_some() {
+                    if let Some(i) = results.get_mut(&(peer.to_owned(), token.clone())) {
+                        i.chunks += 1;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// What the trace recorded for the transfers and streams a client received, in the terms of
+/// [`Injected::outcome`], keyed by (client, token).
+pub fn recorded_receiver_outcomes(trace: &Trace) -> BTreeMap<(String, String), String> {
+    let mut tools: BTreeMap<(String, u64), String> = BTreeMap::new();
+    let mut out = BTreeMap::new();
+    for line in &trace.lines {
+        match line {
+            Line::Called {
+                client, call, tool, ..
+            } => {
+                tools.insert((client.clone(), *call), tool.clone());
+            }
+            Line::Client {
+                client,
+                call,
+                event,
+                ..
+            } => {
+                let key = (client.clone(), format!("p{call}"));
+                let tool = tools.get(&(client.clone(), *call)).map(String::as_str);
+                let outcome = match (tool, event.as_str()) {
+                    (Some("stream"), "stream-ended-ok") => Some("completed".to_owned()),
+                    (Some("stream"), e) => e
+                        .strip_prefix("stream-ended:")
+                        .map(|c| format!("failed:{c}")),
+                    (Some("large_result"), "response-ok") => Some("completed".to_owned()),
+                    (Some("large_result"), e) => e
+                        .strip_prefix("failed:download-")
+                        .map(|c| format!("failed:{c}")),
+                    _ => None,
+                };
+                if let Some(o) = outcome {
+                    out.entry(key).or_insert(o);
+                }
+            }
+            _ => {}
+        }
+    }
+    out
+}

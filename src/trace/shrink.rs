@@ -1,0 +1,261 @@
+//! Shrinking a failing trace to the few disturbances that cause its failure (delta debugging,
+//! Zeller's ddmin).
+//!
+//! A disturbance is one thing the network or a relay did that a clean run would not have done:
+//! a lost message, a duplicated one, a message held more than twice its relay's median delay
+//! (which is what reorders), or an outage. Removing a disturbance replaces that message's plan
+//! with a single copy at the median delay, or suppresses the outage. Every other link decision
+//! stays as recorded, so each candidate run differs from the trace only where asked; messages
+//! the trace never saw (a candidate run can last longer than the failing one) are undisturbed
+//! too, so no fresh random disturbance can stand in for a removed one.
+
+use super::replay::{plans_of, scenario_of, NamedPlans, ReplayError};
+use super::{EventsMode, Line, ShrinkInfo, Trace};
+use crate::stats::Outcome;
+use std::time::Duration;
+
+/// One disturbance in a trace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Disturbance {
+    /// A message on a link was lost, duplicated or held back.
+    Link {
+        /// (relay, peer, way) names.
+        link: (String, String, String),
+        /// Its number on the link.
+        seq: usize,
+        /// `drop`, `duplicate` or `delay`.
+        what: &'static str,
+    },
+    /// An outage.
+    Outage {
+        /// Its number in the run.
+        index: u64,
+    },
+}
+
+/// Why a trace cannot be shrunk.
+#[derive(Debug, thiserror::Error)]
+pub enum ShrinkError {
+    /// The trace cannot be replayed.
+    #[error(transparent)]
+    Replay(#[from] ReplayError),
+    /// The trace records no failure (or not the one asked for).
+    #[error("the trace records no failure with cause {0:?}; causes recorded: {1}")]
+    NoSuchFailure(String, String),
+    /// Replaying with every disturbance does not fail the same way.
+    #[error("replaying the trace does not reproduce the failure {0:?}")]
+    DoesNotReproduce(String),
+}
+
+/// What shrinking produced.
+#[derive(Debug, Clone)]
+pub struct Shrunk {
+    /// Disturbances in the trace.
+    pub before: usize,
+    /// Disturbances kept.
+    pub kept: Vec<Disturbance>,
+    /// Candidate runs tried.
+    pub runs: usize,
+    /// The failure cause preserved.
+    pub cause: String,
+    /// The shrunk trace.
+    pub text: String,
+}
+
+/// Shrinks `trace` while a call still fails with `cause` (default: the first recorded cause),
+/// trying at most `max_runs` candidate runs.
+pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shrunk, ShrinkError> {
+    let scenario = scenario_of(trace)?;
+    let causes: Vec<String> = trace
+        .outcomes()
+        .iter()
+        .filter_map(|o| o.outcome.strip_prefix("failed:").map(str::to_owned))
+        .collect();
+    let cause = match cause {
+        Some(c) if causes.iter().any(|x| x == c) => c.to_owned(),
+        Some(c) => return Err(ShrinkError::NoSuchFailure(c.to_owned(), causes.join(", "))),
+        None => causes
+            .first()
+            .cloned()
+            .ok_or_else(|| ShrinkError::NoSuchFailure("any".into(), "none".into()))?,
+    };
+    let (_, seed, events, suppressed) = trace.header();
+    let recorded = plans_of(trace);
+    let clean = |link: &(String, String, String)| -> Duration {
+        scenario
+            .relay_profile(&link.0)
+            .map(|p| {
+                if link.2 == "up" {
+                    p.impairments.peer_to_relay.delay.median()
+                } else {
+                    p.impairments.relay_to_peer.delay.median()
+                }
+            })
+            .unwrap_or_default()
+    };
+    let mut all = Vec::new();
+    for line in &trace.lines {
+        match line {
+            Line::Link {
+                relay,
+                peer,
+                way,
+                seq,
+                event,
+                delays_us,
+                ..
+            } => {
+                let link = (relay.clone(), peer.clone(), way.clone());
+                let c = clean(&link);
+                let what = match delays_us.as_slice() {
+                    [] if *event => Some("drop"),
+                    [_, _, ..] => Some("duplicate"),
+                    [d] if Duration::from_micros(*d) > c * 2 + Duration::from_millis(1) => {
+                        Some("delay")
+                    }
+                    _ => None,
+                };
+                if let Some(what) = what {
+                    all.push(Disturbance::Link {
+                        link,
+                        seq: *seq as usize,
+                        what,
+                    });
+                }
+            }
+            Line::Outage {
+                index,
+                suppressed: false,
+                ..
+            } => all.push(Disturbance::Outage { index: *index }),
+            _ => {}
+        }
+    }
+    let config = |kept: &[usize]| -> (NamedPlans, Vec<u64>) {
+        let mut plans = recorded.clone();
+        let mut off: Vec<u64> = suppressed.to_vec();
+        for (i, d) in all.iter().enumerate() {
+            if kept.contains(&i) {
+                continue;
+            }
+            match d {
+                Disturbance::Link { link, seq, .. } => {
+                    let c = clean(link);
+                    if let Some(plan) = plans.get_mut(link).and_then(|l| l.get_mut(*seq)) {
+                        *plan = vec![c];
+                    }
+                }
+                Disturbance::Outage { index } => off.push(*index),
+            }
+        }
+        off.sort_unstable();
+        off.dedup();
+        (plans, off)
+    };
+    let mut runs = 0;
+    let mut fails = |kept: &[usize]| -> bool {
+        runs += 1;
+        let (plans, off) = config(kept);
+        let (report, _) = scenario.run_traced_with(seed, &plans, &off, true, EventsMode::Ids, None);
+        report
+            .items
+            .iter()
+            .any(|i| i.outcome == Outcome::Failed(cause.clone()))
+    };
+    let everything: Vec<usize> = (0..all.len()).collect();
+    if !fails(&everything) {
+        return Err(ShrinkError::DoesNotReproduce(cause));
+    }
+    let kept = if fails(&[]) {
+        Vec::new()
+    } else {
+        ddmin(everything, &mut fails, max_runs)
+    };
+    let (plans, off) = config(&kept);
+    let info = ShrinkInfo {
+        disturbances_before: all.len(),
+        disturbances_after: kept.len(),
+        cause: cause.clone(),
+    };
+    let (_, text) = scenario.run_traced_with(seed, &plans, &off, true, events, Some(info));
+    Ok(Shrunk {
+        before: all.len(),
+        kept: kept.iter().map(|&i| all[i].clone()).collect(),
+        runs,
+        cause,
+        text,
+    })
+}
+
+/// Zeller's ddmin: a 1-minimal subset of `items` on which `fails` still holds (as far as
+/// `max_runs` allows).
+pub fn ddmin(
+    mut items: Vec<usize>,
+    fails: &mut impl FnMut(&[usize]) -> bool,
+    max_runs: usize,
+) -> Vec<usize> {
+    let mut n = 2usize;
+    let mut tried = 0usize;
+    while items.len() >= 2 && tried < max_runs {
+        let size = items.len().div_ceil(n);
+        let chunks: Vec<Vec<usize>> = items.chunks(size).map(<[usize]>::to_vec).collect();
+        let mut reduced = false;
+        for chunk in &chunks {
+            tried += 1;
+            if fails(chunk) {
+                items = chunk.clone();
+                n = 2;
+                reduced = true;
+                break;
+            }
+        }
+        if !reduced && chunks.len() > 2 {
+            for i in 0..chunks.len() {
+                let complement: Vec<usize> = chunks
+                    .iter()
+                    .enumerate()
+                    .filter(|(j, _)| *j != i)
+                    .flat_map(|(_, c)| c.iter().copied())
+                    .collect();
+                tried += 1;
+                if fails(&complement) {
+                    items = complement;
+                    n = (n - 1).max(2);
+                    reduced = true;
+                    break;
+                }
+            }
+        }
+        if !reduced {
+            if n >= items.len() {
+                break;
+            }
+            n = (n * 2).min(items.len());
+        }
+    }
+    items
+}
+
+#[cfg(test)]
+mod tests {
+    use super::ddmin;
+
+    #[test]
+    fn ddmin_finds_the_two_elements_that_matter() {
+        let mut runs = 0;
+        let mut fails = |s: &[usize]| {
+            runs += 1;
+            s.contains(&13) && s.contains(&71)
+        };
+        let kept = ddmin((0..100).collect(), &mut fails, 10_000);
+        assert_eq!(kept, vec![13, 71]);
+        assert!(runs < 200, "{runs} runs");
+    }
+
+    #[test]
+    fn ddmin_stops_at_its_run_budget() {
+        let mut fails = |s: &[usize]| s.len() > 3;
+        let kept = ddmin((0..1000).collect(), &mut fails, 5);
+        assert!(kept.len() > 3);
+    }
+}

@@ -1,0 +1,167 @@
+//! Every shipped trace replays to its recorded outcome, byte for byte; shrunk traces keep their
+//! failure; broken traces give clear errors; every shipped scenario traces deterministically.
+
+use relaysim::scenario::Scenario;
+use relaysim::trace::{replay, EventsMode, Line, Trace};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn expected() -> BTreeMap<String, String> {
+    toml::from_str(&std::fs::read_to_string(root().join("traces/expected.toml")).unwrap()).unwrap()
+}
+
+#[test]
+fn every_shipped_trace_replays_to_its_recorded_outcome_byte_for_byte() {
+    let expected = expected();
+    assert!(
+        expected.len() >= 6,
+        "at least three failure modes with their shrunk versions"
+    );
+    for (file, outcome) in &expected {
+        let path = root().join("traces").join(file);
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{file}: {e}"));
+        let trace = Trace::parse(&text, file).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            trace.outcomes().iter().any(|o| &o.outcome == outcome),
+            "{file} records {:?}",
+            trace.outcomes()
+        );
+        let r = replay::schedule(&trace, &text).unwrap();
+        assert!(
+            r.same_outcome(),
+            "{file}: {:?} vs {:?}",
+            r.recorded,
+            r.replayed
+        );
+        assert_eq!(r.first_difference, None, "{file} replays to other bytes");
+    }
+}
+
+#[test]
+fn shrunk_traces_keep_few_disturbances() {
+    for (file, _) in expected()
+        .iter()
+        .filter(|(f, _)| f.ends_with(".shrunk.jsonl"))
+    {
+        let trace = Trace::from_file(&root().join("traces").join(file)).unwrap();
+        let Line::Header {
+            shrunk: Some(info), ..
+        } = &trace.lines[0]
+        else {
+            panic!("{file} has no shrink info")
+        };
+        assert!(
+            info.disturbances_after <= 2,
+            "{file} kept {}",
+            info.disturbances_after
+        );
+        assert!(info.disturbances_after <= info.disturbances_before);
+    }
+}
+
+#[test]
+fn shrinking_a_recorded_failure_finds_the_one_lost_chunk() {
+    let trace = Trace::from_file(&root().join("traces/lossy-download.jsonl")).unwrap();
+    let shrunk = relaysim::trace::shrink::shrink(&trace, None, 500).unwrap();
+    assert_eq!(shrunk.cause, "download-gap-at-end");
+    assert!(
+        matches!(
+            shrunk.kept.as_slice(),
+            [relaysim::trace::shrink::Disturbance::Link { what: "drop", .. }]
+        ),
+        "{:?}",
+        shrunk.kept
+    );
+    // The shrunk trace replays to the same failure.
+    let again = Trace::parse(&shrunk.text, "shrunk").unwrap();
+    let r = replay::schedule(&again, &shrunk.text).unwrap();
+    assert!(r
+        .replayed
+        .iter()
+        .any(|o| o.outcome == "failed:download-gap-at-end"));
+}
+
+#[test]
+fn injected_deliveries_reach_the_recorded_receiver_outcomes() {
+    for file in ["lossy-download.jsonl", "khatru-drop-mid-stream.jsonl"] {
+        let trace = Trace::from_file(&root().join("traces").join(file)).unwrap();
+        let injected = replay::inject(&trace).unwrap();
+        let recorded = replay::recorded_receiver_outcomes(&trace);
+        assert!(!recorded.is_empty());
+        for ((client, token), outcome) in &recorded {
+            let got = injected
+                .iter()
+                .find(|i| &i.receiver == client && &i.token == token)
+                .unwrap_or_else(|| panic!("{file}: nothing injected for {token}"));
+            assert_eq!(&got.outcome, outcome, "{file} {token}");
+        }
+    }
+}
+
+#[test]
+fn broken_traces_say_which_line_is_wrong() {
+    let good = std::fs::read_to_string(root().join("traces/damus-rate-cap.shrunk.jsonl")).unwrap();
+    let truncated: String = good.lines().take(10).map(|l| format!("{l}\n")).collect();
+    let e = Trace::parse(&truncated, "t.jsonl").unwrap_err().to_string();
+    assert!(e.contains("t.jsonl:10: truncated"), "{e}");
+    let future = good.replacen("\"format\":1", "\"format\":9", 1);
+    let e = Trace::parse(&future, "f.jsonl").unwrap_err().to_string();
+    assert!(e.contains("f.jsonl:1: trace format 9 is newer"), "{e}");
+    let mut lines: Vec<&str> = good.lines().collect();
+    lines[3] = "{\"type\":\"delivered\",\"t\":\"soon\"}";
+    let e = Trace::parse(&lines.join("\n"), "c.jsonl")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("c.jsonl:4: not a trace line"), "{e}");
+    let e = Trace::parse("{\"type\":\"summary\"}", "h.jsonl")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("h.jsonl:1: the first line must be the header"),
+        "{e}"
+    );
+}
+
+#[test]
+fn a_trace_stored_by_id_cannot_be_injected_and_says_why() {
+    let scenario =
+        Scenario::from_file(Path::new(&root().join("traces/src/lossy-download.toml"))).unwrap();
+    let (_, text) = scenario.run_traced(1, &Default::default(), &[], EventsMode::Ids, None);
+    let trace = Trace::parse(&text, "ids").unwrap();
+    let e = replay::inject(&trace).unwrap_err().to_string();
+    assert!(e.contains("--trace-events full"), "{e}");
+}
+
+#[test]
+fn every_shipped_scenario_traces_deterministically() {
+    let mut files: Vec<_> = std::fs::read_dir(root().join("scenarios"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    for path in files {
+        let scenario = Scenario::from_file(&path).unwrap();
+        let run = || {
+            scenario
+                .run_traced(
+                    scenario.seed,
+                    &Default::default(),
+                    &[],
+                    EventsMode::Ids,
+                    None,
+                )
+                .1
+        };
+        let (a, b) = (run(), run());
+        assert_eq!(
+            relaysim::trace::first_difference(&a, &b),
+            None,
+            "{}",
+            path.display()
+        );
+    }
+}
