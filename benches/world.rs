@@ -59,7 +59,41 @@ fn world(profile: RelayProfile, clients: usize) -> (World, Rc<RefCell<Count>>) {
     (w, count)
 }
 
+/// Every shipped scenario, run once with its seed: simulated seconds and relay events per wall
+/// second.
+fn shipped_scenarios() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    println!(
+        "{:<28} {:>10} {:>10} {:>14} {:>16}",
+        "scenario", "simulated", "wall", "sim s/wall s", "relay events/s"
+    );
+    for path in files {
+        let scenario = relaysim::scenario::Scenario::from_file(&path).unwrap();
+        let mut world = scenario.build(scenario.seed);
+        let count = Rc::new(RefCell::new(Count::default()));
+        world.set_observer(Box::new(count.clone()));
+        let t = Instant::now();
+        world.run_until(scenario.duration);
+        let wall = t.elapsed().as_secs_f64();
+        let c = count.borrow();
+        println!(
+            "{:<28} {:>9.1}s {:>9.3}s {:>14.0} {:>16.0}",
+            scenario.name,
+            world.now().as_secs_f64(),
+            wall,
+            world.now().as_secs_f64() / wall,
+            (c.published + c.delivered) as f64 / wall
+        );
+    }
+}
+
 fn main() {
+    shipped_scenarios();
     let mut profile = RelayProfile::strfry();
     profile.impairments.relay_to_peer = Direction {
         delay: Delay::LogNormal {

@@ -49,4 +49,5 @@ pub mod relay;
 pub mod scenario;
 pub mod sim;
 pub mod stats;
+pub mod sweep;
 pub mod trace;

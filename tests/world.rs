@@ -408,3 +408,25 @@ fn a_stateless_advertisement_overtaken_by_a_later_request_does_not_stall_a_strea
         );
     }
 }
+
+#[test]
+fn bandwidth_and_relay_processing_pace_a_transfer() {
+    let run = |bandwidth: Option<u64>, processing: Duration| {
+        let mut profile = RelayProfile::ideal();
+        profile.impairments.relay_to_peer.bandwidth = bandwidth;
+        profile.processing = processing;
+        let (mut w, rec) = world(1, profile);
+        w.schedule_call(S(0), 0, Call { tool: ToolCall::LargeResult { bytes: 1_000_000, content: ContentClass::Ascii }, progress: true, workload: 0 });
+        w.run_until(S(120));
+        let done = rec.borrow().log.iter().find_map(|(t, o)| matches!(o, Observation::Client { event: ClientEvent::Response { response: Ok(_), .. }, .. }).then_some(*t));
+        done.expect("the transfer completes")
+    };
+    let free = run(None, Duration::ZERO);
+    let narrow = run(Some(500_000), Duration::ZERO);
+    let busy = run(None, MS(50));
+    assert!(free < MS(10), "{free:?}");
+    // About 1.06 MB of events through 500 KB/s: at least two seconds.
+    assert!(narrow >= S(2) && narrow < S(3), "{narrow:?}");
+    // 23 events at 50 ms each, one at a time: over a second.
+    assert!(busy >= S(1), "{busy:?}");
+}

@@ -6,6 +6,7 @@ use crate::scenario::Scenario;
 use crate::sim::link::Impairments;
 use crate::sim::transfer::TransferRun;
 use crate::stats::output;
+use crate::sweep::Sweep;
 use crate::trace::{first_difference, replay, EventsMode, Trace};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
@@ -47,6 +48,17 @@ enum Command {
         relaysim shrink traces/khatru-drop-mid-stream.jsonl --out /tmp/min.jsonl\n  \
         relaysim shrink my-trace.jsonl --cause download-gap-at-end --out min.jsonl")]
     Shrink(ShrinkArgs),
+    /// Run a sweep: a scenario over parameter axes, several seeds per cell, cells in parallel;
+    /// write sweep.csv, plots (SVG and PNG) and a recommendation.
+    #[command(after_help = "Examples:\n  \
+        relaysim sweep sweeps/chunk-budget.toml\n  \
+        relaysim sweep sweeps/keepalive.toml --jobs 8 --out /tmp/keepalive\n  \
+        relaysim sweep sweeps/chunk-budget.toml --shard 0/4 --out shard-0   # one of 4 batch jobs\n  \
+        relaysim merge sweeps/chunk-budget.toml shard-*/sweep.csv --out results/chunk-budget")]
+    Sweep(SweepArgs),
+    /// Merge the sweep.csv files of a sweep's shards into one result with plots and a
+    /// recommendation.
+    Merge(MergeArgs),
     /// Run a scenario twice and compare the traces byte for byte.
     #[command(
         name = "check-determinism",
@@ -127,6 +139,49 @@ struct ShrinkArgs {
 }
 
 #[derive(clap::Args, Debug)]
+struct SweepArgs {
+    /// The sweep file (TOML).
+    sweep: std::path::PathBuf,
+    /// Cells run at once (default: the number of cores).
+    #[arg(long)]
+    jobs: Option<usize>,
+    /// Output directory (default results/<sweep>/).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Run only shard I of N (cells i with i % N == I), e.g. `--shard 2/8`.
+    #[arg(long, value_parser = parse_shard)]
+    shard: Option<(usize, usize)>,
+}
+
+#[derive(clap::Args, Debug)]
+struct MergeArgs {
+    /// The sweep file the shards ran.
+    sweep: std::path::PathBuf,
+    /// The shards' sweep.csv files.
+    #[arg(required = true)]
+    shards: Vec<std::path::PathBuf>,
+    /// Output directory (default results/<sweep>/).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+fn parse_shard(s: &str) -> Result<(usize, usize), String> {
+    let (i, n) = s
+        .split_once('/')
+        .ok_or_else(|| format!("{s:?}: write the shard as I/N, e.g. 0/4"))?;
+    let i: usize = i
+        .parse()
+        .map_err(|_| format!("{s:?}: I must be a number"))?;
+    let n: usize = n
+        .parse()
+        .map_err(|_| format!("{s:?}: N must be a number"))?;
+    if n == 0 || i >= n {
+        return Err(format!("{s:?}: need 0 <= I < N"));
+    }
+    Ok((i, n))
+}
+
+#[derive(clap::Args, Debug)]
 struct DeterminismArgs {
     /// The scenario file; without one, the built-in default.
     scenario: Option<std::path::PathBuf>,
@@ -196,6 +251,8 @@ pub fn run() -> Result<Exit> {
         Command::Replay(args) => replay(args),
         Command::Shrink(args) => shrink(args),
         Command::CheckDeterminism(args) => check_determinism(args),
+        Command::Sweep(args) => sweep(args),
+        Command::Merge(args) => merge(args),
         Command::Transfer(args) => transfer(args).map(|()| Exit::Success),
     }
 }
@@ -386,6 +443,107 @@ fn shrink(args: ShrinkArgs) -> Result<Exit> {
         }
     }
     println!("shrunk trace written to {}", args.out.display());
+    Ok(Exit::Success)
+}
+
+fn sweep(args: SweepArgs) -> Result<Exit> {
+    let sweep = Sweep::from_file(&args.sweep)?;
+    let shard = args.shard.unwrap_or((0, 1));
+    let jobs = args
+        .jobs
+        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let cells = (0..sweep.cells.len())
+        .filter(|i| i % shard.1 == shard.0)
+        .count();
+    let bar = ProgressBar::with_draw_target(Some(cells as u64), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{msg} [{bar:30}] {pos}/{len} cells, {elapsed} elapsed, eta {eta}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    bar.set_message(sweep.name.clone());
+    let rows = sweep.run(jobs, shard, || bar.inc(1))?;
+    bar.finish_and_clear();
+    let out = args
+        .out
+        .unwrap_or_else(|| std::path::Path::new("results").join(&sweep.name));
+    if shard.1 > 1 {
+        crate::sweep::write_csv(&out.join("sweep.csv"), &sweep.axes(), &rows)?;
+        println!(
+            "shard {}/{}: {} of {} cells written to {}",
+            shard.0,
+            shard.1,
+            rows.len(),
+            sweep.cells.len(),
+            out.join("sweep.csv").display()
+        );
+        println!(
+            "merge the shards with: relaysim merge {} <shard dirs>/sweep.csv",
+            args.sweep.display()
+        );
+        return Ok(Exit::Success);
+    }
+    finish_sweep(&sweep, &rows, &out)
+}
+
+fn merge(args: MergeArgs) -> Result<Exit> {
+    let sweep = Sweep::from_file(&args.sweep)?;
+    let mut rows = Vec::new();
+    for path in &args.shards {
+        let (axes, mut r) = crate::sweep::read_csv(path)?;
+        if axes != sweep.axes() {
+            bail!(
+                "{}: its axes {:?} are not the sweep's {:?}",
+                path.display(),
+                axes,
+                sweep.axes()
+            );
+        }
+        rows.append(&mut r);
+    }
+    rows.sort_by_key(|r| r.cell);
+    rows.dedup_by_key(|r| r.cell);
+    if rows.len() != sweep.cells.len() {
+        eprintln!(
+            "warning: {} of {} cells present; the missing shards' cells are left out",
+            rows.len(),
+            sweep.cells.len()
+        );
+    }
+    let out = args
+        .out
+        .unwrap_or_else(|| std::path::Path::new("results").join(&sweep.name));
+    finish_sweep(&sweep, &rows, &out)
+}
+
+fn finish_sweep(sweep: &Sweep, rows: &[crate::sweep::Row], out: &std::path::Path) -> Result<Exit> {
+    let axes = sweep.axes();
+    crate::sweep::write_csv(&out.join("sweep.csv"), &axes, rows)?;
+    for plot in &sweep.spec.plots {
+        crate::sweep::plot::draw(plot, &axes, rows, out)
+            .map_err(|e| anyhow::anyhow!("plot {}: {e}", plot.file))?;
+    }
+    println!(
+        "sweep {}: {} cells x {} seeds; results in {}",
+        sweep.name,
+        rows.len(),
+        sweep.spec.seeds,
+        out.display()
+    );
+    if let Some(spec) = &sweep.spec.recommend {
+        let recs = crate::sweep::recommend(spec, &axes, rows);
+        let text: String = recs.iter().map(|r| format!("{}\n", r.text)).collect();
+        println!(
+            "recommendation (lowest {} with completion >= {}):",
+            spec.minimise, spec.min_completion_ratio
+        );
+        for r in &recs {
+            println!("  {}", r.text);
+        }
+        std::fs::write(out.join("recommendation.txt"), text)?;
+    }
     Ok(Exit::Success)
 }
 

@@ -185,6 +185,9 @@ pub struct Direction {
     pub duplicate_spacing: Duration,
     /// Loss.
     pub loss: Loss,
+    /// Link capacity in bytes per second: messages queue behind each other and take
+    /// size / bandwidth to cross, before their delay. `None`: unlimited.
+    pub bandwidth: Option<u64>,
 }
 
 /// Scheduled or random outages.
@@ -404,6 +407,7 @@ mod tests {
             duplicate_copies: 2,
             duplicate_spacing: Duration::from_millis(7),
             loss: Loss::Iid(0.02),
+            bandwidth: None,
         };
         let plans: Vec<Vec<Duration>> = (0..N).map(|_| l.plan(&dir)).collect();
         let lost = plans.iter().filter(|p| p.is_empty()).count() as f64 / N as f64;

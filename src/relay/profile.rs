@@ -117,6 +117,10 @@ pub struct RelayProfile {
     pub delivery_batch: Option<Duration>,
     /// The message with `OK true` for an ephemeral event; `{n}` becomes the listener count.
     pub ok_message: String,
+    /// Time the relay spends on each published event (verification, storage), one event at a
+    /// time: it caps the relay's event rate. Zero for every built-in profile (no source gives
+    /// a figure); scenarios set it as an assumption.
+    pub processing: Duration,
     /// Network behaviour between peers and this relay.
     pub impairments: Impairments,
 }
@@ -148,6 +152,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: None,
             delivery_batch: None,
             ok_message: String::new(),
+            processing: Duration::ZERO,
             impairments: Impairments::none(),
         }
     }
@@ -182,6 +187,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: Some("ERROR: too many concurrent REQs".into()),
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),
+            processing: Duration::ZERO,
             impairments: Impairments::none(),
         }
     }
@@ -237,6 +243,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: Some("too many subscriptions".into()),
             delivery_batch: None,
             ok_message: String::new(),
+            processing: Duration::ZERO,
             impairments: Impairments::none(),
         }
     }
@@ -283,6 +290,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: None,
             delivery_batch: None,
             ok_message: "broadcasted to {n} listeners".into(),
+            processing: Duration::ZERO,
             impairments: Impairments {
                 // Concurrent handling: a few milliseconds of jitter on every answer.
                 relay_to_peer: super::impair::Direction {
@@ -348,6 +356,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: None,
             delivery_batch: None,
             ok_message: String::new(),
+            processing: Duration::ZERO,
             impairments: Impairments::none(),
         }
     }

@@ -273,6 +273,15 @@ fn link(
             loss_in_bad: b.loss_in_bad,
         };
     }
+    if let Some(bw) = &spec.bandwidth {
+        let text = bw.get_ref();
+        let bytes = text
+            .strip_suffix("/s")
+            .and_then(|size| spec::parse_size(size).ok())
+            .filter(|n| *n > 0)
+            .ok_or_else(|| ctx.spanned(bw, &format!("{key}.bandwidth"), format!("{text:?} is not a bandwidth: write bytes per second, e.g. \"1MB/s\" or \"512KiB/s\""), None))?;
+        d.bandwidth = Some(bytes as u64);
+    }
     Ok(d)
 }
 
@@ -496,6 +505,9 @@ impl Scenario {
                     refill_per_sec: rate.per_minute / 60.0,
                     action,
                 });
+            }
+            if let Some(p) = r.processing {
+                profile.processing = p.0;
             }
             if let Some(up) = &r.up {
                 profile.impairments.peer_to_relay = link(

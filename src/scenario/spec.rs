@@ -126,6 +126,8 @@ pub struct RelaySpec {
     pub max_message_bytes: Option<Size>,
     /// Rate limit override.
     pub rate_limit: Option<RateSpec>,
+    /// Time the relay spends on each event, one at a time (caps its event rate).
+    pub processing: Option<Dur>,
     /// Peer → relay network.
     pub up: Option<LinkSpec>,
     /// Relay → peer network.
@@ -175,6 +177,8 @@ pub struct LinkSpec {
     pub loss: Option<f64>,
     /// Bursty loss instead (Gilbert–Elliott).
     pub burst_loss: Option<BurstLossSpec>,
+    /// Link capacity, e.g. `"1MB/s"` or `"10MiB/s"` (bytes per second).
+    pub bandwidth: Option<Spanned<String>>,
 }
 
 /// Gilbert–Elliott parameters.

@@ -26,6 +26,11 @@ use nostr::prelude::EventId;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
+/// Bytes a control message (REQ, OK, EOSE, NOTICE) is taken to occupy on a limited link.
+const CONTROL_BYTES: usize = 100;
+/// Bytes of WebSocket and NIP-01 framing around an event.
+const EVENT_FRAMING: usize = 16;
+
 /// A peer in the world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PeerId {
@@ -304,6 +309,7 @@ enum Action {
         peer: PeerId,
         conn: ConnId,
         message: ClientMessage,
+        processed: bool,
     },
     ToPeer {
         relay: usize,
@@ -407,6 +413,8 @@ pub struct World {
     reconnect: ReconnectPolicy,
     overrides: Overrides,
     link_seq: BTreeMap<(usize, PeerId, Way), u64>,
+    link_busy: BTreeMap<(usize, PeerId, Way), Duration>,
+    relay_busy: BTreeMap<usize, Duration>,
     outage_seq: u64,
     observer: Option<Box<dyn Observer>>,
     actions: u64,
@@ -438,6 +446,8 @@ impl World {
             reconnect: ReconnectPolicy::default(),
             overrides: Overrides::default(),
             link_seq: BTreeMap::new(),
+            link_busy: BTreeMap::new(),
+            relay_busy: BTreeMap::new(),
             outage_seq: 0,
             observer: None,
             actions: 0,
@@ -888,6 +898,32 @@ impl World {
                 peer,
                 conn,
                 message,
+                processed: false,
+            } if matches!(message, ClientMessage::Event(_))
+                && !self.relays[relay].relay.profile().processing.is_zero() =>
+            {
+                // The relay handles one event at a time.
+                let processing = self.relays[relay].relay.profile().processing;
+                let busy = self.relay_busy.entry(relay).or_insert(Duration::ZERO);
+                let done = (*busy).max(now) + processing;
+                *busy = done;
+                self.schedule(
+                    done,
+                    Action::ToRelay {
+                        relay,
+                        peer,
+                        conn,
+                        message,
+                        processed: true,
+                    },
+                );
+            }
+            Action::ToRelay {
+                relay,
+                peer,
+                conn,
+                message,
+                ..
             } => {
                 let live = self
                     .links
@@ -1263,17 +1299,20 @@ impl World {
             return;
         }
         let direction = self.relays[relay].impairments.peer_to_relay.clone();
+        // Control messages are small; their exact size does not matter for bandwidth.
+        let bytes = event.map_or(CONTROL_BYTES, |e| e.1 + EVENT_FRAMING);
         self.impair(
             relay,
             peer,
             Way::Up,
             &direction,
-            event.map(|e| e.0),
+            (event.map(|e| e.0), bytes),
             |conn| Action::ToRelay {
                 relay,
                 peer,
                 conn,
                 message: message.clone(),
+                processed: false,
             },
             link.conn,
         );
@@ -1285,12 +1324,18 @@ impl World {
             _ => None,
         };
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
+        let bytes = match (&message, direction.bandwidth) {
+            (RelayMessage::Event { event, sub }, Some(_)) => {
+                event.as_json().len() + sub.len() + EVENT_FRAMING
+            }
+            _ => CONTROL_BYTES,
+        };
         self.impair(
             relay,
             peer,
             Way::Down,
             &direction,
-            event,
+            (event, bytes),
             |conn| Action::ToPeer {
                 relay,
                 peer,
@@ -1310,7 +1355,7 @@ impl World {
         peer: PeerId,
         way: Way,
         direction: &Direction,
-        event: Option<EventId>,
+        (event, bytes): (Option<EventId>, usize),
         make: impl Fn(ConnId) -> Action,
         conn: ConnId,
     ) {
@@ -1372,8 +1417,22 @@ impl World {
             }),
         }
         let now = self.now;
+        // A limited link sends one message after another: this one leaves when the link is
+        // free and its bytes have gone out, then takes its delay.
+        let queued = match direction.bandwidth {
+            Some(bps) if bps > 0 => {
+                let busy = self
+                    .link_busy
+                    .entry((relay, peer, way))
+                    .or_insert(Duration::ZERO);
+                let sent = (*busy).max(now) + Duration::from_secs_f64(bytes as f64 / bps as f64);
+                *busy = sent;
+                sent - now
+            }
+            _ => Duration::ZERO,
+        };
         for delay in delays {
-            self.schedule(now + delay, make(conn));
+            self.schedule(now + queued + delay, make(conn));
         }
     }
 }

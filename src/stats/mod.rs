@@ -9,7 +9,7 @@
 //! - `stream_completion`: a stream call to its successful close;
 //! - `final_response_latency`: any call to its final JSON-RPC response.
 //!
-//! Counters: `events_published`, `events_accepted`, `rejected.<prefix>` (the OK prefix:
+//! Counters: `events_published`, `bytes_published`, `events_accepted`, `rejected.<prefix>` (the OK prefix:
 //! `invalid`, `rate-limited`, `mute`, `duplicate` is counted apart as `relay_duplicates`),
 //! `notices`, `lost`, `duplicated`, `delivered`, `reordered`, `disconnects`, `outages`.
 
@@ -151,7 +151,15 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
     if let Expected::Stream { chunks } = r.expected {
         match &r.stream_end {
             Some((_, Err(_))) => unreachable!("handled above"),
-            None => return (Outcome::Failed("unfinished".into()), None),
+            // The stream never reached an end on the client: the response says why, or, when
+            // the server reports success, the stream itself never arrived.
+            None => {
+                return match &r.response {
+                    Some((at, Err(code))) => failed(code.clone(), *at),
+                    Some((at, Ok(_))) => failed("stream-missing".into(), *at),
+                    None => (Outcome::Failed("unfinished".into()), None),
+                }
+            }
             Some((_, Ok(()))) if r.chunks_read != chunks || r.chunk_violations > 0 => {
                 let at = r.stream_end.as_ref().map(|(t, _)| *t).unwrap_or_default();
                 return failed("integrity-violation".into(), at);
@@ -177,7 +185,10 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
 impl Observer for Collector {
     fn observe(&mut self, at: Duration, o: &Observation) {
         match o {
-            Observation::Published { .. } => self.count("events_published", 1),
+            Observation::Published { bytes, .. } => {
+                self.count("events_published", 1);
+                self.count("bytes_published", *bytes as u64);
+            }
             Observation::Verdict {
                 accepted, message, ..
             } => {

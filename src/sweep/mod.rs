@@ -1,0 +1,747 @@
+//! Sweeps: a base scenario run over the cartesian product of parameter axes, several seeds per
+//! cell, cells in parallel; a CSV row per cell, plots and a recommendation.
+//!
+//! An axis names any scenario parameter by its path in the scenario file (`policy.budget`,
+//! `relays[0].profile`, `relays[0].down.delay.sigma`, `workloads[0].bytes`) and lists values;
+//! each cell is the base scenario with those values set, validated like any scenario. A cell's
+//! result depends only on its parameters and seeds, never on how many jobs ran or in which
+//! order, so sweeps can be split into shards and merged.
+
+pub mod plot;
+
+use crate::scenario::{Scenario, ScenarioError};
+use crate::stats::{Outcome, Report};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Mutex;
+
+/// A sweep file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SweepSpec {
+    /// Name (default: the file name).
+    pub name: Option<String>,
+    /// What the sweep asks.
+    pub description: Option<String>,
+    /// The base scenario, relative to the sweep file.
+    pub scenario: String,
+    /// Runs per cell (seeds `first_seed`, `first_seed + 1`, ...).
+    pub seeds: u32,
+    /// The first seed (default 1).
+    pub first_seed: Option<u64>,
+    /// The axes.
+    pub axes: Vec<Axis>,
+    /// Plots to draw.
+    #[serde(default)]
+    pub plots: Vec<PlotSpec>,
+    /// How to pick a recommended value.
+    pub recommend: Option<RecommendSpec>,
+}
+
+/// One axis.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Axis {
+    /// The parameter's path in the scenario file.
+    pub param: String,
+    /// Its values.
+    pub values: Vec<toml::Value>,
+}
+
+/// A plot: `y` against `x`, one line per value of `series`, restricted by `filter`.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PlotSpec {
+    /// File name without extension (`.svg` and `.png` are written).
+    pub file: String,
+    /// Title.
+    pub title: Option<String>,
+    /// The axis on the x axis (numeric values).
+    pub x: String,
+    /// A column of `sweep.csv` (`transfer_completion_p99_ms`, `failure_rate`, ...).
+    pub y: String,
+    /// The axis whose values become separate lines.
+    pub series: Option<String>,
+    /// Only cells with these parameter values.
+    #[serde(default)]
+    pub filter: BTreeMap<String, toml::Value>,
+}
+
+/// How to recommend a value.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecommendSpec {
+    /// The axis whose value is recommended.
+    pub choose: String,
+    /// One recommendation per combination of these axes.
+    #[serde(default)]
+    pub by: Vec<String>,
+    /// The column to minimise.
+    pub minimise: String,
+    /// Only cells whose completion ratio is at least this.
+    pub min_completion_ratio: f64,
+}
+
+/// Why a sweep cannot run.
+#[derive(Debug, thiserror::Error)]
+pub enum SweepError {
+    /// A file cannot be read.
+    #[error("{path}: cannot read: {source}")]
+    Io {
+        /// The path.
+        path: String,
+        /// The error.
+        source: std::io::Error,
+    },
+    /// The sweep file is malformed.
+    #[error("{file}: {message}")]
+    Invalid {
+        /// The file.
+        file: String,
+        /// What is wrong.
+        message: String,
+    },
+    /// A cell's scenario is invalid.
+    #[error("cell {cell} ({params}): {source}")]
+    Cell {
+        /// The cell's index.
+        cell: usize,
+        /// Its parameters.
+        params: String,
+        /// The scenario error.
+        source: ScenarioError,
+    },
+}
+
+/// A loaded sweep: the spec, the base scenario text and every cell's parameters.
+#[derive(Debug, Clone)]
+pub struct Sweep {
+    /// The name.
+    pub name: String,
+    /// The spec.
+    pub spec: SweepSpec,
+    base: toml::Table,
+    /// Each cell's parameter values, in axis order.
+    pub cells: Vec<Vec<toml::Value>>,
+}
+
+/// One cell's results: a row of `sweep.csv`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Row {
+    /// The cell's index.
+    pub cell: usize,
+    /// Parameter values as text, in axis order.
+    pub params: Vec<String>,
+    /// Named numeric columns.
+    pub values: BTreeMap<String, f64>,
+    /// Failures by cause, `cause=count;...`.
+    pub failures: String,
+}
+
+/// The numeric columns of a row, in CSV order.
+pub const COLUMNS: [&str; 14] = [
+    "runs",
+    "calls",
+    "completion_ratio",
+    "failure_rate",
+    "transfer_completion_p50_ms",
+    "transfer_completion_p90_ms",
+    "transfer_completion_p99_ms",
+    "stream_completion_p50_ms",
+    "stream_completion_p90_ms",
+    "stream_completion_p99_ms",
+    "final_response_p99_ms",
+    "events_per_call",
+    "bytes_per_call",
+    "relay_rejections",
+];
+
+fn value_text(v: &toml::Value) -> String {
+    match v {
+        toml::Value::String(s) => s.clone(),
+        other => other.to_string(),
+    }
+}
+
+/// Sets `path` (`a.b[0].c`) in a TOML table.
+fn set_path(table: &mut toml::Table, path: &str, value: toml::Value) -> Result<(), String> {
+    let mut parts: Vec<(String, Option<usize>)> = Vec::new();
+    for seg in path.split('.') {
+        match seg.split_once('[') {
+            Some((key, rest)) => {
+                let index: usize = rest
+                    .trim_end_matches(']')
+                    .parse()
+                    .map_err(|_| format!("bad index in {seg:?}"))?;
+                parts.push((key.to_owned(), Some(index)));
+            }
+            None => parts.push((seg.to_owned(), None)),
+        }
+    }
+    let mut current = table;
+    for (i, (key, index)) in parts.iter().enumerate() {
+        let last = i + 1 == parts.len();
+        match index {
+            None if last => {
+                current.insert(key.clone(), value);
+                return Ok(());
+            }
+            None => {
+                let next = current
+                    .entry(key.clone())
+                    .or_insert_with(|| toml::Value::Table(toml::Table::new()));
+                current = next
+                    .as_table_mut()
+                    .ok_or_else(|| format!("{key:?} is not a table"))?;
+            }
+            Some(n) => {
+                let array = current
+                    .get_mut(key)
+                    .and_then(toml::Value::as_array_mut)
+                    .ok_or_else(|| {
+                        format!("{key:?} is not an array of tables in the base scenario")
+                    })?;
+                let item = array
+                    .get_mut(*n)
+                    .ok_or_else(|| format!("{key}[{n}] does not exist in the base scenario"))?;
+                if last {
+                    *item = value;
+                    return Ok(());
+                }
+                current = item
+                    .as_table_mut()
+                    .ok_or_else(|| format!("{key}[{n}] is not a table"))?;
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Sweep {
+    /// Loads a sweep file and its base scenario.
+    pub fn from_file(path: &Path) -> Result<Self, SweepError> {
+        let read = |p: &Path| {
+            std::fs::read_to_string(p).map_err(|source| SweepError::Io {
+                path: p.display().to_string(),
+                source,
+            })
+        };
+        let text = read(path)?;
+        let file = path.display().to_string();
+        let spec: SweepSpec = toml::from_str(&text).map_err(|e| SweepError::Invalid {
+            file: file.clone(),
+            message: e.to_string(),
+        })?;
+        let base_path: PathBuf = path.parent().unwrap_or(Path::new(".")).join(&spec.scenario);
+        let base_text = read(&base_path)?;
+        let name = spec.name.clone().unwrap_or_else(|| {
+            path.file_stem()
+                .map(|s| s.to_string_lossy().into_owned())
+                .unwrap_or_default()
+        });
+        Self::new(name, spec, &base_text, &file)
+    }
+
+    /// A sweep over `base_text` (a scenario) described by `spec`.
+    pub fn new(
+        name: String,
+        spec: SweepSpec,
+        base_text: &str,
+        file: &str,
+    ) -> Result<Self, SweepError> {
+        let invalid = |message: String| SweepError::Invalid {
+            file: file.to_owned(),
+            message,
+        };
+        let base: toml::Table =
+            toml::from_str(base_text).map_err(|e| invalid(format!("base scenario: {e}")))?;
+        if spec.seeds == 0 {
+            return Err(invalid("`seeds` must be at least 1".into()));
+        }
+        if spec.axes.iter().any(|a| a.values.is_empty()) {
+            return Err(invalid("every axis needs at least one value".into()));
+        }
+        let mut cells: Vec<Vec<toml::Value>> = vec![Vec::new()];
+        for axis in &spec.axes {
+            cells = cells
+                .into_iter()
+                .flat_map(|prefix| {
+                    axis.values.iter().map(move |v| {
+                        let mut c = prefix.clone();
+                        c.push(v.clone());
+                        c
+                    })
+                })
+                .collect();
+        }
+        let sweep = Sweep {
+            name,
+            spec,
+            base,
+            cells,
+        };
+        let axis_names: Vec<&str> = sweep.spec.axes.iter().map(|a| a.param.as_str()).collect();
+        for plot in &sweep.spec.plots {
+            for p in [Some(&plot.x), plot.series.as_ref()]
+                .into_iter()
+                .flatten()
+                .chain(plot.filter.keys())
+            {
+                if !axis_names.contains(&p.as_str()) {
+                    return Err(invalid(format!(
+                        "plot {:?} names {p:?}, which is not an axis",
+                        plot.file
+                    )));
+                }
+            }
+            if !COLUMNS.contains(&plot.y.as_str()) {
+                return Err(invalid(format!(
+                    "plot {:?}: y {:?} is not a column; columns: {}",
+                    plot.file,
+                    plot.y,
+                    COLUMNS.join(", ")
+                )));
+            }
+        }
+        if let Some(r) = &sweep.spec.recommend {
+            for p in std::iter::once(&r.choose).chain(r.by.iter()) {
+                if !axis_names.contains(&p.as_str()) {
+                    return Err(invalid(format!(
+                        "recommend names {p:?}, which is not an axis"
+                    )));
+                }
+            }
+            if !COLUMNS.contains(&r.minimise.as_str()) {
+                return Err(invalid(format!(
+                    "recommend.minimise {:?} is not a column",
+                    r.minimise
+                )));
+            }
+        }
+        // Validate every cell now: a bad value fails before hours of running.
+        for i in 0..sweep.cells.len() {
+            sweep.scenario(i)?;
+        }
+        Ok(sweep)
+    }
+
+    /// The axis names.
+    pub fn axes(&self) -> Vec<String> {
+        self.spec.axes.iter().map(|a| a.param.clone()).collect()
+    }
+
+    fn params_text(&self, cell: usize) -> String {
+        self.spec
+            .axes
+            .iter()
+            .zip(&self.cells[cell])
+            .map(|(a, v)| format!("{}={}", a.param, value_text(v)))
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    /// The scenario of one cell.
+    pub fn scenario(&self, cell: usize) -> Result<Scenario, SweepError> {
+        let mut table = self.base.clone();
+        for (axis, value) in self.spec.axes.iter().zip(&self.cells[cell]) {
+            set_path(&mut table, &axis.param, value.clone()).map_err(|m| SweepError::Invalid {
+                file: self.name.clone(),
+                message: format!("axis {:?}: {m}", axis.param),
+            })?;
+        }
+        let text = toml::to_string(&table).expect("a TOML table serializes");
+        Scenario::from_toml_str(&text, &format!("{} cell {cell}", self.name)).map_err(|source| {
+            SweepError::Cell {
+                cell,
+                params: self.params_text(cell),
+                source,
+            }
+        })
+    }
+
+    /// Runs the cells `shard` selects (`(index, count)`: cells `i` with `i % count == index`),
+    /// on `jobs` threads, calling `progress` after each cell. Rows come back in cell order.
+    pub fn run(
+        &self,
+        jobs: usize,
+        shard: (usize, usize),
+        progress: impl Fn() + Sync,
+    ) -> Result<Vec<Row>, SweepError> {
+        let mine: Vec<usize> = (0..self.cells.len())
+            .filter(|i| i % shard.1 == shard.0)
+            .collect();
+        let next = AtomicUsize::new(0);
+        let results: Mutex<BTreeMap<usize, Result<Row, SweepError>>> = Mutex::new(BTreeMap::new());
+        std::thread::scope(|scope| {
+            for _ in 0..jobs.max(1) {
+                scope.spawn(|| loop {
+                    let k = next.fetch_add(1, Ordering::SeqCst);
+                    let Some(&cell) = mine.get(k) else { break };
+                    let row = self.run_cell(cell);
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .insert(cell, row);
+                    progress();
+                });
+            }
+        });
+        results
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner())
+            .into_values()
+            .collect()
+    }
+
+    fn run_cell(&self, cell: usize) -> Result<Row, SweepError> {
+        let scenario = self.scenario(cell)?;
+        let report = scenario.run_seeds(self.spec.first_seed.unwrap_or(1), self.spec.seeds, |_| {});
+        Ok(row(
+            cell,
+            self.cells[cell].iter().map(value_text).collect(),
+            &report,
+        ))
+    }
+}
+
+fn row(cell: usize, params: Vec<String>, report: &Report) -> Row {
+    let calls = report.items().count();
+    let completed = report
+        .items()
+        .filter(|i| i.outcome == Outcome::Completed)
+        .count();
+    let counters = report.counters();
+    let ms = |metric: &str, q: fn(&crate::stats::LatencyRow) -> u64| {
+        report
+            .latency(metric)
+            .map_or(f64::NAN, |r| q(&r) as f64 / 1000.0)
+    };
+    let per_call = |n: u64| {
+        if calls == 0 {
+            0.0
+        } else {
+            n as f64 / calls as f64
+        }
+    };
+    let mut values = BTreeMap::new();
+    let mut put = |k: &str, v: f64| {
+        values.insert(k.to_owned(), v);
+    };
+    put("runs", report.runs.len() as f64);
+    put("calls", calls as f64);
+    put("completion_ratio", report.completion_ratio());
+    put(
+        "failure_rate",
+        if calls == 0 {
+            0.0
+        } else {
+            (calls - completed) as f64 / calls as f64
+        },
+    );
+    put(
+        "transfer_completion_p50_ms",
+        ms("transfer_completion", |r| r.p50),
+    );
+    put(
+        "transfer_completion_p90_ms",
+        ms("transfer_completion", |r| r.p90),
+    );
+    put(
+        "transfer_completion_p99_ms",
+        ms("transfer_completion", |r| r.p99),
+    );
+    put(
+        "stream_completion_p50_ms",
+        ms("stream_completion", |r| r.p50),
+    );
+    put(
+        "stream_completion_p90_ms",
+        ms("stream_completion", |r| r.p90),
+    );
+    put(
+        "stream_completion_p99_ms",
+        ms("stream_completion", |r| r.p99),
+    );
+    put(
+        "final_response_p99_ms",
+        ms("final_response_latency", |r| r.p99),
+    );
+    put(
+        "events_per_call",
+        per_call(counters.get("events_published").copied().unwrap_or(0)),
+    );
+    put(
+        "bytes_per_call",
+        per_call(counters.get("bytes_published").copied().unwrap_or(0)),
+    );
+    put(
+        "relay_rejections",
+        counters
+            .iter()
+            .filter(|(k, _)| k.starts_with("rejected."))
+            .map(|(_, v)| *v)
+            .sum::<u64>() as f64,
+    );
+    let failures = report
+        .failures()
+        .iter()
+        .map(|(c, n)| format!("{c}={n}"))
+        .collect::<Vec<_>>()
+        .join(";");
+    Row {
+        cell,
+        params,
+        values,
+        failures,
+    }
+}
+
+fn fmt_value(v: f64) -> String {
+    if v.is_nan() {
+        String::new()
+    } else if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Writes `sweep.csv`: `cell`, one column per axis, the numeric [`COLUMNS`], `failures`.
+pub fn write_csv(path: &Path, axes: &[String], rows: &[Row]) -> std::io::Result<()> {
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let mut w = csv::Writer::from_path(path)?;
+    let header: Vec<String> = std::iter::once("cell".to_owned())
+        .chain(axes.iter().cloned())
+        .chain(COLUMNS.iter().map(|c| c.to_string()))
+        .chain(std::iter::once("failures".to_owned()))
+        .collect();
+    w.write_record(&header)?;
+    for r in rows {
+        let record: Vec<String> = std::iter::once(r.cell.to_string())
+            .chain(r.params.iter().cloned())
+            .chain(
+                COLUMNS
+                    .iter()
+                    .map(|c| fmt_value(r.values.get(*c).copied().unwrap_or(f64::NAN))),
+            )
+            .chain(std::iter::once(r.failures.clone()))
+            .collect();
+        w.write_record(&record)?;
+    }
+    w.flush()
+}
+
+/// Reads a `sweep.csv` written by [`write_csv`] (for merging shards): the axes and the rows.
+pub fn read_csv(path: &Path) -> Result<(Vec<String>, Vec<Row>), SweepError> {
+    let invalid = |message: String| SweepError::Invalid {
+        file: path.display().to_string(),
+        message,
+    };
+    let mut r = csv::Reader::from_path(path).map_err(|e| invalid(e.to_string()))?;
+    let header: Vec<String> = r
+        .headers()
+        .map_err(|e| invalid(e.to_string()))?
+        .iter()
+        .map(str::to_owned)
+        .collect();
+    let naxes = header
+        .len()
+        .checked_sub(2 + COLUMNS.len())
+        .ok_or_else(|| invalid("not a sweep.csv".into()))?;
+    let axes = header[1..1 + naxes].to_vec();
+    let mut rows = Vec::new();
+    for (i, rec) in r.records().enumerate() {
+        let rec = rec.map_err(|e| invalid(format!("row {}: {e}", i + 2)))?;
+        let cell = rec
+            .get(0)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| invalid(format!("row {}: bad cell index", i + 2)))?;
+        let params = (0..naxes)
+            .map(|k| rec.get(1 + k).unwrap_or_default().to_owned())
+            .collect();
+        let values = COLUMNS
+            .iter()
+            .enumerate()
+            .map(|(k, c)| {
+                (
+                    c.to_string(),
+                    rec.get(1 + naxes + k)
+                        .and_then(|v| v.parse().ok())
+                        .unwrap_or(f64::NAN),
+                )
+            })
+            .collect();
+        let failures = rec
+            .get(1 + naxes + COLUMNS.len())
+            .unwrap_or_default()
+            .to_owned();
+        rows.push(Row {
+            cell,
+            params,
+            values,
+            failures,
+        });
+    }
+    Ok((axes, rows))
+}
+
+/// One recommendation: for a group of parameter values, the best value of the chosen axis.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Recommendation {
+    /// The group (`by` axes and their values).
+    pub group: Vec<(String, String)>,
+    /// The recommended value, or `None` when no cell met the completion bound.
+    pub value: Option<String>,
+    /// The sentence with the numbers behind it.
+    pub text: String,
+}
+
+/// Picks, per group, the value of `choose` with the lowest `minimise` among cells meeting the
+/// completion bound (ties: the first in axis order).
+pub fn recommend(spec: &RecommendSpec, axes: &[String], rows: &[Row]) -> Vec<Recommendation> {
+    let index = |name: &str| axes.iter().position(|a| a == name);
+    let Some(choose) = index(&spec.choose) else {
+        return Vec::new();
+    };
+    let by: Vec<usize> = spec.by.iter().filter_map(|b| index(b)).collect();
+    let mut groups: BTreeMap<Vec<String>, Vec<&Row>> = BTreeMap::new();
+    for r in rows {
+        groups
+            .entry(by.iter().map(|&i| r.params[i].clone()).collect())
+            .or_default()
+            .push(r);
+    }
+    let mut out = Vec::new();
+    for (key, mut members) in groups {
+        members.sort_by_key(|r| r.cell);
+        let group: Vec<(String, String)> = by
+            .iter()
+            .map(|&i| axes[i].clone())
+            .zip(key.iter().cloned())
+            .collect();
+        let label = if group.is_empty() {
+            "all cells".to_owned()
+        } else {
+            group
+                .iter()
+                .map(|(a, v)| format!("{a}={v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let eligible = members.iter().filter(|r| {
+            r.values.get("completion_ratio").copied().unwrap_or(0.0) + 1e-12
+                >= spec.min_completion_ratio
+        });
+        let best = eligible
+            .filter(|r| r.values.get(&spec.minimise).is_some_and(|v| !v.is_nan()))
+            .min_by(|a, b| {
+                a.values[&spec.minimise]
+                    .total_cmp(&b.values[&spec.minimise])
+                    .then(a.cell.cmp(&b.cell))
+            });
+        match best {
+            Some(r) => out.push(Recommendation {
+                value: Some(r.params[choose].clone()),
+                text: format!(
+                    "{label}: {} = {}{}  ({} {}, completion {:.1}%, {:.1} events and {:.0} bytes per call)",
+                    spec.choose,
+                    r.params[choose],
+                    {
+                        // The other free axes of the winning cell, so the advice is complete.
+                        let others: Vec<String> = axes
+                            .iter()
+                            .enumerate()
+                            .filter(|(i, _)| *i != choose && !by.contains(i))
+                            .map(|(i, a)| format!("{a} = {}", r.params[i]))
+                            .collect();
+                        if others.is_empty() { String::new() } else { format!(" with {}", others.join(", ")) }
+                    },
+                    spec.minimise,
+                    fmt_value(r.values[&spec.minimise]),
+                    r.values["completion_ratio"] * 100.0,
+                    r.values["events_per_call"],
+                    r.values["bytes_per_call"],
+                ),
+                group,
+            }),
+            None => out.push(Recommendation {
+                value: None,
+                text: format!("{label}: no value of {} reaches a completion ratio of {}", spec.choose, spec.min_completion_ratio),
+                group,
+            }),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_set_nested_keys_and_array_items() {
+        let mut t: toml::Table = toml::from_str(
+            "[policy]\nbudget = 1\n[[relays]]\nname = \"a\"\n[relays.down]\nloss = 0.0\n",
+        )
+        .unwrap();
+        set_path(&mut t, "policy.budget", toml::Value::Integer(9)).unwrap();
+        set_path(&mut t, "relays[0].down.loss", toml::Value::Float(0.5)).unwrap();
+        set_path(
+            &mut t,
+            "relays[0].down.delay.sigma",
+            toml::Value::Float(1.0),
+        )
+        .unwrap();
+        assert_eq!(t["policy"]["budget"].as_integer(), Some(9));
+        assert_eq!(t["relays"][0]["down"]["loss"].as_float(), Some(0.5));
+        assert_eq!(
+            t["relays"][0]["down"]["delay"]["sigma"].as_float(),
+            Some(1.0)
+        );
+        assert!(
+            set_path(&mut t, "relays[3].profile", toml::Value::String("x".into()))
+                .unwrap_err()
+                .contains("does not exist")
+        );
+    }
+
+    #[test]
+    fn recommendations_pick_the_lowest_value_that_completes() {
+        let row = |cell, budget: &str, profile: &str, ratio: f64, p99: f64| Row {
+            cell,
+            params: vec![budget.into(), profile.into()],
+            values: COLUMNS
+                .iter()
+                .map(|c| (c.to_string(), 1.0))
+                .chain([
+                    ("completion_ratio".to_owned(), ratio),
+                    ("transfer_completion_p99_ms".to_owned(), p99),
+                ])
+                .collect(),
+            failures: String::new(),
+        };
+        let rows = vec![
+            row(0, "4096", "a", 1.0, 900.0),
+            row(1, "8192", "a", 1.0, 400.0),
+            row(2, "65536", "a", 0.5, 100.0),
+            row(3, "4096", "b", 0.0, 1.0),
+        ];
+        let spec = RecommendSpec {
+            choose: "budget".into(),
+            by: vec!["profile".into()],
+            minimise: "transfer_completion_p99_ms".into(),
+            min_completion_ratio: 1.0,
+        };
+        let recs = recommend(&spec, &["budget".into(), "profile".into()], &rows);
+        assert_eq!(
+            recs[0].value.as_deref(),
+            Some("8192"),
+            "the faster budget that still completes"
+        );
+        assert_eq!(recs[1].value, None);
+    }
+}
