@@ -416,9 +416,32 @@ fn bandwidth_and_relay_processing_pace_a_transfer() {
         profile.impairments.relay_to_peer.bandwidth = bandwidth;
         profile.processing = processing;
         let (mut w, rec) = world(1, profile);
-        w.schedule_call(S(0), 0, Call { tool: ToolCall::LargeResult { bytes: 1_000_000, content: ContentClass::Ascii }, progress: true, workload: 0 });
+        w.schedule_call(
+            S(0),
+            0,
+            Call {
+                tool: ToolCall::LargeResult {
+                    bytes: 1_000_000,
+                    content: ContentClass::Ascii,
+                },
+                progress: true,
+                workload: 0,
+            },
+        );
         w.run_until(S(120));
-        let done = rec.borrow().log.iter().find_map(|(t, o)| matches!(o, Observation::Client { event: ClientEvent::Response { response: Ok(_), .. }, .. }).then_some(*t));
+        let done = rec.borrow().log.iter().find_map(|(t, o)| {
+            matches!(
+                o,
+                Observation::Client {
+                    event: ClientEvent::Response {
+                        response: Ok(_),
+                        ..
+                    },
+                    ..
+                }
+            )
+            .then_some(*t)
+        });
         done.expect("the transfer completes")
     };
     let free = run(None, Duration::ZERO);
