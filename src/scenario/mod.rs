@@ -249,6 +249,14 @@ fn link(
         d.duplicate = check_probability(ctx, &format!("{key}.duplicate"), spec.duplicate)?;
     }
     if let Some(c) = spec.duplicate_copies {
+        if c > 100 {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.duplicate_copies"),
+                format!("at most 100 extra copies, got {c}"),
+                None,
+            ));
+        }
         d.duplicate_copies = c;
     }
     if let Some(s) = spec.duplicate_spacing {
@@ -554,6 +562,14 @@ impl Scenario {
                 });
             }
             if let Some(every) = r.connection_drop_every {
+                if every.0 < Duration::from_secs(1) {
+                    return Err(ctx.at(
+                        None,
+                        &format!("{key}.connection_drop_every"),
+                        "must be at least 1s".into(),
+                        None,
+                    ));
+                }
                 profile.impairments.outages.connection_drop_every = Some(every.0);
             }
             if let Some([lo, hi]) = r.connection_down_for {
@@ -682,6 +698,35 @@ impl Scenario {
             }
             client_groups.push((c.name.get_ref().clone(), group));
         }
+        // Names identify peers (their keys derive from them, traces name them): no two alike.
+        let mut names: Vec<&str> = servers
+            .iter()
+            .map(|s| s.name.as_str())
+            .chain(clients.iter().map(|c| c.name.as_str()))
+            .collect();
+        names.sort_unstable();
+        if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+            return Err(ctx.at(None, "clients", format!("two peers are named {:?} (clients with `count` are named <name>-0, <name>-1, ...)", w[0]), None));
+        }
+        for (i, (relay_name, profile)) in relays.iter().enumerate() {
+            for (j, o) in profile.impairments.outages.scheduled.iter().enumerate() {
+                if let OutageKind::ConnectionDrop { peer: Some(p) }
+                | OutageKind::Partition { peer: Some(p) } = &o.kind
+                {
+                    if !names.contains(&p.as_str()) {
+                        return Err(ctx.at(
+                            None,
+                            &format!("relays[{i}].outages[{j}].peer"),
+                            format!(
+                                "relay {relay_name:?}: no peer named {p:?}; peers: {}",
+                                names.join(", ")
+                            ),
+                            closest(p, names.iter().copied()),
+                        ));
+                    }
+                }
+            }
+        }
         let mut workloads = Vec::new();
         for (i, w) in spec.workloads.iter().enumerate() {
             let key = format!("workloads[{i}]");
@@ -766,7 +811,17 @@ impl Scenario {
                     .unwrap_or_else(|| format!("{kind_name}-{i}")),
                 kind,
                 clients: targets,
-                count: ws.count.unwrap_or(1),
+                count: match ws.count.unwrap_or(1) {
+                    n @ 1..=1_000_000 => n,
+                    n => {
+                        return Err(ctx.spanned(
+                            w,
+                            &format!("{key}.count"),
+                            format!("must be between 1 and 1000000, got {n}"),
+                            None,
+                        ))
+                    }
+                },
                 at: ws.at.map_or(Duration::ZERO, |d| d.0),
                 every: ws.every.map_or(Duration::ZERO, |d| d.0),
                 progress: ws.progress.unwrap_or(true),
@@ -1196,6 +1251,41 @@ mod tests {
         };
         assert!(d.message.contains("invalid duration"), "{}", d.message);
         assert_eq!(d.line, Some(1));
+    }
+
+    #[test]
+    fn peers_need_distinct_names_and_outages_known_peers() {
+        let text = BASE.replace("name = \"c\"\n", "name = \"s\"\n");
+        let Err(ScenarioError::Invalid(d)) = Scenario::from_toml_str(&text, "t.toml") else {
+            panic!("accepted")
+        };
+        assert!(
+            d.message.contains("two peers are named \"s\""),
+            "{}",
+            d.message
+        );
+        let text = BASE.replace("[[servers]]", "[[relays.outages]]\nat = \"1s\"\nduration = \"1s\"\nkind = \"connection-drop\"\npeer = \"cc\"\n[[servers]]");
+        let Err(ScenarioError::Invalid(d)) = Scenario::from_toml_str(&text, "t.toml") else {
+            panic!("accepted")
+        };
+        assert_eq!(d.key, "relays[0].outages[0].peer");
+        assert_eq!(d.suggestion.as_deref(), Some("c"));
+    }
+
+    #[test]
+    fn absurd_durations_and_counts_are_refused_not_panicked_on() {
+        for extra in ["duration = 1e20\n", "duration = \"100000y\"\n"] {
+            let Err(ScenarioError::Invalid(d)) =
+                Scenario::from_toml_str(&format!("{extra}{BASE}"), "t.toml")
+            else {
+                panic!("accepted {extra}")
+            };
+            assert!(d.message.contains("duration"), "{}", d.message);
+        }
+        let d = err("[relays.down]\nduplicate = 1.0\nduplicate_copies = 4000000000\n");
+        assert!(d.message.contains("at most 100"), "{}", d.message);
+        let d = err("[[workloads]]\nkind = \"request\"\ncount = 0\n");
+        assert!(d.message.contains("between 1 and 1000000"), "{}", d.message);
     }
 
     #[test]

@@ -6,6 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use toml::Spanned;
 
+/// The longest duration a scenario may state.
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
 /// A duration written as a string with a unit (`"250ms"`, `"30s"`, `"10m"`) or a number of
 /// seconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
@@ -19,17 +22,28 @@ impl<'de> Deserialize<'de> for Dur {
             Text(String),
             Seconds(f64),
         }
-        match Raw::deserialize(d)? {
-            Raw::Text(s) => humantime::parse_duration(&s).map(Dur).map_err(|e| {
+        let d = match Raw::deserialize(d)? {
+            Raw::Text(s) => humantime::parse_duration(&s).map_err(|e| {
                 serde::de::Error::custom(format!(
                     "invalid duration {s:?}: {e} (write e.g. \"250ms\", \"30s\", \"10m\")"
                 ))
-            }),
-            Raw::Seconds(n) if n.is_finite() && n >= 0.0 => Ok(Dur(Duration::from_secs_f64(n))),
-            Raw::Seconds(n) => Err(serde::de::Error::custom(format!(
-                "invalid duration {n}: must be a non-negative number of seconds"
-            ))),
+            })?,
+            Raw::Seconds(n) if n.is_finite() && n >= 0.0 => Duration::try_from_secs_f64(n)
+                .map_err(|_| serde::de::Error::custom(format!("invalid duration {n}")))?,
+            Raw::Seconds(n) => {
+                return Err(serde::de::Error::custom(format!(
+                    "invalid duration {n}: must be a non-negative number of seconds"
+                )))
+            }
+        };
+        // Virtual time is counted in microseconds from the start of a run; nothing a scenario
+        // means can need more than ten years, and bounding it keeps all arithmetic in range.
+        if d > MAX_DURATION {
+            return Err(serde::de::Error::custom(format!(
+                "duration {d:?} is longer than the 10-year limit"
+            )));
         }
+        Ok(Dur(d))
     }
 }
 

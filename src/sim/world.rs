@@ -1390,7 +1390,11 @@ impl World {
             .cloned();
         let delays = match recorded {
             Some(plan) => plan,
-            None if self.overrides.undisturbed_beyond => vec![direction.delay.median()],
+            None if self.overrides.undisturbed_beyond => {
+                vec![Duration::from_micros(
+                    direction.delay.median().as_micros() as u64
+                )]
+            }
             None => drawn,
         };
         self.observe(Observation::LinkPlan {

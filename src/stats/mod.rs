@@ -141,7 +141,11 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
         Some((at, Err(cause))) => Some((*at, format!("stream-{cause}"))),
         _ => None,
     };
-    let earliest = [r.failure.clone(), stream_failure]
+    let error_response = match &r.response {
+        Some((at, Err(code))) if r.expected != Expected::Error => Some((*at, code.clone())),
+        _ => None,
+    };
+    let earliest = [r.failure.clone(), stream_failure, error_response]
         .into_iter()
         .flatten()
         .min();

@@ -180,6 +180,29 @@ pub enum Line {
     },
 }
 
+impl Line {
+    /// The line's virtual time, for observation lines.
+    pub fn time(&self) -> Option<u64> {
+        match self {
+            Line::Header { .. } | Line::Summary { .. } => None,
+            Line::Published { t, .. }
+            | Line::Link { t, .. }
+            | Line::Verdict { t, .. }
+            | Line::Notice { t, .. }
+            | Line::Delivered { t, .. }
+            | Line::Lost { t, .. }
+            | Line::Duplicated { t, .. }
+            | Line::Disconnected { t, .. }
+            | Line::Connected { t, .. }
+            | Line::Outage { t, .. }
+            | Line::Called { t, .. }
+            | Line::ChunkWritten { t, .. }
+            | Line::ChunkRead { t, .. }
+            | Line::Client { t, .. } => Some(*t),
+        }
+    }
+}
+
 /// A call's outcome in the summary.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OutcomeLine {
@@ -546,28 +569,55 @@ impl Trace {
             message,
         };
         let mut lines = Vec::new();
+        let mut last_time = 0u64;
         for (i, raw) in text.lines().enumerate() {
             if raw.trim().is_empty() {
                 continue;
             }
-            if i == 0 {
+            let n = i + 1;
+            if lines.is_empty() {
                 // Check the version before the shape, so a newer format says so.
                 let v: serde_json::Value =
-                    serde_json::from_str(raw).map_err(|e| err(1, format!("not JSON: {e}")))?;
+                    serde_json::from_str(raw).map_err(|e| err(n, format!("not JSON: {e}")))?;
                 if v.get("type").and_then(|t| t.as_str()) != Some("header") {
-                    return Err(err(1, "the first line must be the header".into()));
+                    return Err(err(n, "the first line must be the header".into()));
                 }
                 match v.get("format").and_then(|f| f.as_u64()) {
                     Some(f) if f == FORMAT as u64 => {}
                     Some(f) if f > FORMAT as u64 => {
-                        return Err(err(1, format!("trace format {f} is newer than this relaysim reads ({FORMAT}); upgrade relaysim")))
+                        return Err(err(n, format!("trace format {f} is newer than this relaysim reads ({FORMAT}); upgrade relaysim")))
                     }
-                    Some(f) => return Err(err(1, format!("unknown trace format {f}"))),
-                    None => return Err(err(1, "the header has no `format`".into())),
+                    Some(f) => return Err(err(n, format!("unknown trace format {f}"))),
+                    None => return Err(err(n, "the header has no `format`".into())),
                 }
             }
             let line: Line = serde_json::from_str(raw)
                 .map_err(|e| err(i + 1, format!("not a trace line: {e}")))?;
+            // Observations come in time order, and a link's n-th message cannot be numbered
+            // beyond every line seen so far: both keep replays finite and in bounds.
+            if let Some(t) = line.time() {
+                if t < last_time {
+                    return Err(err(
+                        i + 1,
+                        format!("time goes backwards ({t} after {last_time})"),
+                    ));
+                }
+                last_time = t;
+            }
+            if let Line::Link { seq, .. } = &line {
+                if *seq > i as u64 {
+                    return Err(err(
+                        i + 1,
+                        format!("link message number {seq} is out of range"),
+                    ));
+                }
+            }
+            if !lines.is_empty() && matches!(line, Line::Header { .. }) {
+                return Err(err(i + 1, "a second header".into()));
+            }
+            if matches!(lines.last(), Some(Line::Summary { .. })) {
+                return Err(err(i + 1, "a line after the summary".into()));
+            }
             lines.push(line);
         }
         match (lines.first(), lines.last()) {

@@ -64,7 +64,12 @@ pub fn plans_of(trace: &Trace) -> NamedPlans {
 /// The scenario a trace was recorded from.
 pub fn scenario_of(trace: &Trace) -> Result<Scenario, ReplayError> {
     let (toml, ..) = trace.header();
-    Ok(Scenario::from_toml_str(toml, "<the trace's scenario>")?)
+    let mut scenario = Scenario::from_toml_str(toml, "<the trace's scenario>")?;
+    // A scenario without `name` was named after its file when it was recorded.
+    if let Line::Header { scenario: name, .. } = &trace.lines[0] {
+        scenario.name = name.clone();
+    }
+    Ok(scenario)
 }
 
 /// What a schedule replay produced.
@@ -311,7 +316,13 @@ fn drain(
             .map(|((_, t), _)| t.clone())
             .collect();
         for token in open {
-            let key = crate::protocol::jsonrpc::ProgressToken::String(token.clone());
+            // Tokens are strings or integers; `token_text` wrote integers as digits.
+            let key = match token.parse::<i64>() {
+                Ok(n) if n.to_string() == token => {
+                    crate::protocol::jsonrpc::ProgressToken::Number(n)
+                }
+                _ => crate::protocol::jsonrpc::ProgressToken::String(token.clone()),
+            };
             let senders: Vec<String> = if sender.is_empty() {
                 Vec::new()
             } else {

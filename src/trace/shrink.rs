@@ -81,8 +81,9 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
     };
     let (_, seed, events, suppressed) = trace.header();
     let recorded = plans_of(trace);
+    // Whole microseconds, as traces record delays, so a shrunk trace replays exactly.
     let clean = |link: &(String, String, String)| -> Duration {
-        scenario
+        let median = scenario
             .relay_profile(&link.0)
             .map(|p| {
                 if link.2 == "up" {
@@ -91,7 +92,8 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
                     p.impairments.relay_to_peer.delay.median()
                 }
             })
-            .unwrap_or_default()
+            .unwrap_or_default();
+        Duration::from_micros(median.as_micros() as u64)
     };
     let mut all = Vec::new();
     for line in &trace.lines {
@@ -201,6 +203,9 @@ pub fn ddmin(
         let chunks: Vec<Vec<usize>> = items.chunks(size).map(<[usize]>::to_vec).collect();
         let mut reduced = false;
         for chunk in &chunks {
+            if tried >= max_runs {
+                break;
+            }
             tried += 1;
             if fails(chunk) {
                 items = chunk.clone();
@@ -211,6 +216,9 @@ pub fn ddmin(
         }
         if !reduced && chunks.len() > 2 {
             for i in 0..chunks.len() {
+                if tried >= max_runs {
+                    break;
+                }
                 let complement: Vec<usize> = chunks
                     .iter()
                     .enumerate()

@@ -795,16 +795,15 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         for (key, failure) in expired {
             self.fail(key, failure);
         }
-        // Orphans expire in arrival order (their expiry is arrival plus a constant).
-        while self
-            .orphans
-            .front()
-            .is_some_and(|(_, _, expiry)| *expiry <= now)
-        {
-            if let Some((_, old, _)) = self.orphans.pop_front() {
-                self.orphan_bytes -= frame_bytes(&old);
-                self.counters.orphans_dropped += 1;
-            }
+        // Expire by time, wherever an orphan sits: a driver may hand frames in with times that
+        // are not in order, and an expiry left in place would be polled for ever.
+        let (expired, kept): (VecDeque<_>, VecDeque<_>) = std::mem::take(&mut self.orphans)
+            .into_iter()
+            .partition(|(_, _, expiry)| *expiry <= now);
+        self.orphans = kept;
+        for (_, old, _) in expired {
+            self.orphan_bytes -= frame_bytes(&old);
+            self.counters.orphans_dropped += 1;
         }
     }
 }
