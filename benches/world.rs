@@ -115,6 +115,7 @@ fn main() {
                 },
                 progress: true,
                 workload: 0,
+                consume_every: None,
             },
         );
         w.schedule_call(
@@ -128,6 +129,7 @@ fn main() {
                 },
                 progress: true,
                 workload: 0,
+                consume_every: None,
             },
         );
     }
@@ -161,6 +163,7 @@ fn main() {
             },
             progress: true,
             workload: 0,
+            consume_every: None,
         },
     );
     let t = Instant::now();

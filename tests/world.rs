@@ -68,6 +68,7 @@ fn stream(chunks: u64, interval: Duration) -> Call {
         },
         progress: true,
         workload: 0,
+        consume_every: None,
     }
 }
 
@@ -92,6 +93,7 @@ fn an_ideal_world_runs_every_tool() {
             tool: ToolCall::Echo { text: "hi".into() },
             progress: false,
             workload: 0,
+            consume_every: None,
         },
     );
     w.schedule_call(S(1), 0, stream(10, MS(10)));
@@ -105,6 +107,7 @@ fn an_ideal_world_runs_every_tool() {
             },
             progress: true,
             workload: 0,
+            consume_every: None,
         },
     );
     w.run_until(S(60));
@@ -143,6 +146,7 @@ fn one_seed_gives_one_outcome_and_another_seed_another() {
                 },
                 progress: true,
                 workload: 0,
+                consume_every: None,
             },
         );
         w.run_until(S(120));
@@ -179,6 +183,7 @@ fn a_1_mib_escape_heavy_response_crosses_strfry_with_jitter_and_reordering() {
             },
             progress: true,
             workload: 0,
+            consume_every: None,
         },
     );
     w.run_until(S(120));
@@ -254,6 +259,7 @@ fn nostr_rs_relay_sends_no_ok_for_the_ephemeral_traffic_yet_calls_complete() {
             tool: ToolCall::Echo { text: "x".into() },
             progress: false,
             workload: 0,
+            consume_every: None,
         },
     );
     w.run_until(S(10));
@@ -391,6 +397,7 @@ fn a_stateless_advertisement_overtaken_by_a_later_request_does_not_stall_a_strea
                 },
                 progress: false,
                 workload: 0,
+                consume_every: None,
             },
         );
         w.schedule_call(S(0), 0, stream(20, MS(10)));
@@ -426,6 +433,7 @@ fn bandwidth_and_relay_processing_pace_a_transfer() {
                 },
                 progress: true,
                 workload: 0,
+                consume_every: None,
             },
         );
         w.run_until(S(120));

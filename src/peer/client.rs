@@ -305,6 +305,12 @@ impl ContextVmClient {
         self.streams.read(&server, &token)
     }
 
+    /// Whether a call's stream is still held: open, or ended with chunks not read yet.
+    pub fn stream_alive(&self, call: CallId) -> bool {
+        let token = ProgressToken::String(format!("p{call}"));
+        self.streams.session(&self.config.server, &token).is_some()
+    }
+
     /// Aborts a call's stream: the server is told with an `abort` frame.
     pub fn abort_stream(&mut self, call: CallId, reason: &str, now: Duration) {
         self.now = now;

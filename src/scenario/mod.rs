@@ -348,6 +348,8 @@ pub struct Workload {
     pub every: Duration,
     /// Send a progress token.
     pub progress: bool,
+    /// Streams: the client reads one chunk per this interval.
+    pub consume_every: Option<Duration>,
 }
 
 struct ClientDef {
@@ -825,6 +827,7 @@ impl Scenario {
                 at: ws.at.map_or(Duration::ZERO, |d| d.0),
                 every: ws.every.map_or(Duration::ZERO, |d| d.0),
                 progress: ws.progress.unwrap_or(true),
+                consume_every: ws.consume_interval.map(|d| d.0).filter(|d| !d.is_zero()),
             });
         }
         for metric_key in spec.expect.latency.keys() {
@@ -945,6 +948,7 @@ impl Scenario {
                             tool,
                             progress: w.progress,
                             workload: w_index,
+                            consume_every: w.consume_every,
                         },
                     );
                 }
@@ -981,6 +985,9 @@ impl Scenario {
         }
         if let Some(b) = p.max_buffered_bytes {
             s.max_buffered_bytes_per_stream = b.0;
+        }
+        if let Some(n) = p.max_unread_chunks {
+            s.max_unread_chunks_per_stream = n;
         }
     }
 
@@ -1286,6 +1293,25 @@ mod tests {
         assert!(d.message.contains("at most 100"), "{}", d.message);
         let d = err("[[workloads]]\nkind = \"request\"\ncount = 0\n");
         assert!(d.message.contains("between 1 and 1000000"), "{}", d.message);
+    }
+
+    #[test]
+    fn a_slow_consumer_fails_only_when_its_backlog_outgrows_the_limit() {
+        let stream = "[[workloads]]\nkind = \"stream\"\nchunks = 100\ninterval = \"10ms\"\nconsume_interval = \"50ms\"\n";
+        let patient = Scenario::from_toml_str(&format!("{BASE}{stream}"), "t.toml")
+            .unwrap()
+            .run_all();
+        assert_eq!(patient.completion_ratio(), 1.0, "{:?}", patient.failures());
+        let strict = format!("[policy]\nmax_unread_chunks = 20\n{BASE}{stream}");
+        let report = Scenario::from_toml_str(&strict, "t.toml")
+            .unwrap()
+            .run_all();
+        assert_eq!(
+            report.failures().get("stream-slow-consumer"),
+            Some(&1),
+            "{:?}",
+            report.failures()
+        );
     }
 
     #[test]

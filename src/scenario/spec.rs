@@ -329,6 +329,8 @@ pub struct PolicySpec {
     pub max_buffered_chunks: Option<usize>,
     /// CEP-41 out-of-order bytes held.
     pub max_buffered_bytes: Option<Size>,
+    /// CEP-41 chunks released but not yet read by the application (a slow consumer's backlog).
+    pub max_unread_chunks: Option<usize>,
 }
 
 /// What clients do.
@@ -357,6 +359,8 @@ pub struct WorkloadSpec {
     pub chunk_bytes: Option<Size>,
     /// Time between stream chunks.
     pub interval: Option<Dur>,
+    /// A slow consumer: the client application reads one stream chunk per this interval.
+    pub consume_interval: Option<Dur>,
     /// How long a `slow` call works.
     pub work: Option<Dur>,
     /// Send a progress token (default: true; false makes oversized responses fail cleanly).

@@ -301,6 +301,9 @@ pub struct Call {
     pub progress: bool,
     /// The workload it belongs to (for attribution in reports).
     pub workload: usize,
+    /// For streams: the application reads one chunk per this interval (a slow consumer).
+    /// `None`: it reads each chunk as soon as it is released.
+    pub consume_every: Option<Duration>,
 }
 
 enum Action {
@@ -344,6 +347,10 @@ enum Action {
     Call {
         client: usize,
         call: Call,
+    },
+    Consume {
+        client: usize,
+        call: CallId,
     },
 }
 
@@ -409,6 +416,7 @@ pub struct World {
     newest_delivered: BTreeMap<(usize, PeerId), u64>,
     open_streams: BTreeSet<(usize, CallId)>,
     stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
+    consume_every: BTreeMap<(usize, CallId), Duration>,
     client_keys: BTreeMap<nostr::prelude::PublicKey, usize>,
     reconnect: ReconnectPolicy,
     overrides: Overrides,
@@ -442,6 +450,7 @@ impl World {
             newest_delivered: BTreeMap::new(),
             open_streams: BTreeSet::new(),
             stream_chunk_bytes: BTreeMap::new(),
+            consume_every: BTreeMap::new(),
             client_keys: BTreeMap::new(),
             reconnect: ReconnectPolicy::default(),
             overrides: Overrides::default(),
@@ -1062,6 +1071,17 @@ impl World {
                 while self.relays[relay].relay.poll_dropped().is_some() {}
                 self.reschedule_restart(relay, now, down_for, random);
             }
+            Action::Consume { client, call } => {
+                // One chunk, then the next read one interval later, for as long as the
+                // stream may still hold chunks.
+                let read = self.read_one(client, call);
+                let ended = !self.clients[client].1.stream_alive(call);
+                if read || !ended {
+                    if let Some(every) = self.consume_every.get(&(client, call)).copied() {
+                        self.schedule(now + every, Action::Consume { client, call });
+                    }
+                }
+            }
             Action::Call { client, call } => {
                 let (name, arguments) = call.tool.arguments();
                 let options = CallOptions {
@@ -1075,6 +1095,9 @@ impl World {
                 } else {
                     c.call_tool(name, arguments, options, now)
                 };
+                if let Some(every) = call.consume_every {
+                    self.consume_every.insert((client, id), every);
+                }
                 let expected = Expected::of(&call.tool);
                 self.observe(Observation::Called {
                     client,
@@ -1192,10 +1215,27 @@ impl World {
                 moved = true;
                 match &event {
                     ClientEvent::StreamOpened { call } => {
-                        self.open_streams.insert((client, *call));
+                        match self.consume_every.get(&(client, *call)) {
+                            // A slow consumer reads on its own schedule.
+                            Some(every) => {
+                                let at = self.now + *every;
+                                self.schedule(
+                                    at,
+                                    Action::Consume {
+                                        client,
+                                        call: *call,
+                                    },
+                                );
+                            }
+                            None => {
+                                self.open_streams.insert((client, *call));
+                            }
+                        }
                     }
                     ClientEvent::StreamEnded { call, .. } => {
-                        self.read_stream(client, *call);
+                        if !self.consume_every.contains_key(&(client, *call)) {
+                            self.read_stream(client, *call);
+                        }
                         self.open_streams.remove(&(client, *call));
                     }
                     _ => {}
@@ -1244,6 +1284,26 @@ impl World {
             }
         }
         moved
+    }
+
+    fn read_one(&mut self, client: usize, call: CallId) -> bool {
+        let Some(chunk) = self.clients[client].1.read_stream(call) else {
+            return false;
+        };
+        let intact = self
+            .stream_chunk_bytes
+            .get(&(client, call))
+            .is_some_and(|b| {
+                chunk.data == crate::peer::tools::stream_chunk_text(chunk.chunk_index, *b)
+            });
+        self.observe(Observation::ChunkRead {
+            client,
+            call,
+            index: chunk.chunk_index,
+            bytes: chunk.data.len(),
+            intact,
+        });
+        true
     }
 
     fn read_stream(&mut self, client: usize, call: CallId) -> bool {

@@ -145,10 +145,12 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
         Some((at, Err(code))) if r.expected != Expected::Error => Some((*at, code.clone())),
         _ => None,
     };
+    // Ties go to the first listed: the client's own verdict, then the stream's, then the
+    // server's error response (which usually reports the same trouble).
     let earliest = [r.failure.clone(), stream_failure, error_response]
         .into_iter()
         .flatten()
-        .min();
+        .min_by_key(|(at, _)| *at);
     if let Some((at, cause)) = earliest {
         return failed(cause, at);
     }
