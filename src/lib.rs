@@ -43,6 +43,7 @@
 #![warn(missing_docs)]
 
 pub mod cli;
+pub mod live;
 pub mod peer;
 pub mod protocol;
 pub mod relay;

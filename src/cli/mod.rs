@@ -59,6 +59,13 @@ enum Command {
     /// Merge the sweep.csv files of a sweep's shards into one result with plots and a
     /// recommendation.
     Merge(MergeArgs),
+    /// Run a live relay on a real socket, with a profile's behaviour and impairments, for
+    /// clients in any language.
+    #[command(after_help = "Examples:\n  \
+        relaysim serve                                   # strfry on ws://127.0.0.1:7777\n  \
+        relaysim serve --profile damus --listen 127.0.0.1:9000\n  \
+        curl -H 'Accept: application/nostr+json' http://127.0.0.1:7777   # NIP-11")]
+    Serve(ServeArgs),
     /// Run a scenario twice and compare the traces byte for byte.
     #[command(
         name = "check-determinism",
@@ -182,6 +189,19 @@ fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 }
 
 #[derive(clap::Args, Debug)]
+struct ServeArgs {
+    /// Address to listen on (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:7777")]
+    listen: std::net::SocketAddr,
+    /// Built-in relay profile.
+    #[arg(long, default_value = "strfry")]
+    profile: String,
+    /// Seed of the impairments' random draws.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+#[derive(clap::Args, Debug)]
 struct DeterminismArgs {
     /// The scenario file; without one, the built-in default.
     scenario: Option<std::path::PathBuf>,
@@ -252,6 +272,7 @@ pub fn run() -> Result<Exit> {
         Command::Shrink(args) => shrink(args),
         Command::CheckDeterminism(args) => check_determinism(args),
         Command::Sweep(args) => sweep(args),
+        Command::Serve(args) => serve(args),
         Command::Merge(args) => merge(args),
         Command::Transfer(args) => transfer(args).map(|()| Exit::Success),
     }
@@ -544,6 +565,38 @@ fn finish_sweep(sweep: &Sweep, rows: &[crate::sweep::Row], out: &std::path::Path
         }
         std::fs::write(out.join("recommendation.txt"), text)?;
     }
+    Ok(Exit::Success)
+}
+
+fn serve(args: ServeArgs) -> Result<Exit> {
+    let Some(profile) = crate::relay::RelayProfile::built_in(&args.profile) else {
+        bail!(
+            "unknown relay profile {:?}; built-in profiles: {}",
+            args.profile,
+            crate::relay::RelayProfile::BUILT_IN.join(", ")
+        );
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = crate::live::ServeConfig {
+            listen: args.listen,
+            seed: args.seed,
+            ..crate::live::ServeConfig::new(profile)
+        };
+        let relay = crate::live::serve(config)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        eprintln!(
+            "relaysim serve: {} relay on ws://{} (NIP-11 at http://{}); Ctrl-C stops it",
+            args.profile, relay.local_addr, relay.local_addr
+        );
+        tokio::signal::ctrl_c().await?;
+        relay.shutdown().await;
+        eprintln!("relaysim serve: stopped");
+        Ok::<_, anyhow::Error>(())
+    })?;
     Ok(Exit::Success)
 }
 

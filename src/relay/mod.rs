@@ -66,6 +66,8 @@ pub struct Relay {
     outbox: VecDeque<(ConnId, RelayMessage)>,
     dropped: VecDeque<ConnId>,
     counters: RelayCounters,
+    /// Unix time at virtual time zero, for `created_at` checks.
+    epoch_secs: u64,
 }
 
 fn prefix_of(message: &str) -> String {
@@ -82,6 +84,7 @@ impl Relay {
     pub fn new(profile: RelayProfile) -> Self {
         Relay {
             profile,
+            epoch_secs: EPOCH_SECS,
             connections: BTreeMap::new(),
             stored: BTreeMap::new(),
             stored_order: VecDeque::new(),
@@ -93,6 +96,12 @@ impl Relay {
             dropped: VecDeque::new(),
             counters: RelayCounters::default(),
         }
+    }
+
+    /// Sets the Unix time that `now = 0` stands for (the live server uses the real clock; the
+    /// simulators use [`EPOCH_SECS`]).
+    pub fn set_epoch_secs(&mut self, epoch_secs: u64) {
+        self.epoch_secs = epoch_secs;
     }
 
     /// The profile in force.
@@ -273,7 +282,7 @@ impl Relay {
                 );
             }
         }
-        let relay_now = EPOCH_SECS + now.as_secs();
+        let relay_now = self.epoch_secs + now.as_secs();
         let created = event.created_at.as_secs();
         if let Some(window) = self.profile.reject_newer_than {
             if created > relay_now + window.as_secs() {

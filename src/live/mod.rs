@@ -1,0 +1,457 @@
+//! Live mode: the relay model behind a real NIP-01 WebSocket server on a real socket, so any
+//! client (the TypeScript ContextVM SDK, the Rust SDK, a CLI) can be tested against a relay that
+//! behaves like strfry, damus, nostr-rs-relay or khatru, impairments included.
+//!
+//! One task owns the sans-IO [`Relay`]; connection tasks hand it text frames and it hands back
+//! the messages to send, delayed, duplicated or dropped as the profile's relay→peer impairments
+//! say. A plain HTTP GET with `Accept: application/nostr+json` gets the NIP-11 document, which
+//! reflects the profile's limits. Live mode reads the real clock: it is the one driver that is
+//! not deterministic, by nature.
+
+use crate::peer::nip01::{ClientMessage, RelayMessage};
+use crate::relay::impair::LinkState;
+use crate::relay::{ConnId, Relay, RelayProfile};
+use crate::sim::rng::SeededStreams;
+use futures_util::{SinkExt, StreamExt};
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+/// How a live relay runs.
+#[derive(Debug, Clone)]
+pub struct ServeConfig {
+    /// Where to listen (loopback by default).
+    pub listen: SocketAddr,
+    /// The relay's behaviour.
+    pub profile: RelayProfile,
+    /// Seed of the impairments' random draws.
+    pub seed: u64,
+    /// Connections served at once; more are refused.
+    pub max_connections: usize,
+    /// Messages queued for one connection before it is cut off as a slow reader.
+    pub max_queued_per_connection: usize,
+}
+
+impl ServeConfig {
+    /// A relay with `profile` on `127.0.0.1:7777`.
+    pub fn new(profile: RelayProfile) -> Self {
+        ServeConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 7777)),
+            profile,
+            seed: 1,
+            max_connections: 256,
+            max_queued_per_connection: 4096,
+        }
+    }
+}
+
+/// A running live relay.
+pub struct LiveRelay {
+    /// The address it listens on.
+    pub local_addr: SocketAddr,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl LiveRelay {
+    /// Stops accepting, closes connections and waits for the relay task to end.
+    pub async fn shutdown(mut self) {
+        if let Some(s) = self.shutdown.take() {
+            let _ = s.send(());
+        }
+        let _ = self.task.await;
+    }
+}
+
+enum Inbound {
+    Open {
+        conn: ConnId,
+        ip: String,
+        out: mpsc::Sender<Message>,
+    },
+    Text {
+        conn: ConnId,
+        text: String,
+    },
+    Closed {
+        conn: ConnId,
+    },
+}
+
+/// The NIP-11 document of a profile.
+pub fn nip11(profile: &RelayProfile) -> serde_json::Value {
+    let mut limitation = serde_json::Map::new();
+    if let Some(m) = profile.max_message_bytes {
+        limitation.insert("max_message_length".into(), m.into());
+    }
+    if let Some(m) = profile.max_event_bytes {
+        limitation.insert("max_content_length".into(), m.into());
+    }
+    limitation.insert("max_subscriptions".into(), profile.max_subscriptions.into());
+    if let Some(w) = profile.reject_newer_than {
+        limitation.insert("created_at_upper_limit".into(), w.as_secs().into());
+    }
+    limitation.insert("auth_required".into(), false.into());
+    serde_json::json!({
+        "name": format!("relaysim ({})", profile.name),
+        "description": format!("A simulated relay behaving like {}. {}", profile.name, profile.sources),
+        "software": "relaysim",
+        "version": env!("CARGO_PKG_VERSION"),
+        "supported_nips": [1, 11],
+        "limitation": limitation,
+    })
+}
+
+/// Starts a live relay; returns once it listens.
+pub async fn serve(config: ServeConfig) -> std::io::Result<LiveRelay> {
+    let listener = TcpListener::bind(config.listen).await?;
+    let local_addr = listener.local_addr()?;
+    let (shutdown_tx, shutdown_rx) = oneshot::channel();
+    let (inbound_tx, inbound_rx) = mpsc::channel::<Inbound>(65_536);
+    let relay_task = tokio::spawn(run_relay(config.clone(), inbound_rx));
+    let task = tokio::spawn(accept_loop(
+        listener,
+        config,
+        inbound_tx,
+        shutdown_rx,
+        relay_task,
+    ));
+    Ok(LiveRelay {
+        local_addr,
+        shutdown: Some(shutdown_tx),
+        task,
+    })
+}
+
+async fn accept_loop(
+    listener: TcpListener,
+    config: ServeConfig,
+    inbound: mpsc::Sender<Inbound>,
+    mut shutdown: oneshot::Receiver<()>,
+    relay_task: tokio::task::JoinHandle<()>,
+) {
+    let slots = std::sync::Arc::new(Semaphore::new(config.max_connections));
+    let mut next_conn: ConnId = 1;
+    loop {
+        tokio::select! {
+            _ = &mut shutdown => break,
+            accepted = listener.accept() => {
+                let Ok((stream, peer)) = accepted else { continue };
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    // Over the connection limit: refuse before the upgrade, as khatru does.
+                    let mut stream = stream;
+                    let _ = stream.write_all(b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n\r\n").await;
+                    continue;
+                };
+                let conn = next_conn;
+                next_conn += 1;
+                let inbound = inbound.clone();
+                let profile = config.profile.clone();
+                let queue = config.max_queued_per_connection;
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let _ = handle_connection(stream, peer, conn, inbound, profile, queue).await;
+                });
+            }
+        }
+    }
+    drop(inbound);
+    relay_task.abort();
+    let _ = relay_task.await;
+}
+
+/// A stream that first yields bytes already read from it (the HTTP request head).
+struct Prefixed {
+    prefix: Vec<u8>,
+    offset: usize,
+    inner: TcpStream,
+}
+
+impl AsyncRead for Prefixed {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.offset < self.prefix.len() {
+            let n = buf.remaining().min(self.prefix.len() - self.offset);
+            let start = self.offset;
+            buf.put_slice(&self.prefix[start..start + n]);
+            self.offset += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for Prefixed {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+async fn handle_connection(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    conn: ConnId,
+    inbound: mpsc::Sender<Inbound>,
+    profile: RelayProfile,
+    queue: usize,
+) -> std::io::Result<()> {
+    // Read the HTTP request head to tell a NIP-11 request from a WebSocket upgrade.
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > 16 * 1024 {
+            return Ok(());
+        }
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .map_err(|_| std::io::ErrorKind::TimedOut)??;
+        if n == 0 {
+            return Ok(());
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    if !text.contains("upgrade: websocket") {
+        let body = if text.contains("application/nostr+json") {
+            nip11(&profile).to_string()
+        } else {
+            "relaysim: connect with a WebSocket client\n".to_owned()
+        };
+        let kind = if text.contains("application/nostr+json") {
+            "application/nostr+json"
+        } else {
+            "text/plain"
+        };
+        let response = format!("HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\naccess-control-allow-origin: *\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
+        stream.write_all(response.as_bytes()).await?;
+        return Ok(());
+    }
+    // The relay model applies the profile's own size rules; the socket only guards memory.
+    let ws_config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
+        .max_message_size(Some(64 << 20))
+        .max_frame_size(Some(64 << 20));
+    let ws = tokio_tungstenite::accept_async_with_config(
+        Prefixed {
+            prefix: head,
+            offset: 0,
+            inner: stream,
+        },
+        Some(ws_config),
+    )
+    .await
+    .map_err(std::io::Error::other)?;
+    let (mut sink, mut source) = ws.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(queue);
+    if inbound
+        .send(Inbound::Open {
+            conn,
+            ip: peer.ip().to_string(),
+            out: out_tx,
+        })
+        .await
+        .is_err()
+    {
+        return Ok(());
+    }
+    let writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            let close = matches!(m, Message::Close(_));
+            if sink.send(m).await.is_err() || close {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    while let Some(frame) = source.next().await {
+        match frame {
+            Ok(Message::Text(t)) => {
+                if inbound
+                    .send(Inbound::Text {
+                        conn,
+                        text: t.to_string(),
+                    })
+                    .await
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            Ok(Message::Binary(_)) => {
+                let _ = inbound
+                    .send(Inbound::Text {
+                        conn,
+                        text: String::new(),
+                    })
+                    .await;
+            }
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => {}
+        }
+    }
+    let _ = inbound.send(Inbound::Closed { conn }).await;
+    writer.abort();
+    Ok(())
+}
+
+fn to_model(text: &str) -> Option<ClientMessage> {
+    let m = nostr::prelude::ClientMessage::from_json(text).ok()?;
+    Some(match m {
+        nostr::prelude::ClientMessage::Event(e) => ClientMessage::Event(Box::new(e.into_owned())),
+        nostr::prelude::ClientMessage::Req {
+            subscription_id,
+            filters,
+        } => ClientMessage::Req {
+            sub: subscription_id.to_string(),
+            // The model takes one filter per REQ; ContextVM peers send one.
+            filter: Box::new(filters.into_iter().next()?.into_owned()),
+        },
+        nostr::prelude::ClientMessage::Close(sub) => ClientMessage::Close {
+            sub: sub.to_string(),
+        },
+        _ => return None,
+    })
+}
+
+fn to_wire(m: &RelayMessage) -> String {
+    use nostr::prelude::{RelayMessage as R, SubscriptionId};
+    match m {
+        RelayMessage::Event { sub, event } => {
+            R::event(SubscriptionId::new(sub), (**event).clone()).as_json()
+        }
+        RelayMessage::Ok {
+            id,
+            accepted,
+            message,
+        } => R::ok(*id, *accepted, message.clone()).as_json(),
+        RelayMessage::Eose { sub } => R::eose(SubscriptionId::new(sub)).as_json(),
+        RelayMessage::Closed { sub, message } => {
+            R::closed(SubscriptionId::new(sub), message.clone()).as_json()
+        }
+        RelayMessage::Notice { message } => R::notice(message.clone()).as_json(),
+    }
+}
+
+async fn run_relay(config: ServeConfig, mut inbound: mpsc::Receiver<Inbound>) {
+    let start = Instant::now();
+    let mut relay = Relay::new(config.profile.clone());
+    let epoch = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    relay.set_epoch_secs(epoch);
+    let streams = SeededStreams::new(config.seed);
+    let mut conns: BTreeMap<ConnId, mpsc::Sender<Message>> = BTreeMap::new();
+    let mut links: BTreeMap<ConnId, LinkState> = BTreeMap::new();
+    let mut delayed: BTreeMap<(Instant, u64), (ConnId, Message)> = BTreeMap::new();
+    let mut seq = 0u64;
+    let down = config.profile.impairments.relay_to_peer.clone();
+    loop {
+        let wake = [
+            relay.poll_timeout().map(|t| start + t),
+            delayed.keys().next().map(|(t, _)| *t),
+        ]
+        .into_iter()
+        .flatten()
+        .min();
+        tokio::select! {
+            msg = inbound.recv() => {
+                let Some(msg) = msg else { break };
+                let now = start.elapsed();
+                match msg {
+                    Inbound::Open { conn, ip, out } => {
+                        relay.connect(conn, &ip);
+                        conns.insert(conn, out);
+                        links.insert(conn, LinkState::new(streams.stream(&format!("live/{conn}/down"))));
+                    }
+                    Inbound::Text { conn, text } => match to_model(&text) {
+                        Some(m) => relay.handle_client_message(conn, m, now),
+                        None => {
+                            if let Some(out) = conns.get(&conn) {
+                                let notice = RelayMessage::Notice { message: "error: could not parse the message".into() };
+                                let _ = out.try_send(Message::text(to_wire(&notice)));
+                            }
+                        }
+                    },
+                    Inbound::Closed { conn } => {
+                        relay.disconnect(conn);
+                        conns.remove(&conn);
+                        links.remove(&conn);
+                    }
+                }
+            }
+            _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
+                relay.handle_timeout(start.elapsed());
+            }
+        }
+        // Messages from the relay: through the relay -> peer impairments.
+        let now_instant = Instant::now();
+        while let Some((conn, message)) = relay.poll_transmit() {
+            let Some(link) = links.get_mut(&conn) else {
+                continue;
+            };
+            let is_event = matches!(message, RelayMessage::Event { .. });
+            let delays = if is_event {
+                link.plan(&down)
+            } else {
+                link.plan(&crate::relay::impair::Direction {
+                    delay: down.delay.clone(),
+                    ..Default::default()
+                })
+            };
+            let text = to_wire(&message);
+            for d in delays {
+                seq += 1;
+                delayed.insert((now_instant + d, seq), (conn, Message::text(text.clone())));
+            }
+        }
+        while let Some(conn) = relay.poll_dropped() {
+            if let Some(out) = conns.remove(&conn) {
+                // What the relay said before closing (a NOTICE) goes out first.
+                let pending: Vec<(Instant, u64)> = delayed
+                    .iter()
+                    .filter(|(_, (c, _))| *c == conn)
+                    .map(|(k, _)| *k)
+                    .collect();
+                for key in pending {
+                    if let Some((_, m)) = delayed.remove(&key) {
+                        let _ = out.try_send(m);
+                    }
+                }
+                let _ = out.try_send(Message::Close(None));
+            }
+            links.remove(&conn);
+        }
+        while let Some(entry) = delayed.first_entry() {
+            if entry.key().0 > Instant::now() {
+                break;
+            }
+            let (conn, message) = entry.remove();
+            if let Some(out) = conns.get(&conn) {
+                if out.try_send(message).is_err() {
+                    // A reader that cannot keep up is cut off, as strfry does past 32 MiB.
+                    relay.disconnect(conn);
+                    conns.remove(&conn);
+                }
+            }
+        }
+    }
+}

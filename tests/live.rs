@@ -1,0 +1,157 @@
+//! The live relay on a real loopback socket: NIP-01 over WebSocket, NIP-11, the profile's
+//! limits and reactions, malformed input.
+
+use futures_util::{SinkExt, StreamExt};
+use nostr::prelude::{Event, Filter, Kind, Tag};
+use relaysim::live::{serve, ServeConfig};
+use relaysim::peer::event::{Identity, CONTEXTVM_KIND};
+use relaysim::relay::RelayProfile;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio_tungstenite::tungstenite::Message;
+
+fn config(profile: RelayProfile) -> ServeConfig {
+    ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..ServeConfig::new(profile)
+    }
+}
+
+fn event(padding: usize) -> Event {
+    let alice = Identity::derive(1, "alice");
+    let bob = Identity::derive(1, "bob");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    alice.sign(
+        CONTEXTVM_KIND,
+        now,
+        vec![Tag::public_key(bob.public_key())],
+        "x".repeat(padding),
+    )
+}
+
+async fn next_text(
+    ws: &mut (impl StreamExt<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin),
+) -> Option<serde_json::Value> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .ok()??
+        {
+            Ok(Message::Text(t)) => return serde_json::from_str(t.as_str()).ok(),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => continue,
+        }
+    }
+}
+
+#[tokio::test]
+async fn publishes_and_delivers_over_websocket_with_oks() {
+    let relay = serve(config(RelayProfile::ideal())).await.unwrap();
+    let url = format!("ws://{}", relay.local_addr);
+    let (mut sub, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let bob = Identity::derive(1, "bob");
+    let filter = Filter::new()
+        .kind(Kind::from(CONTEXTVM_KIND))
+        .pubkey(bob.public_key());
+    sub.send(Message::text(
+        serde_json::json!(["REQ", "s", filter]).to_string(),
+    ))
+    .await
+    .unwrap();
+    assert_eq!(
+        next_text(&mut sub).await.unwrap(),
+        serde_json::json!(["EOSE", "s"])
+    );
+    let (mut publisher, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let e = event(10);
+    publisher
+        .send(Message::text(format!("[\"EVENT\",{}]", e.as_json())))
+        .await
+        .unwrap();
+    let ok = next_text(&mut publisher).await.unwrap();
+    assert_eq!(ok[0], "OK");
+    assert_eq!(ok[1], e.id.to_hex());
+    assert_eq!(ok[2], true);
+    let delivered = next_text(&mut sub).await.unwrap();
+    assert_eq!(delivered[0], "EVENT");
+    assert_eq!(delivered[2]["id"], e.id.to_hex());
+    relay.shutdown().await;
+}
+
+#[tokio::test]
+async fn the_strfry_profile_refuses_a_70_kb_event_and_malformed_input_gets_a_notice() {
+    let relay = serve(config(RelayProfile::strfry())).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}", relay.local_addr))
+        .await
+        .unwrap();
+    let big = event(70_000);
+    ws.send(Message::text(format!("[\"EVENT\",{}]", big.as_json())))
+        .await
+        .unwrap();
+    let ok = next_text(&mut ws).await.unwrap();
+    assert_eq!(ok[2], false);
+    assert!(
+        ok[3]
+            .as_str()
+            .unwrap()
+            .starts_with("invalid: event too large: "),
+        "{ok}"
+    );
+    ws.send(Message::text("this is not json")).await.unwrap();
+    let notice = next_text(&mut ws).await.unwrap();
+    assert_eq!(notice[0], "NOTICE");
+    // The connection survives both.
+    let small = event(10);
+    ws.send(Message::text(format!("[\"EVENT\",{}]", small.as_json())))
+        .await
+        .unwrap();
+    assert_eq!(next_text(&mut ws).await.unwrap()[2], true);
+    relay.shutdown().await;
+}
+
+#[tokio::test]
+async fn nostr_rs_relay_drops_a_connection_after_its_notice() {
+    let relay = serve(config(RelayProfile::nostr_rs_relay())).await.unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}", relay.local_addr))
+        .await
+        .unwrap();
+    let big = event(140_000);
+    ws.send(Message::text(format!("[\"EVENT\",{}]", big.as_json())))
+        .await
+        .unwrap();
+    let notice = next_text(&mut ws).await.unwrap();
+    assert!(
+        notice[1]
+            .as_str()
+            .unwrap()
+            .starts_with("message too large ("),
+        "{notice}"
+    );
+    assert!(
+        next_text(&mut ws).await.is_none(),
+        "then the connection closes"
+    );
+    relay.shutdown().await;
+}
+
+#[tokio::test]
+async fn nip11_reflects_the_profile_limits() {
+    let relay = serve(config(RelayProfile::strfry())).await.unwrap();
+    let mut s = tokio::net::TcpStream::connect(relay.local_addr)
+        .await
+        .unwrap();
+    s.write_all(b"GET / HTTP/1.1\r\nHost: x\r\nAccept: application/nostr+json\r\n\r\n")
+        .await
+        .unwrap();
+    let mut body = String::new();
+    s.read_to_string(&mut body).await.unwrap();
+    let json = &body[body.find("\r\n\r\n").unwrap() + 4..];
+    let doc: serde_json::Value = serde_json::from_str(json).unwrap();
+    assert_eq!(doc["limitation"]["max_message_length"], 131072);
+    assert_eq!(doc["limitation"]["max_subscriptions"], 200);
+    assert_eq!(doc["software"], "relaysim");
+    relay.shutdown().await;
+}
