@@ -155,3 +155,86 @@ async fn nip11_reflects_the_profile_limits() {
     assert_eq!(doc["software"], "relaysim");
     relay.shutdown().await;
 }
+
+#[tokio::test]
+async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
+    use relaysim::live::record::{record, RecordConfig};
+    use relaysim::protocol::envelope::EscapedContentEnvelope;
+    use relaysim::protocol::jsonrpc::{Message as Rpc, RequestId};
+    use relaysim::protocol::oversized::{OversizedSender, SenderConfig};
+    use relaysim::trace::{replay, Trace};
+
+    let relay = serve(config(RelayProfile::ideal())).await.unwrap();
+    let out = std::env::temp_dir().join(format!("relaysim-record-{}.jsonl", std::process::id()));
+    let proxy = record(RecordConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: format!("ws://{}", relay.local_addr),
+        out: out.clone(),
+    })
+    .await
+    .unwrap();
+    let url = format!("ws://{}", proxy.local_addr);
+    let server = Identity::derive(1, "server");
+    let client = Identity::derive(1, "client");
+
+    let (mut sub, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let filter = Filter::new()
+        .kind(Kind::from(CONTEXTVM_KIND))
+        .pubkey(client.public_key());
+    sub.send(Message::text(
+        serde_json::json!(["REQ", "s", filter]).to_string(),
+    ))
+    .await
+    .unwrap();
+    next_text(&mut sub).await.unwrap(); // EOSE
+
+    let payload = Rpc::Response {
+        id: RequestId::Number(1),
+        result: serde_json::json!({ "text": "\"x\" ".repeat(3000) }),
+    }
+    .to_json();
+    let mut sender = OversizedSender::new(
+        RequestId::String("p1".into()),
+        payload,
+        SenderConfig {
+            budget: 4000,
+            ..SenderConfig::default()
+        },
+        &EscapedContentEnvelope { overhead: 700 },
+    )
+    .unwrap();
+    let (mut publisher, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let mut frames = 0;
+    while let Some(frame) = sender.poll_transmit(Duration::ZERO) {
+        let e = server.contextvm_event(&client.public_key(), None, now, frame.to_json());
+        publisher
+            .send(Message::text(format!("[\"EVENT\",{}]", e.as_json())))
+            .await
+            .unwrap();
+        next_text(&mut publisher).await.unwrap(); // OK
+        frames += 1;
+    }
+    for _ in 0..frames {
+        next_text(&mut sub).await.unwrap();
+    }
+    let lines = proxy.finish().await.unwrap();
+    assert!(lines as usize > 2 * frames);
+
+    let trace = Trace::from_file(&out).unwrap();
+    let injected = replay::inject(&trace).unwrap();
+    let got: Vec<_> = injected.iter().filter(|i| i.token == "p1").collect();
+    assert!(
+        got.iter()
+            .any(|i| i.receiver == "client-0" && i.outcome == "completed"),
+        "{injected:?}"
+    );
+    assert!(replay::schedule(&trace, "")
+        .unwrap_err()
+        .to_string()
+        .contains("--mode inject"));
+    relay.shutdown().await;
+}

@@ -66,6 +66,13 @@ enum Command {
         relaysim serve --profile damus --listen 127.0.0.1:9000\n  \
         curl -H 'Accept: application/nostr+json' http://127.0.0.1:7777   # NIP-11")]
     Serve(ServeArgs),
+    /// Record what crosses a transparent proxy in front of a real relay, as a trace that
+    /// `replay --mode inject` feeds to relaysim's receivers.
+    #[command(after_help = "Example:\n  \
+        relaysim record --upstream ws://127.0.0.1:7000 --listen 127.0.0.1:7001 --out real.jsonl\n  \
+        # point the clients at ws://127.0.0.1:7001, run them, press Ctrl-C, then:\n  \
+        relaysim replay real.jsonl --mode inject")]
+    Record(RecordArgs),
     /// Run a scenario twice and compare the traces byte for byte.
     #[command(
         name = "check-determinism",
@@ -202,6 +209,19 @@ struct ServeArgs {
 }
 
 #[derive(clap::Args, Debug)]
+struct RecordArgs {
+    /// The relay to put the proxy in front of (`ws://host:port`).
+    #[arg(long)]
+    upstream: String,
+    /// Where clients connect (loopback by default).
+    #[arg(long, default_value = "127.0.0.1:7001")]
+    listen: std::net::SocketAddr,
+    /// The trace file to write.
+    #[arg(long)]
+    out: std::path::PathBuf,
+}
+
+#[derive(clap::Args, Debug)]
 struct DeterminismArgs {
     /// The scenario file; without one, the built-in default.
     scenario: Option<std::path::PathBuf>,
@@ -273,6 +293,7 @@ pub fn run() -> Result<Exit> {
         Command::CheckDeterminism(args) => check_determinism(args),
         Command::Sweep(args) => sweep(args),
         Command::Serve(args) => serve(args),
+        Command::Record(args) => record(args),
         Command::Merge(args) => merge(args),
         Command::Transfer(args) => transfer(args).map(|()| Exit::Success),
     }
@@ -595,6 +616,42 @@ fn serve(args: ServeArgs) -> Result<Exit> {
         tokio::signal::ctrl_c().await?;
         relay.shutdown().await;
         eprintln!("relaysim serve: stopped");
+        Ok::<_, anyhow::Error>(())
+    })?;
+    Ok(Exit::Success)
+}
+
+fn record(args: RecordArgs) -> Result<Exit> {
+    if !args.upstream.starts_with("ws://") {
+        bail!(
+            "--upstream must be a ws:// address, got {:?}",
+            args.upstream
+        );
+    }
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let config = crate::live::record::RecordConfig {
+            listen: args.listen,
+            upstream: args.upstream.clone(),
+            out: args.out.clone(),
+        };
+        let proxy = crate::live::record::record(config)
+            .await
+            .with_context(|| format!("cannot listen on {}", args.listen))?;
+        eprintln!(
+            "relaysim record: ws://{} -> {}, writing {}; Ctrl-C stops and closes the trace",
+            proxy.local_addr,
+            args.upstream,
+            args.out.display()
+        );
+        tokio::signal::ctrl_c().await?;
+        let lines = proxy.finish().await?;
+        eprintln!(
+            "relaysim record: {lines} lines written to {}",
+            args.out.display()
+        );
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Success)

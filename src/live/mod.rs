@@ -8,6 +8,8 @@
 //! reflects the profile's limits. Live mode reads the real clock: it is the one driver that is
 //! not deterministic, by nature.
 
+pub mod record;
+
 use crate::peer::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::LinkState;
 use crate::relay::{ConnId, Relay, RelayProfile};

@@ -27,6 +27,9 @@ pub enum ReplayError {
     /// The scenario in the trace's header is not valid.
     #[error("the trace's scenario: {0}")]
     Scenario(#[from] ScenarioError),
+    /// A recording of a real relay has no scenario to rerun.
+    #[error("this trace records a live relay; it has no scenario to rerun, so replay it with --mode inject")]
+    LiveRecording,
     /// Inject mode needs events stored whole.
     #[error("this trace stores events by id only; record with --trace-events full to replay it with --mode inject")]
     NeedsFullEvents,
@@ -63,6 +66,9 @@ pub fn plans_of(trace: &Trace) -> NamedPlans {
 
 /// The scenario a trace was recorded from.
 pub fn scenario_of(trace: &Trace) -> Result<Scenario, ReplayError> {
+    if matches!(&trace.lines[0], Line::Header { driver, .. } if driver == "live") {
+        return Err(ReplayError::LiveRecording);
+    }
     let (toml, ..) = trace.header();
     let mut scenario = Scenario::from_toml_str(toml, "<the trace's scenario>")?;
     // A scenario without `name` was named after its file when it was recorded.
