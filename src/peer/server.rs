@@ -451,21 +451,10 @@ impl ContextVmServer {
     fn send_oversized(&mut self, call: Call, text: String) {
         let client = call.client;
         let Some(token) = call.token.clone() else {
-            let small = Message::Error {
-                id: Some(call.request_id.clone()),
-                error: error(
-                    codes::INTERNAL_ERROR,
-                    "response too large to publish and the request had no progressToken".into(),
-                ),
-            };
-            let event = self.core.sign(
-                &client,
-                Some(&call.request_event),
-                Vec::new(),
-                small.to_json(),
-                self.now,
+            self.publish_error(
+                &call,
+                "response too large to publish and the request had no progressToken".into(),
             );
-            self.core.publish(event);
             self.events.push_back(ServerEvent::Responded {
                 client,
                 mode: ResponseMode::TooLarge,
@@ -496,21 +485,24 @@ impl ContextVmServer {
                     mode: ResponseMode::Oversized,
                 });
             }
-            Err(e) => {
-                let small = Message::Error {
-                    id: Some(call.request_id),
-                    error: error(codes::INTERNAL_ERROR, e.to_string()),
-                };
-                let event = self.core.sign(
-                    &client,
-                    Some(&call.request_event),
-                    Vec::new(),
-                    small.to_json(),
-                    self.now,
-                );
-                self.core.publish(event);
-            }
+            Err(e) => self.publish_error(&call, e.to_string()),
         }
+    }
+
+    /// Publishes a small internal-error response to `call` (when its real response cannot go).
+    fn publish_error(&mut self, call: &Call, message: String) {
+        let small = Message::Error {
+            id: Some(call.request_id.clone()),
+            error: error(codes::INTERNAL_ERROR, message),
+        };
+        let event = self.core.sign(
+            &call.client,
+            Some(&call.request_event),
+            Vec::new(),
+            small.to_json(),
+            self.now,
+        );
+        self.core.publish(event);
     }
 
     fn run_job(&mut self, job: Job) {

@@ -1306,23 +1306,11 @@ impl World {
         true
     }
 
+    /// Reads every chunk released so far; true if there was any.
     fn read_stream(&mut self, client: usize, call: CallId) -> bool {
         let mut read = false;
-        while let Some(chunk) = self.clients[client].1.read_stream(call) {
+        while self.read_one(client, call) {
             read = true;
-            let intact = self
-                .stream_chunk_bytes
-                .get(&(client, call))
-                .is_some_and(|b| {
-                    chunk.data == crate::peer::tools::stream_chunk_text(chunk.chunk_index, *b)
-                });
-            self.observe(Observation::ChunkRead {
-                client,
-                call,
-                index: chunk.chunk_index,
-                bytes: chunk.data.len(),
-                intact,
-            });
         }
         read
     }
