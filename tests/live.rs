@@ -82,6 +82,33 @@ async fn publishes_and_delivers_over_websocket_with_oks() {
 }
 
 #[tokio::test]
+async fn serve_can_trace_what_crosses_it() {
+    let out =
+        std::env::temp_dir().join(format!("relaysim-serve-trace-{}.jsonl", std::process::id()));
+    let relay = serve(ServeConfig {
+        trace: Some(out.clone()),
+        ..config(RelayProfile::strfry())
+    })
+    .await
+    .unwrap();
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}", relay.local_addr))
+        .await
+        .unwrap();
+    let big = event(70_000);
+    ws.send(Message::text(format!("[\"EVENT\",{}]", big.as_json())))
+        .await
+        .unwrap();
+    next_text(&mut ws).await.unwrap();
+    relay.shutdown().await;
+    let trace = relaysim::trace::Trace::from_file(&out).unwrap();
+    assert!(trace
+        .lines
+        .iter()
+        .any(|l| matches!(l, relaysim::trace::Line::Published { .. })));
+    assert!(trace.lines.iter().any(|l| matches!(l, relaysim::trace::Line::Verdict { accepted: false, message, .. } if message.starts_with("invalid: event too large"))));
+}
+
+#[tokio::test]
 async fn the_strfry_profile_refuses_a_70_kb_event_and_malformed_input_gets_a_notice() {
     let relay = serve(config(RelayProfile::strfry())).await.unwrap();
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}", relay.local_addr))

@@ -206,6 +206,9 @@ struct ServeArgs {
     /// Seed of the impairments' random draws.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Write every EVENT, OK and NOTICE to this trace (closed on Ctrl-C).
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]

@@ -39,6 +39,8 @@ pub struct ServeConfig {
     pub max_connections: usize,
     /// Messages queued for one connection before it is cut off as a slow reader.
     pub max_queued_per_connection: usize,
+    /// Write every EVENT, OK and NOTICE that crosses the relay to this trace (driver `live`).
+    pub trace: Option<std::path::PathBuf>,
 }
 
 impl ServeConfig {
@@ -50,6 +52,7 @@ impl ServeConfig {
             seed: 1,
             max_connections: 256,
             max_queued_per_connection: 4096,
+            trace: None,
         }
     }
 }
@@ -85,6 +88,7 @@ enum Inbound {
     Closed {
         conn: ConnId,
     },
+    Shutdown,
 }
 
 /// The NIP-11 document of a profile.
@@ -117,7 +121,15 @@ pub async fn serve(config: ServeConfig) -> std::io::Result<LiveRelay> {
     let local_addr = listener.local_addr()?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
     let (inbound_tx, inbound_rx) = mpsc::channel::<Inbound>(65_536);
-    let relay_task = tokio::spawn(run_relay(config.clone(), inbound_rx));
+    let trace = match &config.trace {
+        Some(path) => Some(record::start_trace(
+            path,
+            format!("relaysim serve ({})", config.profile.name),
+            Instant::now(),
+        )?),
+        None => None,
+    };
+    let relay_task = tokio::spawn(run_relay(config.clone(), inbound_rx, trace));
     let task = tokio::spawn(accept_loop(
         listener,
         config,
@@ -164,8 +176,8 @@ async fn accept_loop(
             }
         }
     }
-    drop(inbound);
-    relay_task.abort();
+    // The relay task closes the trace before it ends.
+    let _ = inbound.send(Inbound::Shutdown).await;
     let _ = relay_task.await;
 }
 
@@ -353,7 +365,23 @@ fn to_wire(m: &RelayMessage) -> String {
     }
 }
 
-async fn run_relay(config: ServeConfig, mut inbound: mpsc::Receiver<Inbound>) {
+async fn run_relay(
+    config: ServeConfig,
+    mut inbound: mpsc::Receiver<Inbound>,
+    trace: Option<(
+        record::TraceFeed,
+        tokio::task::JoinHandle<std::io::Result<u64>>,
+    )>,
+) {
+    let (feed, writer) = match trace {
+        Some((f, w)) => (Some(f), Some(w)),
+        None => (None, None),
+    };
+    let seen = |s: record::Seen| {
+        if let Some(f) = &feed {
+            let _ = f.send(Some((Instant::now(), s)));
+        }
+    };
     let start = Instant::now();
     let mut relay = Relay::new(config.profile.clone());
     let epoch = SystemTime::now()
@@ -377,6 +405,9 @@ async fn run_relay(config: ServeConfig, mut inbound: mpsc::Receiver<Inbound>) {
         tokio::select! {
             msg = inbound.recv() => {
                 let Some(msg) = msg else { break };
+                if matches!(msg, Inbound::Shutdown) {
+                    break;
+                }
                 let now = start.elapsed();
                 match msg {
                     Inbound::Open { conn, ip, out } => {
@@ -384,15 +415,20 @@ async fn run_relay(config: ServeConfig, mut inbound: mpsc::Receiver<Inbound>) {
                         conns.insert(conn, out);
                         links.insert(conn, LinkState::new(streams.stream(&format!("live/{conn}/down"))));
                     }
-                    Inbound::Text { conn, text } => match to_model(&text) {
-                        Some(m) => relay.handle_client_message(conn, m, now),
-                        None => {
-                            if let Some(out) = conns.get(&conn) {
-                                let notice = RelayMessage::Notice { message: "error: could not parse the message".into() };
-                                let _ = out.try_send(Message::text(to_wire(&notice)));
+                    Inbound::Shutdown => unreachable!("handled above"),
+                    Inbound::Text { conn, text } => {
+                        let parsed = to_model(&text);
+                        seen(record::Seen::FromClient { client: conn, text });
+                        match parsed {
+                            Some(m) => relay.handle_client_message(conn, m, now),
+                            None => {
+                                if let Some(out) = conns.get(&conn) {
+                                    let notice = RelayMessage::Notice { message: "error: could not parse the message".into() };
+                                    let _ = out.try_send(Message::text(to_wire(&notice)));
+                                }
                             }
                         }
-                    },
+                    }
                     Inbound::Closed { conn } => {
                         relay.disconnect(conn);
                         conns.remove(&conn);
@@ -447,6 +483,12 @@ async fn run_relay(config: ServeConfig, mut inbound: mpsc::Receiver<Inbound>) {
                 break;
             }
             let (conn, message) = entry.remove();
+            if let Message::Text(t) = &message {
+                seen(record::Seen::FromRelay {
+                    client: conn,
+                    text: t.to_string(),
+                });
+            }
             if let Some(out) = conns.get(&conn) {
                 if out.try_send(message).is_err() {
                     // A reader that cannot keep up is cut off, as strfry does past 32 MiB.
@@ -455,5 +497,12 @@ async fn run_relay(config: ServeConfig, mut inbound: mpsc::Receiver<Inbound>) {
                 }
             }
         }
+    }
+    // Close the trace: the summary line, then flush.
+    if let Some(f) = &feed {
+        let _ = f.send(None);
+    }
+    if let Some(w) = writer {
+        let _ = w.await;
     }
 }

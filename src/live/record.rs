@@ -24,9 +24,44 @@ pub struct RecordConfig {
     pub out: PathBuf,
 }
 
-enum Seen {
+/// A message that crossed a live relay or proxy, for the trace writer.
+pub(crate) enum Seen {
+    /// Client → relay.
     FromClient { client: u64, text: String },
+    /// Relay → client.
     FromRelay { client: u64, text: String },
+}
+
+/// What feeds a live trace: `Some` per message, `None` to close it.
+pub(crate) type TraceFeed = mpsc::UnboundedSender<Option<(Instant, Seen)>>;
+
+/// Writes the header of a live trace to `out` and starts the task that writes the rest;
+/// returns the feed and the task (which yields the number of lines written).
+pub(crate) fn start_trace(
+    out: &std::path::Path,
+    scenario: String,
+    start: Instant,
+) -> std::io::Result<(TraceFeed, tokio::task::JoinHandle<std::io::Result<u64>>)> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let header = Line::Header {
+        format: FORMAT,
+        relaysim: env!("CARGO_PKG_VERSION").into(),
+        scenario,
+        scenario_hash: String::new(),
+        seed: 0,
+        driver: "live".into(),
+        events: EventsMode::Full,
+        suppressed_outages: Vec::new(),
+        shrunk: None,
+        scenario_toml: String::new(),
+    };
+    writeln!(
+        file,
+        "{}",
+        serde_json::to_string(&header).map_err(std::io::Error::other)?
+    )?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    Ok((tx, tokio::spawn(write_lines(file, start, rx))))
 }
 
 /// A running recording proxy.
@@ -51,30 +86,14 @@ impl Recorder {
 pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     let listener = TcpListener::bind(config.listen).await?;
     let local_addr = listener.local_addr()?;
-    let mut file = std::io::BufWriter::new(std::fs::File::create(&config.out)?);
-    let header = Line::Header {
-        format: FORMAT,
-        relaysim: env!("CARGO_PKG_VERSION").into(),
-        scenario: format!("recording of {}", config.upstream),
-        scenario_hash: String::new(),
-        seed: 0,
-        driver: "live".into(),
-        events: EventsMode::Full,
-        suppressed_outages: Vec::new(),
-        shrunk: None,
-        scenario_toml: String::new(),
-    };
-    writeln!(
-        file,
-        "{}",
-        serde_json::to_string(&header).map_err(std::io::Error::other)?
+    let (seen_tx, writer) = start_trace(
+        &config.out,
+        format!("recording of {}", config.upstream),
+        Instant::now(),
     )?;
-    let (seen_tx, seen_rx) = mpsc::unbounded_channel::<Option<(Instant, Seen)>>();
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
-    let start = Instant::now();
     let upstream = config.upstream.clone();
     let task = tokio::spawn(async move {
-        let writer = tokio::spawn(write_lines(file, start, seen_rx));
         accept(listener, upstream, seen_tx, shutdown_rx).await;
         writer.await.map_err(std::io::Error::other)?
     });
