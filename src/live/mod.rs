@@ -8,9 +8,13 @@
 //! reflects the profile's limits. Live mode reads the real clock: it is the one driver that is
 //! not deterministic, by nature.
 
+pub mod driver;
 pub mod record;
+pub mod wire;
 
-use crate::peer::nip01::{ClientMessage, RelayMessage};
+use wire::{to_model, to_wire};
+
+use crate::peer::nip01::RelayMessage;
 use crate::relay::impair::LinkState;
 use crate::relay::{ConnId, Relay, RelayProfile};
 use crate::sim::rng::SeededStreams;
@@ -325,44 +329,6 @@ async fn handle_connection(
     let _ = inbound.send(Inbound::Closed { conn }).await;
     writer.abort();
     Ok(())
-}
-
-fn to_model(text: &str) -> Option<ClientMessage> {
-    let m = nostr::prelude::ClientMessage::from_json(text).ok()?;
-    Some(match m {
-        nostr::prelude::ClientMessage::Event(e) => ClientMessage::Event(Box::new(e.into_owned())),
-        nostr::prelude::ClientMessage::Req {
-            subscription_id,
-            filters,
-        } => ClientMessage::Req {
-            sub: subscription_id.to_string(),
-            // The model takes one filter per REQ; ContextVM peers send one.
-            filter: Box::new(filters.into_iter().next()?.into_owned()),
-        },
-        nostr::prelude::ClientMessage::Close(sub) => ClientMessage::Close {
-            sub: sub.to_string(),
-        },
-        _ => return None,
-    })
-}
-
-fn to_wire(m: &RelayMessage) -> String {
-    use nostr::prelude::{RelayMessage as R, SubscriptionId};
-    match m {
-        RelayMessage::Event { sub, event } => {
-            R::event(SubscriptionId::new(sub), (**event).clone()).as_json()
-        }
-        RelayMessage::Ok {
-            id,
-            accepted,
-            message,
-        } => R::ok(*id, *accepted, message.clone()).as_json(),
-        RelayMessage::Eose { sub } => R::eose(SubscriptionId::new(sub)).as_json(),
-        RelayMessage::Closed { sub, message } => {
-            R::closed(SubscriptionId::new(sub), message.clone()).as_json()
-        }
-        RelayMessage::Notice { message } => R::notice(message.clone()).as_json(),
-    }
 }
 
 async fn run_relay(

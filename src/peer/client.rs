@@ -656,6 +656,10 @@ impl ContextVmClient {
 }
 
 impl Peer for ContextVmClient {
+    fn set_epoch_secs(&mut self, secs: u64) {
+        self.core.set_epoch_secs(secs);
+    }
+
     fn connected(&mut self, relay: &str, now: Duration) {
         self.now = now;
         self.core.subscribe(relay);

@@ -38,6 +38,10 @@ struct Publication {
 pub struct PeerCore {
     identity: Identity,
     relays: Vec<RelayName>,
+    /// Unix seconds at virtual time zero: `created_at` of events signed at `now` is this plus
+    /// `now`. Simulations use [`EPOCH_SECS`]; live drivers the wall clock at start, because
+    /// real relays reject events whose `created_at` is far from their own clock.
+    epoch_secs: u64,
     seen: BTreeSet<EventId>,
     seen_order: VecDeque<EventId>,
     outbox: VecDeque<(RelayName, ClientMessage)>,
@@ -53,6 +57,7 @@ impl PeerCore {
         PeerCore {
             identity,
             relays,
+            epoch_secs: EPOCH_SECS,
             seen: BTreeSet::new(),
             seen_order: VecDeque::new(),
             outbox: VecDeque::new(),
@@ -71,6 +76,11 @@ impl PeerCore {
     /// The peer's identity.
     pub fn identity(&self) -> &Identity {
         &self.identity
+    }
+
+    /// Sets the Unix time of virtual time zero (see [`crate::peer::Peer::set_epoch_secs`]).
+    pub fn set_epoch_secs(&mut self, secs: u64) {
+        self.epoch_secs = secs;
     }
 
     /// Relays this peer uses.
@@ -119,7 +129,7 @@ impl PeerCore {
         }
         tags.extend(extra_tags);
         self.identity
-            .sign(CONTEXTVM_KIND, EPOCH_SECS + now.as_secs(), tags, content)
+            .sign(CONTEXTVM_KIND, self.epoch_secs + now.as_secs(), tags, content)
     }
 
     /// Publishes `event` to every relay and starts tallying their verdicts.

@@ -18,6 +18,10 @@ pub trait Peer {
     fn poll_timeout(&self) -> Option<Duration>;
     /// Runs timers due at `now`.
     fn handle_timeout(&mut self, now: Duration);
+    /// Sets the Unix time (seconds) of virtual time zero, from which events' `created_at` is
+    /// counted. Simulated drivers leave the fixed default, [`event::EPOCH_SECS`]; the live
+    /// driver sets the wall clock so real relays accept the events.
+    fn set_epoch_secs(&mut self, secs: u64);
 }
 
 pub mod capabilities;

@@ -636,6 +636,10 @@ fn error(code: i64, message: String) -> ErrorObject {
 }
 
 impl Peer for ContextVmServer {
+    fn set_epoch_secs(&mut self, secs: u64) {
+        self.core.set_epoch_secs(secs);
+    }
+
     fn connected(&mut self, relay: &str, now: Duration) {
         self.now = now;
         self.core.subscribe(relay);

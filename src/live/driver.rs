@@ -1,0 +1,279 @@
+//! The async driver for the sans-IO peers over real WebSocket connections: the same
+//! [`ContextVmClient`](crate::peer::client::ContextVmClient) and
+//! [`ContextVmServer`](crate::peer::server::ContextVmServer) the des driver runs, talking to any
+//! NIP-01 relay (`relaysim serve`, `relaysim record`, strfry, a third-party relay).
+//!
+//! One connection task per relay connects, reports the connection up to the driver (the peer
+//! subscribes again there), forwards frames both ways and, after a drop, reconnects with a
+//! doubling back-off. Messages the peer sends while a relay is down are dropped and counted:
+//! a real socket does not queue them either. The driver owns the peer and runs its timers from
+//! its wake-ups, on tokio's clock, so it runs unchanged under a paused or simulated clock.
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use relaysim::live::driver::PeerDriver;
+//! use relaysim::peer::client::{ClientConfig, ContextVmClient};
+//! use relaysim::peer::event::Identity;
+//! use std::time::Duration;
+//!
+//! let url = "ws://127.0.0.1:7777".to_string();
+//! let server = Identity::derive(1, "server").public_key();
+//! let client = ContextVmClient::new(
+//!     Identity::derive(1, "client"),
+//!     vec![url.clone()],
+//!     ClientConfig::new(server),
+//! );
+//! let mut driver = PeerDriver::connect(client, vec![url]);
+//! let now = driver.now();
+//! driver.peer_mut().initialize(now);
+//! driver
+//!     .run_until(|c| c.pending_calls() == 0, Duration::from_secs(10))
+//!     .await;
+//! # }
+//! ```
+
+use super::wire::{client_to_wire, relay_from_wire};
+use crate::peer::nip01::{RelayMessage, RelayName};
+use crate::peer::Peer;
+use futures_util::{SinkExt, StreamExt};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+/// Frames a peer may have in flight to one relay before the driver waits for the socket.
+const OUTGOING_CAPACITY: usize = 1024;
+/// Frames from all relays waiting for the driver.
+const INBOX_CAPACITY: usize = 4096;
+/// The first reconnect back-off; it doubles up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(250);
+/// The longest wait between reconnect attempts.
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// What a connection task tells the driver.
+#[derive(Debug)]
+enum Inbound {
+    Connected(RelayName),
+    Message(RelayName, RelayMessage),
+    Dropped(RelayName),
+}
+
+/// What happened on the connections so far.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConnectionStats {
+    /// Successful connections, reconnects included.
+    pub connects: u64,
+    /// Connections lost (closed by the relay or failed).
+    pub drops: u64,
+    /// Frames that were not NIP-01 relay messages a peer acts on.
+    pub unparsed_frames: u64,
+    /// Messages the peer sent to a relay that was down at the time.
+    pub sent_while_down: u64,
+}
+
+/// One sans-IO peer driven over WebSocket connections to its relays.
+pub struct PeerDriver<P: Peer> {
+    peer: P,
+    start: Instant,
+    outgoing: BTreeMap<RelayName, mpsc::Sender<String>>,
+    up: BTreeMap<RelayName, bool>,
+    inbox: mpsc::Receiver<Inbound>,
+    tasks: JoinSet<()>,
+    stats: ConnectionStats,
+    unparsed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<P: Peer> PeerDriver<P> {
+    /// Starts connecting `peer` to `relays` (WebSocket URLs, which must be the names the peer
+    /// was built with). Events are stamped from the wall clock, as real relays expect. Must be
+    /// called inside a tokio runtime.
+    pub fn connect(peer: P, relays: Vec<RelayName>) -> Self {
+        let wall = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        Self::connect_at_epoch(peer, relays, wall)
+    }
+
+    /// As [`PeerDriver::connect`], with events stamped from `epoch_secs` (Unix seconds at the
+    /// driver's start) instead of the wall clock: for simulated networks, where a fixed epoch
+    /// keeps runs identical.
+    pub fn connect_at_epoch(mut peer: P, relays: Vec<RelayName>, epoch_secs: u64) -> Self {
+        peer.set_epoch_secs(epoch_secs);
+        let (inbox_tx, inbox) = mpsc::channel(INBOX_CAPACITY);
+        let unparsed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let mut tasks = JoinSet::new();
+        let mut outgoing = BTreeMap::new();
+        let mut up = BTreeMap::new();
+        for url in relays {
+            let (tx, rx) = mpsc::channel(OUTGOING_CAPACITY);
+            outgoing.insert(url.clone(), tx);
+            up.insert(url.clone(), false);
+            tasks.spawn(connection(url, rx, inbox_tx.clone(), unparsed.clone()));
+        }
+        PeerDriver {
+            peer,
+            start: Instant::now(),
+            outgoing,
+            up,
+            inbox,
+            tasks,
+            stats: ConnectionStats::default(),
+            unparsed,
+        }
+    }
+
+    /// Time since the driver started: the peer's clock.
+    pub fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    /// The peer, to start calls or read its events.
+    pub fn peer_mut(&mut self) -> &mut P {
+        &mut self.peer
+    }
+
+    /// The peer.
+    pub fn peer(&self) -> &P {
+        &self.peer
+    }
+
+    /// What happened on the connections so far.
+    pub fn stats(&self) -> ConnectionStats {
+        ConnectionStats {
+            unparsed_frames: self.unparsed.load(std::sync::atomic::Ordering::Relaxed),
+            ..self.stats.clone()
+        }
+    }
+
+    /// Runs the peer until `done` says so (checked after every step) or `limit` passes.
+    /// Returns whether `done` was reached.
+    pub async fn run_until(&mut self, mut done: impl FnMut(&mut P) -> bool, limit: Duration) -> bool {
+        let deadline = self.start + self.now() + limit;
+        loop {
+            self.flush().await;
+            if done(&mut self.peer) {
+                return true;
+            }
+            let wake = self
+                .peer
+                .poll_timeout()
+                .map(|t| self.start + t)
+                .map_or(deadline, |t| t.min(deadline));
+            tokio::select! {
+                inbound = self.inbox.recv() => match inbound {
+                    Some(inbound) => self.take(inbound),
+                    // Every connection task has ended: nothing more can arrive.
+                    None => return done(&mut self.peer),
+                },
+                _ = tokio::time::sleep_until(wake) => {
+                    if Instant::now() >= deadline {
+                        return done(&mut self.peer);
+                    }
+                    let now = self.now();
+                    self.peer.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    fn take(&mut self, inbound: Inbound) {
+        let now = self.now();
+        match inbound {
+            Inbound::Connected(relay) => {
+                self.stats.connects += 1;
+                self.up.insert(relay.clone(), true);
+                self.peer.connected(&relay, now);
+            }
+            Inbound::Message(relay, message) => {
+                self.peer.handle_relay_message(&relay, message, now);
+            }
+            Inbound::Dropped(relay) => {
+                self.stats.drops += 1;
+                self.up.insert(relay, false);
+            }
+        }
+    }
+
+    /// Hands everything the peer wants sent to the connection tasks.
+    async fn flush(&mut self) {
+        while let Some((relay, message)) = self.peer.poll_transmit() {
+            let up = self.up.get(&relay).copied().unwrap_or(false);
+            match self.outgoing.get(&relay) {
+                Some(tx) if up => {
+                    // Waiting here is back-pressure from the socket, as in a real client.
+                    if tx.send(client_to_wire(&message)).await.is_err() {
+                        self.stats.sent_while_down += 1;
+                    }
+                }
+                _ => self.stats.sent_while_down += 1,
+            }
+        }
+    }
+
+    /// Closes every connection and gives the peer back.
+    pub async fn shutdown(mut self) -> P {
+        self.outgoing.clear();
+        self.tasks.abort_all();
+        while self.tasks.join_next().await.is_some() {}
+        self.peer
+    }
+}
+
+/// Keeps one relay connected: connect, forward both ways, reconnect after a drop.
+async fn connection(
+    url: RelayName,
+    mut outgoing: mpsc::Receiver<String>,
+    inbox: mpsc::Sender<Inbound>,
+    unparsed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+) {
+    let mut backoff = FIRST_BACKOFF;
+    loop {
+        if let Ok((ws, _)) = tokio_tungstenite::connect_async(url.as_str()).await {
+            backoff = FIRST_BACKOFF;
+            // Frames queued while the relay was down belong to the old connection.
+            while outgoing.try_recv().is_ok() {}
+            if inbox.send(Inbound::Connected(url.clone())).await.is_err() {
+                return;
+            }
+            let (mut sink, mut stream) = ws.split();
+            loop {
+                tokio::select! {
+                    frame = outgoing.recv() => match frame {
+                        Some(text) => {
+                            if sink.send(Message::text(text)).await.is_err() {
+                                break;
+                            }
+                        }
+                        // The driver is gone.
+                        None => {
+                            let _ = sink.close().await;
+                            return;
+                        }
+                    },
+                    frame = stream.next() => match frame {
+                        Some(Ok(Message::Text(text))) => match relay_from_wire(text.as_str()) {
+                            Some(m) => {
+                                if inbox.send(Inbound::Message(url.clone(), m)).await.is_err() {
+                                    return;
+                                }
+                            }
+                            None => {
+                                unparsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        },
+                        Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
+                        // Pings are answered by tungstenite; binary frames are not NIP-01.
+                        Some(Ok(_)) => {}
+                    },
+                }
+            }
+            if inbox.send(Inbound::Dropped(url.clone())).await.is_err() {
+                return;
+            }
+        }
+        tokio::time::sleep(backoff).await;
+        backoff = (backoff * 2).min(MAX_BACKOFF);
+    }
+}
