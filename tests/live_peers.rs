@@ -165,9 +165,12 @@ async fn peers_reconnect_and_resubscribe_after_the_relay_restarts() {
     tokio::time::sleep(Duration::from_secs(1)).await;
 
     let now = client.now();
-    client
-        .peer_mut()
-        .call_tool("echo", json!({ "text": "again" }), CallOptions::default(), now);
+    client.peer_mut().call_tool(
+        "echo",
+        json!({ "text": "again" }),
+        CallOptions::default(),
+        now,
+    );
     // The client initializes first on its own (it is not stateless).
     let mut reply = next_event(&mut client).await;
     if matches!(reply, ClientEvent::Initialized { .. }) {
@@ -177,4 +180,82 @@ async fn peers_reconnect_and_resubscribe_after_the_relay_restarts() {
     server.abort();
     client.shutdown().await;
     second.shutdown().await;
+}
+
+/// Interop with a relay nobody here wrote: rust-nostr's `LocalRelay` on loopback, our peers
+/// through `relaysim record` in front of it, and the recorded trace replayed in the simulator.
+#[tokio::test]
+async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outcome() {
+    use nostr_relay_builder::{LocalRelay, RelayBuilder};
+    use relaysim::live::record::{record, RecordConfig};
+    use relaysim::trace::{replay, Trace};
+
+    let upstream = LocalRelay::new(RelayBuilder::default());
+    upstream.run().await.unwrap();
+    let out = std::env::temp_dir().join(format!("relaysim-interop-{}.jsonl", std::process::id()));
+    let proxy = record(RecordConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        upstream: upstream.url().await.to_string(),
+        out: out.clone(),
+    })
+    .await
+    .unwrap();
+    let url = format!("ws://{}", proxy.local_addr);
+    let server = spawn_server(&url);
+    let mut client = client_driver(&url);
+    connected(&mut client, 1).await;
+    tokio::time::sleep(Duration::from_millis(200)).await;
+
+    // A CEP-22 transfer of an oversized result...
+    let now = client.now();
+    client.peer_mut().call_tool(
+        "large_result",
+        json!({ "bytes": 150_000, "content": "escape-heavy" }),
+        CallOptions { progress: true },
+        now,
+    );
+    let mut events = Vec::new();
+    while !events
+        .iter()
+        .any(|e| matches!(e, ClientEvent::Response { .. }))
+    {
+        events.push(next_event(&mut client).await);
+    }
+    let text = events.iter().find_map(response_text).expect("a result");
+    assert!(text.len() >= 150_000, "{}", text.len());
+    // ...and a CEP-41 stream.
+    let now = client.now();
+    let (call, _) = client.peer_mut().call_tool_stream(
+        "stream",
+        json!({ "chunks": 5, "chunk_bytes": 20, "interval_ms": 10 }),
+        now,
+    );
+    let mut ended = None;
+    while ended.is_none() {
+        if let ClientEvent::StreamEnded { call: c, outcome } = next_event(&mut client).await {
+            assert_eq!(c, call);
+            ended = Some(outcome);
+        }
+    }
+    assert_eq!(ended, Some(Ok(())));
+    server.abort();
+    client.shutdown().await;
+    proxy.finish().await.unwrap();
+    upstream.shutdown();
+
+    let trace = Trace::from_file(&out).unwrap();
+    let injected = replay::inject(&trace).unwrap();
+    let _ = std::fs::remove_file(&out);
+    for kind in ["transfer", "stream"] {
+        assert!(
+            injected
+                .iter()
+                .any(|i| i.kind == kind && i.outcome == "completed"),
+            "no completed {kind} in the replay: {injected:?}"
+        );
+    }
+    assert!(
+        injected.iter().all(|i| i.outcome == "completed"),
+        "{injected:?}"
+    );
 }

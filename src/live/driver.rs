@@ -149,7 +149,11 @@ impl<P: Peer> PeerDriver<P> {
 
     /// Runs the peer until `done` says so (checked after every step) or `limit` passes.
     /// Returns whether `done` was reached.
-    pub async fn run_until(&mut self, mut done: impl FnMut(&mut P) -> bool, limit: Duration) -> bool {
+    pub async fn run_until(
+        &mut self,
+        mut done: impl FnMut(&mut P) -> bool,
+        limit: Duration,
+    ) -> bool {
         let deadline = self.start + self.now() + limit;
         loop {
             self.flush().await;

@@ -153,7 +153,14 @@ mod tests {
 
     #[test]
     fn malformed_frames_are_none_not_panics() {
-        for text in ["", "[", "[\"OK\"]", "{\"a\":1}", "[\"EVENT\",\"s\",{}]", "[\"AUTH\",\"c\"]"] {
+        for text in [
+            "",
+            "[",
+            "[\"OK\"]",
+            "{\"a\":1}",
+            "[\"EVENT\",\"s\",{}]",
+            "[\"AUTH\",\"c\"]",
+        ] {
             assert_eq!(relay_from_wire(text), None, "{text}");
         }
     }

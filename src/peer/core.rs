@@ -128,8 +128,12 @@ impl PeerCore {
             tags.push(Tag::event(*e));
         }
         tags.extend(extra_tags);
-        self.identity
-            .sign(CONTEXTVM_KIND, self.epoch_secs + now.as_secs(), tags, content)
+        self.identity.sign(
+            CONTEXTVM_KIND,
+            self.epoch_secs + now.as_secs(),
+            tags,
+            content,
+        )
     }
 
     /// Publishes `event` to every relay and starts tallying their verdicts.
