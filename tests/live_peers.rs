@@ -82,36 +82,67 @@ async fn connected(driver: &mut PeerDriver<ContextVmClient>, connects: u64) {
     panic!("not connected: {:?}", driver.stats());
 }
 
+/// A server peer in its own task and a client peer driven by the test, both on `url`.
+struct Peers {
+    server: tokio::task::JoinHandle<()>,
+    client: PeerDriver<ContextVmClient>,
+}
+
+impl Peers {
+    async fn start(url: &str) -> Peers {
+        let server = spawn_server(url);
+        let mut client = client_driver(url);
+        connected(&mut client, 1).await;
+        // The server subscribes on its own connection; give its REQ a moment to land first.
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        Peers { server, client }
+    }
+
+    /// Calls a tool and returns the call's final response, skipping the events before it (the
+    /// client initializes on its own first).
+    async fn call(
+        &mut self,
+        tool: &str,
+        arguments: serde_json::Value,
+        progress: bool,
+    ) -> ClientEvent {
+        let now = self.client.now();
+        let call = self
+            .client
+            .peer_mut()
+            .call_tool(tool, arguments, CallOptions { progress }, now);
+        loop {
+            let event = next_event(&mut self.client).await;
+            if matches!(&event, ClientEvent::Response { call: c, .. } | ClientEvent::Failed { call: c, .. } if *c == call)
+            {
+                return event;
+            }
+        }
+    }
+
+    async fn stop(self) {
+        self.server.abort();
+        self.client.shutdown().await;
+    }
+}
+
 #[tokio::test]
 async fn initialize_and_echo_over_real_websockets() {
     let relay = relay_at(RelayProfile::ideal(), "127.0.0.1:0".parse().unwrap()).await;
-    let url = format!("ws://{}", relay.local_addr);
-    let server = spawn_server(&url);
-    let mut client = client_driver(&url);
-    connected(&mut client, 1).await;
-    // The server subscribes on its own connection; give its REQ a moment to land first.
-    tokio::time::sleep(Duration::from_millis(200)).await;
-
-    let now = client.now();
-    client.peer_mut().initialize(now);
-    let init = next_event(&mut client).await;
+    let mut peers = Peers::start(&format!("ws://{}", relay.local_addr)).await;
+    let now = peers.client.now();
+    peers.client.peer_mut().initialize(now);
+    let init = next_event(&mut peers.client).await;
     assert!(
         matches!(&init, ClientEvent::Initialized { capabilities } if capabilities.oversized_transfer),
         "{init:?}"
     );
-    let now = client.now();
-    let call = client.peer_mut().call_tool(
-        "echo",
-        json!({ "text": "über \"relay\"" }),
-        CallOptions::default(),
-        now,
-    );
-    let reply = next_event(&mut client).await;
-    assert!(matches!(reply, ClientEvent::Response { call: c, .. } if c == call));
+    let reply = peers
+        .call("echo", json!({ "text": "über \"relay\"" }), false)
+        .await;
     assert_eq!(response_text(&reply).as_deref(), Some("über \"relay\""));
-    assert_eq!(client.stats().drops, 0);
-    server.abort();
-    client.shutdown().await;
+    assert_eq!(peers.client.stats().drops, 0);
+    peers.stop().await;
     relay.shutdown().await;
 }
 
@@ -120,30 +151,17 @@ async fn an_oversized_result_crosses_a_strfry_profile_as_a_cep22_transfer() {
     // strfry's profile rejects events over its size limit and outside its clock window; the
     // driver stamps events from the wall clock and the server splits the result by CEP-22.
     let relay = relay_at(RelayProfile::strfry(), "127.0.0.1:0".parse().unwrap()).await;
-    let url = format!("ws://{}", relay.local_addr);
-    let server = spawn_server(&url);
-    let mut client = client_driver(&url);
-    connected(&mut client, 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
-
-    let now = client.now();
-    client.peer_mut().initialize(now);
-    assert!(matches!(
-        next_event(&mut client).await,
-        ClientEvent::Initialized { .. }
-    ));
-    let now = client.now();
-    client.peer_mut().call_tool(
-        "large_result",
-        json!({ "bytes": 400_000, "content": "escape-heavy" }),
-        CallOptions { progress: true },
-        now,
-    );
-    let reply = next_event(&mut client).await;
+    let mut peers = Peers::start(&format!("ws://{}", relay.local_addr)).await;
+    let reply = peers
+        .call(
+            "large_result",
+            json!({ "bytes": 400_000, "content": "escape-heavy" }),
+            true,
+        )
+        .await;
     let text = response_text(&reply).unwrap_or_else(|| panic!("{reply:?}"));
     assert!(text.len() >= 400_000, "{}", text.len());
-    server.abort();
-    client.shutdown().await;
+    peers.stop().await;
     relay.shutdown().await;
 }
 
@@ -151,34 +169,23 @@ async fn an_oversized_result_crosses_a_strfry_profile_as_a_cep22_transfer() {
 async fn peers_reconnect_and_resubscribe_after_the_relay_restarts() {
     let first = relay_at(RelayProfile::ideal(), "127.0.0.1:0".parse().unwrap()).await;
     let addr = first.local_addr;
-    let url = format!("ws://{addr}");
-    let server = spawn_server(&url);
-    let mut client = client_driver(&url);
-    connected(&mut client, 1).await;
+    let mut peers = Peers::start(&format!("ws://{addr}")).await;
 
     first.shutdown().await;
     // The restarted relay has no subscriptions: only the peers' re-REQs can route the echo.
     let second = relay_at(RelayProfile::ideal(), addr).await;
-    connected(&mut client, 2).await;
-    assert!(client.stats().drops >= 1, "{:?}", client.stats());
+    connected(&mut peers.client, 2).await;
+    assert!(
+        peers.client.stats().drops >= 1,
+        "{:?}",
+        peers.client.stats()
+    );
     // The server reconnects on its own back-off; allow it the longest step.
     tokio::time::sleep(Duration::from_secs(1)).await;
 
-    let now = client.now();
-    client.peer_mut().call_tool(
-        "echo",
-        json!({ "text": "again" }),
-        CallOptions::default(),
-        now,
-    );
-    // The client initializes first on its own (it is not stateless).
-    let mut reply = next_event(&mut client).await;
-    if matches!(reply, ClientEvent::Initialized { .. }) {
-        reply = next_event(&mut client).await;
-    }
+    let reply = peers.call("echo", json!({ "text": "again" }), false).await;
     assert_eq!(response_text(&reply).as_deref(), Some("again"), "{reply:?}");
-    server.abort();
-    client.shutdown().await;
+    peers.stop().await;
     second.shutdown().await;
 }
 
@@ -200,30 +207,20 @@ async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outc
     })
     .await
     .unwrap();
-    let url = format!("ws://{}", proxy.local_addr);
-    let server = spawn_server(&url);
-    let mut client = client_driver(&url);
-    connected(&mut client, 1).await;
-    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut peers = Peers::start(&format!("ws://{}", proxy.local_addr)).await;
 
     // A CEP-22 transfer of an oversized result...
-    let now = client.now();
-    client.peer_mut().call_tool(
-        "large_result",
-        json!({ "bytes": 150_000, "content": "escape-heavy" }),
-        CallOptions { progress: true },
-        now,
-    );
-    let mut events = Vec::new();
-    while !events
-        .iter()
-        .any(|e| matches!(e, ClientEvent::Response { .. }))
-    {
-        events.push(next_event(&mut client).await);
-    }
-    let text = events.iter().find_map(response_text).expect("a result");
+    let reply = peers
+        .call(
+            "large_result",
+            json!({ "bytes": 150_000, "content": "escape-heavy" }),
+            true,
+        )
+        .await;
+    let text = response_text(&reply).unwrap_or_else(|| panic!("{reply:?}"));
     assert!(text.len() >= 150_000, "{}", text.len());
     // ...and a CEP-41 stream.
+    let client = &mut peers.client;
     let now = client.now();
     let (call, _) = client.peer_mut().call_tool_stream(
         "stream",
@@ -232,14 +229,13 @@ async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outc
     );
     let mut ended = None;
     while ended.is_none() {
-        if let ClientEvent::StreamEnded { call: c, outcome } = next_event(&mut client).await {
+        if let ClientEvent::StreamEnded { call: c, outcome } = next_event(client).await {
             assert_eq!(c, call);
             ended = Some(outcome);
         }
     }
     assert_eq!(ended, Some(Ok(())));
-    server.abort();
-    client.shutdown().await;
+    peers.stop().await;
     proxy.finish().await.unwrap();
     upstream.shutdown();
 
