@@ -52,6 +52,49 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(250);
 /// The longest wait between reconnect attempts.
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
+/// How a driver opens the TCP connection under a relay's WebSocket: tokio's real TCP, or
+/// turmoil's simulated TCP.
+pub trait Connector: Clone + Send + Sync + 'static {
+    /// The connected stream.
+    type Stream: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static;
+    /// Connects to `host:port`.
+    fn connect(
+        &self,
+        host: String,
+        port: u16,
+    ) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send;
+}
+
+/// Real TCP through tokio.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TokioTcp;
+
+impl Connector for TokioTcp {
+    type Stream = tokio::net::TcpStream;
+    fn connect(
+        &self,
+        host: String,
+        port: u16,
+    ) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send {
+        tokio::net::TcpStream::connect((host, port))
+    }
+}
+
+/// Turmoil's simulated TCP: hosts are turmoil host names.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct TurmoilTcp;
+
+impl Connector for TurmoilTcp {
+    type Stream = turmoil::net::TcpStream;
+    fn connect(
+        &self,
+        host: String,
+        port: u16,
+    ) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send {
+        turmoil::net::TcpStream::connect((host, port))
+    }
+}
+
 /// What a connection task tells the driver.
 #[derive(Debug)]
 enum Inbound {
@@ -93,13 +136,18 @@ impl<P: Peer> PeerDriver<P> {
         let wall = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
-        Self::connect_at_epoch(peer, relays, wall)
+        Self::connect_with(peer, relays, wall, TokioTcp)
     }
 
     /// As [`PeerDriver::connect`], with events stamped from `epoch_secs` (Unix seconds at the
-    /// driver's start) instead of the wall clock: for simulated networks, where a fixed epoch
-    /// keeps runs identical.
-    pub fn connect_at_epoch(mut peer: P, relays: Vec<RelayName>, epoch_secs: u64) -> Self {
+    /// driver's start) and connections opened by `connector`: for simulated networks
+    /// ([`TurmoilTcp`]), where a fixed epoch keeps runs identical.
+    pub fn connect_with<C: Connector>(
+        mut peer: P,
+        relays: Vec<RelayName>,
+        epoch_secs: u64,
+        connector: C,
+    ) -> Self {
         peer.set_epoch_secs(epoch_secs);
         let (inbox_tx, inbox) = mpsc::channel(INBOX_CAPACITY);
         let unparsed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
@@ -110,7 +158,13 @@ impl<P: Peer> PeerDriver<P> {
             let (tx, rx) = mpsc::channel(OUTGOING_CAPACITY);
             outgoing.insert(url.clone(), tx);
             up.insert(url.clone(), false);
-            tasks.spawn(connection(url, rx, inbox_tx.clone(), unparsed.clone()));
+            tasks.spawn(connection(
+                connector.clone(),
+                url,
+                rx,
+                inbox_tx.clone(),
+                unparsed.clone(),
+            ));
         }
         PeerDriver {
             peer,
@@ -226,7 +280,8 @@ impl<P: Peer> PeerDriver<P> {
 }
 
 /// Keeps one relay connected: connect, forward both ways, reconnect after a drop.
-async fn connection(
+async fn connection<C: Connector>(
+    connector: C,
     url: RelayName,
     mut outgoing: mpsc::Receiver<String>,
     inbox: mpsc::Sender<Inbound>,
@@ -234,7 +289,7 @@ async fn connection(
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        if let Ok((ws, _)) = tokio_tungstenite::connect_async(url.as_str()).await {
+        if let Ok(ws) = open(&connector, &url).await {
             backoff = FIRST_BACKOFF;
             // Frames queued while the relay was down belong to the old connection.
             while outgoing.try_recv().is_ok() {}
@@ -280,4 +335,19 @@ async fn connection(
         tokio::time::sleep(backoff).await;
         backoff = (backoff * 2).min(MAX_BACKOFF);
     }
+}
+
+/// Opens a WebSocket to `url` (`ws://host:port/...`) over the connector's TCP.
+async fn open<C: Connector>(
+    connector: &C,
+    url: &str,
+) -> Result<tokio_tungstenite::WebSocketStream<C::Stream>, tokio_tungstenite::tungstenite::Error> {
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    let request = url.into_client_request()?;
+    let uri = request.uri();
+    let host = uri.host().unwrap_or_default().to_owned();
+    let port = uri.port_u16().unwrap_or(80);
+    let stream = connector.connect(host, port).await?;
+    let (ws, _) = tokio_tungstenite::client_async(request, stream).await?;
+    Ok(ws)
 }

@@ -45,6 +45,9 @@ pub struct ServeConfig {
     pub max_queued_per_connection: usize,
     /// Write every EVENT, OK and NOTICE that crosses the relay to this trace (driver `live`).
     pub trace: Option<std::path::PathBuf>,
+    /// Unix seconds the relay's clock reads at start. `None` reads the wall clock, as a real
+    /// relay does; simulated networks (turmoil) fix it so runs repeat exactly.
+    pub epoch_secs: Option<u64>,
 }
 
 impl ServeConfig {
@@ -57,7 +60,36 @@ impl ServeConfig {
             max_connections: 256,
             max_queued_per_connection: 4096,
             trace: None,
+            epoch_secs: None,
         }
+    }
+}
+
+/// Where a relay accepts connections: tokio's real TCP, or turmoil's simulated TCP.
+pub trait Listener: Send + 'static {
+    /// The accepted stream.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+    /// The next connection and its peer address.
+    fn accept(
+        &self,
+    ) -> impl std::future::Future<Output = std::io::Result<(Self::Stream, SocketAddr)>> + Send;
+}
+
+impl Listener for TcpListener {
+    type Stream = TcpStream;
+    fn accept(
+        &self,
+    ) -> impl std::future::Future<Output = std::io::Result<(TcpStream, SocketAddr)>> + Send {
+        TcpListener::accept(self)
+    }
+}
+
+impl Listener for turmoil::net::TcpListener {
+    type Stream = turmoil::net::TcpStream;
+    fn accept(
+        &self,
+    ) -> impl std::future::Future<Output = std::io::Result<(Self::Stream, SocketAddr)>> + Send {
+        turmoil::net::TcpListener::accept(self)
     }
 }
 
@@ -119,10 +151,20 @@ pub fn nip11(profile: &RelayProfile) -> serde_json::Value {
     })
 }
 
-/// Starts a live relay; returns once it listens.
+/// Starts a live relay on a real socket (`config.listen`); returns once it listens.
 pub async fn serve(config: ServeConfig) -> std::io::Result<LiveRelay> {
     let listener = TcpListener::bind(config.listen).await?;
     let local_addr = listener.local_addr()?;
+    serve_on(listener, local_addr, config)
+}
+
+/// Starts a relay on an already bound `listener` (reported as `local_addr`): the same server
+/// on tokio's TCP or inside a turmoil simulation. Must be called inside a tokio runtime.
+pub fn serve_on<L: Listener>(
+    listener: L,
+    local_addr: SocketAddr,
+    config: ServeConfig,
+) -> std::io::Result<LiveRelay> {
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
     let (inbound_tx, inbound_rx) = mpsc::channel::<Inbound>(65_536);
     let trace = match &config.trace {
@@ -148,8 +190,8 @@ pub async fn serve(config: ServeConfig) -> std::io::Result<LiveRelay> {
     })
 }
 
-async fn accept_loop(
-    listener: TcpListener,
+async fn accept_loop<L: Listener>(
+    listener: L,
     config: ServeConfig,
     inbound: mpsc::Sender<Inbound>,
     mut shutdown: oneshot::Receiver<()>,
@@ -186,13 +228,13 @@ async fn accept_loop(
 }
 
 /// A stream that first yields bytes already read from it (the HTTP request head).
-struct Prefixed {
+struct Prefixed<S> {
     prefix: Vec<u8>,
     offset: usize,
-    inner: TcpStream,
+    inner: S,
 }
 
-impl AsyncRead for Prefixed {
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -209,7 +251,7 @@ impl AsyncRead for Prefixed {
     }
 }
 
-impl AsyncWrite for Prefixed {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
     fn poll_write(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -225,8 +267,8 @@ impl AsyncWrite for Prefixed {
     }
 }
 
-async fn handle_connection(
-    mut stream: TcpStream,
+async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    mut stream: S,
     peer: SocketAddr,
     conn: ConnId,
     inbound: mpsc::Sender<Inbound>,
@@ -350,9 +392,11 @@ async fn run_relay(
     };
     let start = Instant::now();
     let mut relay = Relay::new(config.profile.clone());
-    let epoch = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let epoch = config.epoch_secs.unwrap_or_else(|| {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs())
+    });
     relay.set_epoch_secs(epoch);
     let streams = SeededStreams::new(config.seed);
     let mut conns: BTreeMap<ConnId, mpsc::Sender<Message>> = BTreeMap::new();
