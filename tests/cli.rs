@@ -285,3 +285,28 @@ fn check_determinism_compares_two_runs() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(stdout(&out).starts_with("deterministic: two runs"));
 }
+
+#[test]
+fn run_with_the_turmoil_engine_reports_like_des() {
+    let out = std::env::temp_dir().join(format!("relaysim-cli-turmoil-{}", std::process::id()));
+    let o = relaysim(&[
+        "run",
+        "scenarios/ideal-baseline.toml",
+        "--engine",
+        "turmoil",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("completion 100.0%"), "{text}");
+    assert!(text.contains("expectations: all hold"), "{text}");
+    assert!(out.join("summary.csv").exists());
+    let _ = std::fs::remove_dir_all(&out);
+
+    let refused = relaysim(&["run", "--engine", "turmoil", "--trace", "x.jsonl"]);
+    assert!(!refused.status.success());
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("--trace records the des engine only"), "{err}");
+    assert!(!std::path::Path::new("x.jsonl").exists());
+}

@@ -5,4 +5,5 @@ pub mod link;
 pub mod loopback;
 pub mod rng;
 pub mod transfer;
+pub mod turmoil;
 pub mod world;

@@ -84,7 +84,12 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
         .iter()
         .map(|(k, v)| format!("{k} {v}"))
         .collect();
-    let _ = writeln!(out, "relay events: {}", counters.join(", "));
+    if counters.is_empty() {
+        // The turmoil engine observes calls, not relays.
+        let _ = writeln!(out, "relay events: not observed");
+    } else {
+        let _ = writeln!(out, "relay events: {}", counters.join(", "));
+    }
     let _ = writeln!(
         out,
         "completion {:.1}%   integrity violations {}",

@@ -1,0 +1,331 @@
+//! The `turmoil` driver: a scenario's relays as `relaysim serve` on turmoil hosts, its peers
+//! driven by [`PeerDriver`] over turmoil's simulated TCP with real WebSocket framing. It runs
+//! the async transport code the live mode uses, deterministically: a seeded scheduler, turmoil's
+//! virtual clock and a fixed epoch.
+//!
+//! Peers report what the des world reports about calls ([`Observation::Called`],
+//! [`Observation::ChunkWritten`], [`Observation::ChunkRead`], [`Observation::Client`]), so the
+//! same [`Collector`] turns them into the same tables. Relay-side counters (published, verdicts, losses) are not observed here.
+//!
+//! What it does not model (the des driver does): peer→relay link impairments and outages,
+//! per-peer IP addresses, and slow consumers (clients read streams as chunks arrive).
+
+use crate::live::driver::{PeerDriver, TurmoilTcp};
+use crate::live::{serve_on, ServeConfig};
+use crate::peer::client::{ClientConfig, ClientEvent, ContextVmClient};
+use crate::peer::event::{Identity, EPOCH_SECS};
+use crate::peer::server::{ContextVmServer, ServerConfig, ServerEvent};
+use crate::peer::tools::{stream_chunk_text, ToolCall};
+use crate::protocol::jsonrpc::ProgressToken;
+use crate::relay::RelayProfile;
+use crate::sim::rng::SeededStreams;
+use crate::sim::world::{Call, Expected, Observation, Observer};
+use crate::stats::{Collector, RunReport};
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// The port every simulated relay listens on.
+const RELAY_PORT: u16 = 7777;
+/// Time for every peer to connect and subscribe before the workload's clock starts. The des
+/// world starts with peers connected; over TCP, a call published before the server's REQ
+/// landed would be lost (ContextVM events are ephemeral). Reported times exclude it.
+const SETTLE: Duration = Duration::from_secs(1);
+
+/// Everything one turmoil run needs, built from a scenario.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    /// The run's seed.
+    pub seed: u64,
+    /// Simulated time limit.
+    pub duration: Duration,
+    /// Relays by name.
+    pub relays: Vec<(String, RelayProfile)>,
+    /// Servers: name, relay indices, configuration.
+    pub servers: Vec<(String, Vec<usize>, ServerConfig)>,
+    /// Clients: name, relay indices, server index, configuration (its `server` key is set here).
+    pub clients: Vec<(String, Vec<usize>, usize, ClientConfig)>,
+    /// Workload calls: when, which client, what.
+    pub calls: Vec<(Duration, usize, Call)>,
+}
+
+/// Why a turmoil run could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum TurmoilError {
+    /// turmoil stopped the simulation (a host failed or the time limit passed with work left).
+    #[error("turmoil: {0}")]
+    Simulation(String),
+}
+
+/// Observations with their time, the observer's rank (0 for servers, 1 + index for clients)
+/// and the observer's own sequence number.
+/// turmoil runs every host on one thread, so plain shared cells do.
+type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
+
+fn url(relay: &str) -> String {
+    format!("ws://{relay}:{RELAY_PORT}")
+}
+
+fn urls(plan: &Plan, relays: &[usize]) -> Vec<String> {
+    relays.iter().map(|&r| url(&plan.relays[r].0)).collect()
+}
+
+/// Runs `plan` in a turmoil simulation and returns the same kind of report the des driver gives.
+pub fn run(plan: &Plan) -> Result<RunReport, TurmoilError> {
+    let mut sim = turmoil::Builder::new()
+        // Slack after the scenario's limit so clients can record unfinished calls.
+        .simulation_duration(SETTLE + plan.duration + Duration::from_secs(60))
+        .rng_seed(plan.seed)
+        .build();
+    let streams = SeededStreams::new(plan.seed);
+    for (index, (name, profile)) in plan.relays.iter().enumerate() {
+        let profile = profile.clone();
+        let seed = plan.seed.wrapping_mul(1_000_003).wrapping_add(index as u64);
+        sim.host(name.as_str(), move || {
+            let profile = profile.clone();
+            async move {
+                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RELAY_PORT)).await?;
+                let _relay = serve_on(
+                    listener,
+                    std::net::SocketAddr::from(([0, 0, 0, 0], RELAY_PORT)),
+                    ServeConfig {
+                        seed,
+                        epoch_secs: Some(EPOCH_SECS),
+                        ..ServeConfig::new(profile)
+                    },
+                )?;
+                std::future::pending::<()>().await;
+                Ok(())
+            }
+        });
+    }
+    let log: Log = Rc::new(RefCell::new(Vec::new()));
+    let client_keys: Rc<BTreeMap<nostr::prelude::PublicKey, usize>> = Rc::new(
+        plan.clients
+            .iter()
+            .enumerate()
+            .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
+            .collect(),
+    );
+    let mut server_keys = Vec::new();
+    for (name, relays, config) in &plan.servers {
+        let identity = Identity::derive(plan.seed, name);
+        server_keys.push(identity.public_key());
+        let relays = urls(plan, relays);
+        let config = config.clone();
+        let rng = streams.stream(&format!("server/{name}/tools"));
+        let (host_log, host_keys) = (log.clone(), client_keys.clone());
+        sim.host(format!("peer-{name}").as_str(), move || {
+            let server = ContextVmServer::new(
+                identity.clone(),
+                relays.clone(),
+                config.clone(),
+                rng.clone(),
+            );
+            let relays = relays.clone();
+            let log = host_log.clone();
+            let client_keys = host_keys.clone();
+            async move {
+                let start = tokio::time::Instant::now();
+                let mut driver = PeerDriver::connect_with(server, relays, EPOCH_SECS, TurmoilTcp);
+                let mut seq = 0u64;
+                // Chunks written, for chunk latency: the des world observes the same event.
+                let mut observe = |s: &mut ContextVmServer| {
+                    while let Some(event) = s.poll_event() {
+                        let ServerEvent::ChunkWritten {
+                            client,
+                            token,
+                            index,
+                        } = event
+                        else {
+                            continue;
+                        };
+                        let call = match &token {
+                            ProgressToken::String(t) => {
+                                t.strip_prefix('p').and_then(|n| n.parse().ok())
+                            }
+                            ProgressToken::Number(_) => None,
+                        };
+                        if let (Some(&client), Some(call)) = (client_keys.get(&client), call) {
+                            seq += 1;
+                            let at = start.elapsed().saturating_sub(SETTLE);
+                            let observation = Observation::ChunkWritten {
+                                client,
+                                call,
+                                index,
+                            };
+                            log.borrow_mut().push((at, 0, seq, observation));
+                        }
+                    }
+                    false
+                };
+                driver
+                    .run_until(&mut observe, Duration::from_secs(10 * 365 * 86_400))
+                    .await;
+                Ok(())
+            }
+        });
+    }
+    for (index, (name, relays, server, config)) in plan.clients.iter().enumerate() {
+        let mut config = config.clone();
+        config.server = server_keys[*server];
+        let client = ContextVmClient::new(
+            Identity::derive(plan.seed, name),
+            urls(plan, relays),
+            config,
+        );
+        let calls: Vec<(Duration, Call)> = plan
+            .calls
+            .iter()
+            .filter(|(_, c, _)| *c == index)
+            .map(|(at, _, call)| (*at, call.clone()))
+            .collect();
+        let relays = urls(plan, relays);
+        let log = log.clone();
+        let duration = plan.duration;
+        sim.client(
+            format!("peer-{name}").as_str(),
+            run_client(index, client, relays, calls, duration, log),
+        );
+    }
+    sim.run()
+        .map_err(|e| TurmoilError::Simulation(e.to_string()))?;
+    let mut observations = std::mem::take(&mut *log.borrow_mut());
+    // Peers ran concurrently: order by time, then servers before clients (a chunk is written
+    // before it is read), then each peer's own order.
+    observations.sort_by_key(|(at, rank, seq, _)| (*at, *rank, *seq));
+    let mut collector = Collector::new();
+    for (at, _, _, observation) in &observations {
+        collector.observe(*at, observation);
+    }
+    Ok(collector.finish(plan.seed))
+}
+
+/// One client's workload: makes its calls on schedule, reads streams as chunks arrive, and logs
+/// what the des world would observe, until its calls end or the scenario's time is up.
+async fn run_client(
+    index: usize,
+    client: ContextVmClient,
+    relays: Vec<String>,
+    mut calls: Vec<(Duration, Call)>,
+    duration: Duration,
+    log: Log,
+) -> turmoil::Result {
+    calls.sort_by_key(|(at, _)| *at);
+    let mut calls = std::collections::VecDeque::from(calls);
+    let mut driver = PeerDriver::connect_with(client, relays, EPOCH_SECS, TurmoilTcp);
+    let mut seq = 0u64;
+    let mut record = |at: Duration, observation: Observation| {
+        seq += 1;
+        log.borrow_mut()
+            .push((at.saturating_sub(SETTLE), index + 1, seq, observation));
+    };
+    for (at, _) in &mut calls {
+        *at += SETTLE;
+    }
+    let duration = duration + SETTLE;
+    // Calls still waiting for their final response.
+    let mut open: BTreeSet<u64> = BTreeSet::new();
+    // Streams still being read (a final response may overtake its stream's last chunks), with
+    // their chunk size.
+    let mut streams: BTreeMap<u64, usize> = BTreeMap::new();
+    loop {
+        let now = driver.now();
+        while calls.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, call) = calls.pop_front().expect("checked");
+            let (name, arguments) = call.tool.arguments();
+            let peer = driver.peer_mut();
+            let (id, chunk_bytes) = if let ToolCall::Stream { chunk_bytes, .. } = call.tool {
+                (
+                    peer.call_tool_stream(name, arguments, now).0,
+                    Some(chunk_bytes),
+                )
+            } else {
+                let options = crate::peer::client::CallOptions {
+                    progress: call.progress,
+                };
+                (peer.call_tool(name, arguments, options, now), None)
+            };
+            open.insert(id);
+            if let Some(bytes) = chunk_bytes {
+                streams.insert(id, bytes);
+            }
+            record(
+                now,
+                Observation::Called {
+                    client: index,
+                    call: id,
+                    workload: call.workload,
+                    tool: name,
+                    expected: Expected::of(&call.tool),
+                },
+            );
+        }
+        if (calls.is_empty() && open.is_empty() && streams.is_empty()) || now >= duration {
+            break;
+        }
+        let until = calls
+            .front()
+            .map_or(duration, |(at, _)| (*at).min(duration));
+        let mut events = Vec::new();
+        let mut chunks = Vec::new();
+        driver
+            .run_until(
+                |c| {
+                    for (&call, &bytes) in &streams {
+                        while let Some(chunk) = c.read_stream(call) {
+                            chunks.push((call, bytes, chunk));
+                        }
+                    }
+                    while let Some(event) = c.poll_event() {
+                        events.push(event);
+                    }
+                    !events.is_empty() || !chunks.is_empty()
+                },
+                until.saturating_sub(now),
+            )
+            .await;
+        let at = driver.now();
+        for (call, bytes, chunk) in chunks {
+            record(
+                at,
+                Observation::ChunkRead {
+                    client: index,
+                    call,
+                    index: chunk.chunk_index,
+                    bytes: chunk.data.len(),
+                    intact: chunk.data == stream_chunk_text(chunk.chunk_index, bytes),
+                },
+            );
+        }
+        for event in events {
+            match &event {
+                ClientEvent::Response { call, response } => {
+                    open.remove(call);
+                    // An error response means no stream is coming (or it already failed).
+                    if response.is_err() {
+                        streams.remove(call);
+                    }
+                }
+                ClientEvent::Failed { call, .. } => {
+                    open.remove(call);
+                    streams.remove(call);
+                }
+                ClientEvent::StreamEnded { call, .. } => {
+                    streams.remove(call);
+                }
+                ClientEvent::StreamOpened { .. } | ClientEvent::Initialized { .. } => {}
+            }
+            record(
+                at,
+                Observation::Client {
+                    client: index,
+                    event,
+                },
+            );
+        }
+    }
+    driver.shutdown().await;
+    Ok(())
+}
