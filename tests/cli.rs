@@ -304,9 +304,11 @@ fn run_with_the_turmoil_engine_reports_like_des() {
     assert!(out.join("summary.csv").exists());
     let _ = std::fs::remove_dir_all(&out);
 
-    let refused = relaysim(&["run", "--engine", "turmoil", "--trace", "x.jsonl"]);
+    let refused = relaysim(&[
+        "run", "--engine", "turmoil", "--runs", "2", "--trace", "x.jsonl",
+    ]);
     assert!(!refused.status.success());
     let err = String::from_utf8_lossy(&refused.stderr);
-    assert!(err.contains("--trace records the des engine only"), "{err}");
+    assert!(err.contains("--trace records one run"), "{err}");
     assert!(!std::path::Path::new("x.jsonl").exists());
 }

@@ -171,7 +171,7 @@ fn the_turmoil_engine_agrees_with_des_on_the_shipped_scenarios() {
     for file in files {
         let scenario = relaysim::scenario::Scenario::from_file(&file).unwrap();
         let des = scenario.run(scenario.seed);
-        let turmoil = scenario.run_turmoil(scenario.seed).unwrap();
+        let turmoil = scenario.run_turmoil(scenario.seed, None).unwrap();
         assert!(!des.items.is_empty(), "{}", file.display());
         assert_eq!(
             outcomes(&des),
@@ -183,14 +183,37 @@ fn the_turmoil_engine_agrees_with_des_on_the_shipped_scenarios() {
 }
 
 #[test]
-fn a_turmoil_scenario_run_repeats_exactly() {
+fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(
         include_str!("../scenarios/stream-reorder-duplicate.toml"),
         "stream-reorder-duplicate.toml",
     )
     .unwrap();
-    let a = scenario.run_turmoil(3).unwrap();
-    let b = scenario.run_turmoil(3).unwrap();
+    let dir = std::env::temp_dir();
+    let pid = std::process::id();
+    let (ta, tb) = (
+        dir.join(format!("relaysim-turmoil-a-{pid}.jsonl")),
+        dir.join(format!("relaysim-turmoil-b-{pid}.jsonl")),
+    );
+    let a = scenario.run_turmoil(3, Some(&ta)).unwrap();
+    let b = scenario.run_turmoil(3, Some(&tb)).unwrap();
+    let (trace_a, trace_b) = (std::fs::read(&ta).unwrap(), std::fs::read(&tb).unwrap());
+    let _ = (std::fs::remove_file(&ta), std::fs::remove_file(&tb));
+    assert!(
+        trace_a.len() > 10_000,
+        "a trace of the run: {} bytes",
+        trace_a.len()
+    );
+    assert!(trace_a == trace_b, "one seed, byte-identical traces");
+    // The relay-side trace replays: our receivers complete what crossed the relay.
+    let trace =
+        relaysim::trace::Trace::parse(std::str::from_utf8(&trace_a).unwrap(), "a.jsonl").unwrap();
+    let injected = relaysim::trace::replay::inject(&trace).unwrap();
+    assert!(!injected.is_empty());
+    assert!(
+        injected.iter().all(|i| i.outcome == "completed"),
+        "{injected:?}"
+    );
     assert_eq!(format!("{:?}", a.items), format!("{:?}", b.items));
     let quantiles = |r: &relaysim::stats::RunReport| {
         r.histograms

@@ -115,7 +115,8 @@ struct RunArgs {
     trace_events: EventsMode,
     /// `des`: the discrete-event simulator. `turmoil`: relays as WebSocket servers and peers as
     /// async tasks on turmoil's simulated TCP (slower; reports calls and latencies only, no
-    /// relay counters, no trace; peer→relay impairments and outages are not applied).
+    /// relay counters; peer→relay impairments and outages are not applied; --trace writes each
+    /// relay's live trace, for `replay --mode inject`).
     #[arg(long, value_enum, default_value = "des")]
     engine: Engine,
 }
@@ -317,13 +318,10 @@ fn run_scenario(args: RunArgs) -> Result<Exit> {
     let scenario = load_scenario(&args.scenario)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.runs.unwrap_or(scenario.runs).max(1);
-    if args.engine == Engine::Turmoil && args.trace.is_some() {
-        bail!("--trace records the des engine only; drop --trace or --engine turmoil");
+    if args.trace.is_some() && runs > 1 {
+        bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
     }
-    if let Some(path) = &args.trace {
-        if runs > 1 {
-            bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
-        }
+    if let (Some(path), Engine::Des) = (&args.trace, args.engine) {
         let (_, text) =
             scenario.run_traced(seed, &Default::default(), &[], args.trace_events, None);
         std::fs::write(path, text)
@@ -350,10 +348,17 @@ fn run_scenario(args: RunArgs) -> Result<Exit> {
             };
             for i in 0..runs {
                 let run = scenario
-                    .run_turmoil(seed.wrapping_add(i as u64))
+                    .run_turmoil(seed.wrapping_add(i as u64), args.trace.as_deref())
                     .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
                 report.runs.push(run);
                 bar.set_position(i as u64 + 1);
+            }
+            if let Some(trace) = &args.trace {
+                let relays = scenario.turmoil_plan(seed).relays;
+                for (name, _) in &relays {
+                    let path = crate::sim::turmoil::relay_trace_path(trace, name, relays.len());
+                    eprintln!("trace of relay {name} written to {}", path.display());
+                }
             }
             report
         }

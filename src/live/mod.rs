@@ -45,6 +45,9 @@ pub struct ServeConfig {
     pub max_queued_per_connection: usize,
     /// Write every EVENT, OK and NOTICE that crosses the relay to this trace (driver `live`).
     pub trace: Option<std::path::PathBuf>,
+    /// The relay's name in its trace (`upstream` by default; the scenario's relay name under
+    /// the turmoil engine).
+    pub name: String,
     /// Unix seconds the relay's clock reads at start. `None` reads the wall clock, as a real
     /// relay does; simulated networks (turmoil) fix it so runs repeat exactly.
     pub epoch_secs: Option<u64>,
@@ -60,6 +63,7 @@ impl ServeConfig {
             max_connections: 256,
             max_queued_per_connection: 4096,
             trace: None,
+            name: "upstream".into(),
             epoch_secs: None,
         }
     }
@@ -171,6 +175,7 @@ pub fn serve_on<L: Listener>(
         Some(path) => Some(record::start_trace(
             path,
             format!("relaysim serve ({})", config.profile.name),
+            config.name.clone(),
             Instant::now(),
         )?),
         None => None,

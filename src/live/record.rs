@@ -40,6 +40,7 @@ pub(crate) type TraceFeed = mpsc::UnboundedSender<Option<(Instant, Seen)>>;
 pub(crate) fn start_trace(
     out: &std::path::Path,
     scenario: String,
+    relay: String,
     start: Instant,
 ) -> std::io::Result<(TraceFeed, tokio::task::JoinHandle<std::io::Result<u64>>)> {
     let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
@@ -61,7 +62,7 @@ pub(crate) fn start_trace(
         serde_json::to_string(&header).map_err(std::io::Error::other)?
     )?;
     let (tx, rx) = mpsc::unbounded_channel();
-    Ok((tx, tokio::spawn(write_lines(file, start, rx))))
+    Ok((tx, tokio::spawn(write_lines(file, relay, start, rx))))
 }
 
 /// A running recording proxy.
@@ -89,6 +90,7 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     let (seen_tx, writer) = start_trace(
         &config.out,
         format!("recording of {}", config.upstream),
+        "upstream".into(),
         Instant::now(),
     )?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
@@ -158,6 +160,7 @@ async fn accept(
 
 async fn write_lines(
     mut file: std::io::BufWriter<std::fs::File>,
+    relay: String,
     start: Instant,
     mut seen: mpsc::UnboundedReceiver<Option<(Instant, Seen)>>,
 ) -> std::io::Result<u64> {
@@ -180,7 +183,7 @@ async fn write_lines(
                     out.push(Line::Published {
                         t,
                         peer: format!("client-{client}"),
-                        relay: "upstream".into(),
+                        relay: relay.clone(),
                         id,
                         bytes: event.to_string().len(),
                         event: Some(event),
@@ -199,7 +202,7 @@ async fn write_lines(
                             out.push(Line::Published {
                                 t,
                                 peer: "external".into(),
-                                relay: "upstream".into(),
+                                relay: relay.clone(),
                                 id: id.clone(),
                                 bytes: event.to_string().len(),
                                 event: Some(event.clone()),
@@ -208,7 +211,7 @@ async fn write_lines(
                         });
                         out.push(Line::Delivered {
                             t,
-                            relay: "upstream".into(),
+                            relay: relay.clone(),
                             peer,
                             id,
                             latency_us: t - first,
@@ -217,7 +220,7 @@ async fn write_lines(
                     }
                     Some("OK") => out.push(Line::Verdict {
                         t,
-                        relay: "upstream".into(),
+                        relay: relay.clone(),
                         peer,
                         id: v[1].as_str().unwrap_or_default().to_owned(),
                         accepted: v[2].as_bool().unwrap_or(false),
@@ -225,7 +228,7 @@ async fn write_lines(
                     }),
                     Some("NOTICE") => out.push(Line::Notice {
                         t,
-                        relay: "upstream".into(),
+                        relay: relay.clone(),
                         peer,
                         message: v[1].as_str().unwrap_or_default().to_owned(),
                     }),

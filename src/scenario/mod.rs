@@ -993,12 +993,14 @@ impl Scenario {
         }
     }
 
-    /// Runs once with `seed` in the turmoil driver (see [`crate::sim::turmoil`]).
+    /// Runs once with `seed` in the turmoil driver (see [`crate::sim::turmoil`]), writing each
+    /// relay's trace next to `trace` when given.
     pub fn run_turmoil(
         &self,
         seed: u64,
+        trace: Option<&Path>,
     ) -> Result<crate::stats::RunReport, crate::sim::turmoil::TurmoilError> {
-        crate::sim::turmoil::run(&self.turmoil_plan(seed))
+        crate::sim::turmoil::run(&self.turmoil_plan(seed), trace)
     }
 
     fn client_config(&self, config: &mut ClientConfig, stateless: bool) {

@@ -8,7 +8,8 @@
 //! same [`Collector`] turns them into the same tables. Relay-side counters (published, verdicts, losses) are not observed here.
 //!
 //! What it does not model (the des driver does): peer→relay link impairments and outages,
-//! per-peer IP addresses, and slow consumers (clients read streams as chunks arrive).
+//! per-peer IP addresses, and slow consumers (clients read streams as chunks arrive). Its traces
+//! are relay-side `live` traces (what crossed each relay), which replay with `--mode inject`.
 
 use crate::live::driver::{PeerDriver, TurmoilTcp};
 use crate::live::{serve_on, ServeConfig};
@@ -23,6 +24,7 @@ use crate::sim::world::{Call, Expected, Observation, Observer};
 use crate::stats::{Collector, RunReport};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -71,33 +73,58 @@ fn urls(plan: &Plan, relays: &[usize]) -> Vec<String> {
     relays.iter().map(|&r| url(&plan.relays[r].0)).collect()
 }
 
+/// Where relay `relay`'s trace goes: `trace` itself when there is one relay, else `trace` with
+/// the relay's name before the extension (`run.jsonl` → `run.strfry.jsonl`).
+pub fn relay_trace_path(trace: &Path, relay: &str, relays: usize) -> PathBuf {
+    if relays == 1 {
+        return trace.to_path_buf();
+    }
+    let stem = trace
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match trace.extension() {
+        Some(ext) => format!("{stem}.{relay}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{relay}"),
+    };
+    trace.with_file_name(name)
+}
+
 /// Runs `plan` in a turmoil simulation and returns the same kind of report the des driver gives.
-pub fn run(plan: &Plan) -> Result<RunReport, TurmoilError> {
+/// With `trace`, every relay also writes what crossed it as a `live` trace (see
+/// [`relay_trace_path`]); one seed gives byte-identical traces.
+pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError> {
     let mut sim = turmoil::Builder::new()
         // Slack after the scenario's limit so clients can record unfinished calls.
         .simulation_duration(SETTLE + plan.duration + Duration::from_secs(60))
         .rng_seed(plan.seed)
         .build();
     let streams = SeededStreams::new(plan.seed);
+    // Relays run as turmoil clients (futures the simulation waits for) so that, once every
+    // client peer is done, they shut down cleanly and their traces are complete.
+    let clients_done = Rc::new(std::cell::Cell::new(0usize));
+    let client_count = plan.clients.len();
     for (index, (name, profile)) in plan.relays.iter().enumerate() {
-        let profile = profile.clone();
-        let seed = plan.seed.wrapping_mul(1_000_003).wrapping_add(index as u64);
-        sim.host(name.as_str(), move || {
-            let profile = profile.clone();
-            async move {
-                let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RELAY_PORT)).await?;
-                let _relay = serve_on(
-                    listener,
-                    std::net::SocketAddr::from(([0, 0, 0, 0], RELAY_PORT)),
-                    ServeConfig {
-                        seed,
-                        epoch_secs: Some(EPOCH_SECS),
-                        ..ServeConfig::new(profile)
-                    },
-                )?;
-                std::future::pending::<()>().await;
-                Ok(())
+        let config = ServeConfig {
+            seed: plan.seed.wrapping_mul(1_000_003).wrapping_add(index as u64),
+            epoch_secs: Some(EPOCH_SECS),
+            name: name.clone(),
+            trace: trace.map(|t| relay_trace_path(t, name, plan.relays.len())),
+            ..ServeConfig::new(profile.clone())
+        };
+        let done = clients_done.clone();
+        sim.client(name.as_str(), async move {
+            let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RELAY_PORT)).await?;
+            let relay = serve_on(
+                listener,
+                std::net::SocketAddr::from(([0, 0, 0, 0], RELAY_PORT)),
+                config,
+            )?;
+            while done.get() < client_count {
+                tokio::time::sleep(Duration::from_millis(100)).await;
             }
+            relay.shutdown().await;
+            Ok(())
         });
     }
     let log: Log = Rc::new(RefCell::new(Vec::new()));
@@ -184,10 +211,12 @@ pub fn run(plan: &Plan) -> Result<RunReport, TurmoilError> {
         let relays = urls(plan, relays);
         let log = log.clone();
         let duration = plan.duration;
-        sim.client(
-            format!("peer-{name}").as_str(),
-            run_client(index, client, relays, calls, duration, log),
-        );
+        let done = clients_done.clone();
+        sim.client(format!("peer-{name}").as_str(), async move {
+            let result = run_client(index, client, relays, calls, duration, log).await;
+            done.set(done.get() + 1);
+            result
+        });
     }
     sim.run()
         .map_err(|e| TurmoilError::Simulation(e.to_string()))?;
