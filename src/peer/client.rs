@@ -275,9 +275,7 @@ impl ContextVmClient {
     ) -> CallId {
         self.now = now;
         let id = self.next_id;
-        let token = options
-            .progress
-            .then(|| ProgressToken::String(format!("p{id}")));
+        let token = options.progress.then(|| token_of_call(id));
         let mut params = json!({ "name": name, "arguments": arguments });
         if let Some(t) = &token {
             params["_meta"] = json!({ "progressToken": t.to_value() });
@@ -295,26 +293,26 @@ impl ContextVmClient {
         now: Duration,
     ) -> (CallId, ProgressToken) {
         let call = self.call_tool(name, arguments, CallOptions { progress: true }, now);
-        (call, ProgressToken::String(format!("p{call}")))
+        (call, token_of_call(call))
     }
 
     /// The next chunk of a call's stream, in order.
     pub fn read_stream(&mut self, call: CallId) -> Option<StreamChunk> {
-        let token = ProgressToken::String(format!("p{call}"));
+        let token = token_of_call(call);
         let server = self.config.server;
         self.streams.read(&server, &token)
     }
 
     /// Whether a call's stream is still held: open, or ended with chunks not read yet.
     pub fn stream_alive(&self, call: CallId) -> bool {
-        let token = ProgressToken::String(format!("p{call}"));
+        let token = token_of_call(call);
         self.streams.session(&self.config.server, &token).is_some()
     }
 
     /// Aborts a call's stream: the server is told with an `abort` frame.
     pub fn abort_stream(&mut self, call: CallId, reason: &str, now: Duration) {
         self.now = now;
-        let token = ProgressToken::String(format!("p{call}"));
+        let token = token_of_call(call);
         let server = self.config.server;
         self.streams.abort(&server, &token, reason);
         self.pump();
@@ -498,9 +496,8 @@ impl ContextVmClient {
                 } else if let Ok(frame) = StreamFrame::from_params(&params) {
                     // Any token this client issued: the final response may overtake the stream's
                     // frames on the relay, so a finished call still takes its stream.
-                    let ours = self
-                        .call_of(&frame.token)
-                        .is_some_and(|id| id > 0 && id < self.next_id);
+                    let ours =
+                        call_of_token(&frame.token).is_some_and(|id| id > 0 && id < self.next_id);
                     if ours {
                         self.streams.handle_frame(&server, frame, now);
                     }
@@ -553,13 +550,6 @@ impl ContextVmClient {
         }
     }
 
-    fn call_of(&self, token: &ProgressToken) -> Option<CallId> {
-        match token {
-            ProgressToken::String(s) => s.strip_prefix('p').and_then(|n| n.parse().ok()),
-            ProgressToken::Number(_) => None,
-        }
-    }
-
     /// Moves what the engines produced into events and messages.
     fn drain_engines(&mut self) {
         while let Some(event) = self.downloads.poll_event() {
@@ -582,7 +572,7 @@ impl ContextVmClient {
                 RegistryEvent::Completed { token, .. } => (token, Some(Ok(()))),
                 RegistryEvent::Failed { token, failure, .. } => (token, Some(Err(failure))),
             };
-            let Some(call) = self.call_of(&token) else {
+            let Some(call) = call_of_token(&token) else {
                 continue;
             };
             self.events.push_back(match ended {
@@ -718,5 +708,34 @@ impl Peer for ContextVmClient {
         self.downloads.handle_timeout(now);
         self.streams.handle_timeout(now);
         self.pump();
+    }
+}
+
+/// The progress token the client gives call `call`: `p<call>`.
+pub fn token_of_call(call: CallId) -> ProgressToken {
+    ProgressToken::String(format!("p{call}"))
+}
+
+/// The call a progress token of this client names (the inverse of [`token_of_call`]); `None`
+/// for tokens the client did not make.
+pub fn call_of_token(token: &ProgressToken) -> Option<CallId> {
+    match token {
+        ProgressToken::String(t) => t.strip_prefix('p').and_then(|n| n.parse().ok()),
+        ProgressToken::Number(_) => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_name_their_calls_and_foreign_tokens_name_none() {
+        for call in [0, 1, 42, u64::MAX] {
+            assert_eq!(call_of_token(&token_of_call(call)), Some(call));
+        }
+        assert_eq!(call_of_token(&ProgressToken::Number(3)), None);
+        assert_eq!(call_of_token(&ProgressToken::String("q3".into())), None);
+        assert_eq!(call_of_token(&ProgressToken::String("p".into())), None);
     }
 }

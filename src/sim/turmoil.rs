@@ -13,11 +13,10 @@
 
 use crate::live::driver::{PeerDriver, TurmoilTcp};
 use crate::live::{serve_on, ServeConfig};
-use crate::peer::client::{ClientConfig, ClientEvent, ContextVmClient};
+use crate::peer::client::{call_of_token, ClientConfig, ClientEvent, ContextVmClient};
 use crate::peer::event::{Identity, EPOCH_SECS};
 use crate::peer::server::{ContextVmServer, ServerConfig, ServerEvent};
 use crate::peer::tools::{stream_chunk_text, ToolCall};
-use crate::protocol::jsonrpc::ProgressToken;
 use crate::relay::RelayProfile;
 use crate::sim::rng::SeededStreams;
 use crate::sim::world::{Call, Expected, Observation, Observer};
@@ -168,12 +167,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
                         else {
                             continue;
                         };
-                        let call = match &token {
-                            ProgressToken::String(t) => {
-                                t.strip_prefix('p').and_then(|n| n.parse().ok())
-                            }
-                            ProgressToken::Number(_) => None,
-                        };
+                        let call = call_of_token(&token);
                         if let (Some(&client), Some(call)) = (client_keys.get(&client), call) {
                             seq += 1;
                             let at = start.elapsed().saturating_sub(SETTLE);

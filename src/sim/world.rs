@@ -1267,12 +1267,7 @@ impl World {
                 } = event
                 {
                     let client = self.client_keys.get(&client).copied();
-                    let call = match &token {
-                        crate::protocol::jsonrpc::ProgressToken::String(t) => {
-                            t.strip_prefix('p').and_then(|n| n.parse().ok())
-                        }
-                        crate::protocol::jsonrpc::ProgressToken::Number(_) => None,
-                    };
+                    let call = crate::peer::client::call_of_token(&token);
                     if let (Some(client), Some(call)) = (client, call) {
                         self.observe(Observation::ChunkWritten {
                             client,
