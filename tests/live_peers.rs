@@ -11,6 +11,8 @@ use relaysim::relay::RelayProfile;
 use relaysim::sim::rng::SeededStreams;
 use serde_json::json;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -24,8 +26,9 @@ async fn relay_at(profile: RelayProfile, listen: SocketAddr) -> LiveRelay {
     .unwrap()
 }
 
-/// A server peer driven in its own task until the test ends.
-fn spawn_server(url: &str) -> tokio::task::JoinHandle<()> {
+/// A server peer driven in its own task until the test ends, with its connection count
+/// published so tests wait for it instead of sleeping.
+fn spawn_server(url: &str) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>) {
     let server = ContextVmServer::new(
         Identity::derive(5, "server"),
         vec![url.to_owned()],
@@ -33,9 +36,28 @@ fn spawn_server(url: &str) -> tokio::task::JoinHandle<()> {
         SeededStreams::new(5).stream("server"),
     );
     let mut driver = PeerDriver::connect(server, vec![url.to_owned()]);
-    tokio::spawn(async move {
-        driver.run_until(|_| false, Duration::from_secs(600)).await;
-    })
+    let connects = Arc::new(AtomicU64::new(0));
+    let published = connects.clone();
+    let task = tokio::spawn(async move {
+        loop {
+            driver.run_until(|_| false, Duration::from_millis(20)).await;
+            published.store(driver.stats().connects, Ordering::SeqCst);
+        }
+    });
+    (task, connects)
+}
+
+/// Waits until the server has connected `n` times (and so sent its REQ `n` times).
+async fn server_connected(connects: &AtomicU64, n: u64) {
+    for _ in 0..500 {
+        if connects.load(Ordering::SeqCst) >= n {
+            // The REQ leaves right after the connection is up; let the relay take it.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the server did not connect {n} times");
 }
 
 fn client_driver(url: &str) -> PeerDriver<ContextVmClient> {
@@ -85,17 +107,21 @@ async fn connected(driver: &mut PeerDriver<ContextVmClient>, connects: u64) {
 /// A server peer in its own task and a client peer driven by the test, both on `url`.
 struct Peers {
     server: tokio::task::JoinHandle<()>,
+    server_connects: Arc<AtomicU64>,
     client: PeerDriver<ContextVmClient>,
 }
 
 impl Peers {
     async fn start(url: &str) -> Peers {
-        let server = spawn_server(url);
+        let (server, server_connects) = spawn_server(url);
         let mut client = client_driver(url);
         connected(&mut client, 1).await;
-        // The server subscribes on its own connection; give its REQ a moment to land first.
-        tokio::time::sleep(Duration::from_millis(200)).await;
-        Peers { server, client }
+        server_connected(&server_connects, 1).await;
+        Peers {
+            server,
+            server_connects,
+            client,
+        }
     }
 
     /// Calls a tool and returns the call's final response, skipping the events before it (the
@@ -180,8 +206,7 @@ async fn peers_reconnect_and_resubscribe_after_the_relay_restarts() {
         "{:?}",
         peers.client.stats()
     );
-    // The server reconnects on its own back-off; allow it the longest step.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    server_connected(&peers.server_connects, 2).await;
 
     let reply = peers.call("echo", json!({ "text": "again" }), false).await;
     assert_eq!(response_text(&reply).as_deref(), Some("again"), "{reply:?}");
