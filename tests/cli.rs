@@ -302,6 +302,22 @@ fn run_with_the_turmoil_engine_reports_like_des() {
     assert!(text.contains("completion 100.0%"), "{text}");
     assert!(text.contains("expectations: all hold"), "{text}");
     assert!(out.join("summary.csv").exists());
+    // The per-workload table (calls, completed, failed, causes) is the same as with des.
+    let des = relaysim(&[
+        "run",
+        "scenarios/ideal-baseline.toml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let table = |t: &str| -> Vec<String> {
+        t.lines()
+            .skip_while(|l| !l.starts_with("workload"))
+            .take_while(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect()
+    };
+    assert!(table(&text).len() > 2, "{text}");
+    assert_eq!(table(&text), table(&stdout(&des)));
     let _ = std::fs::remove_dir_all(&out);
 
     let refused = relaysim(&[

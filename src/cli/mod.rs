@@ -318,6 +318,9 @@ fn run_scenario(args: RunArgs) -> Result<Exit> {
     let scenario = load_scenario(&args.scenario)?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.runs.unwrap_or(scenario.runs).max(1);
+    if args.engine == Engine::Turmoil && args.trace_events == EventsMode::Ids {
+        bail!("the turmoil engine's traces store events whole; drop --trace-events ids");
+    }
     if args.trace.is_some() && runs > 1 {
         bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
     }

@@ -24,6 +24,10 @@
 //!     ClientConfig::new(server),
 //! );
 //! let mut driver = PeerDriver::connect(client, vec![url]);
+//! // Messages sent before the connection is up are dropped, as on a real socket.
+//! while driver.stats().connects == 0 {
+//!     driver.run_until(|_| false, Duration::from_millis(50)).await;
+//! }
 //! let now = driver.now();
 //! driver.peer_mut().initialize(now);
 //! driver
@@ -37,14 +41,13 @@ use crate::peer::nip01::{RelayMessage, RelayName};
 use crate::peer::Peer;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tokio_tungstenite::tungstenite::Message;
 
-/// Frames a peer may have in flight to one relay before the driver waits for the socket.
-const OUTGOING_CAPACITY: usize = 1024;
 /// Frames from all relays waiting for the driver.
 const INBOX_CAPACITY: usize = 4096;
 /// The first reconnect back-off; it doubles up to [`MAX_BACKOFF`].
@@ -116,16 +119,26 @@ pub struct ConnectionStats {
     pub sent_while_down: u64,
 }
 
+/// Counts the connection tasks keep.
+#[derive(Debug, Default)]
+struct SharedCounters {
+    unparsed: AtomicU64,
+    /// Frames queued for a connection that dropped before sending them.
+    sent_while_down: AtomicU64,
+}
+
 /// One sans-IO peer driven over WebSocket connections to its relays.
 pub struct PeerDriver<P: Peer> {
     peer: P,
     start: Instant,
-    outgoing: BTreeMap<RelayName, mpsc::Sender<String>>,
+    // Unbounded on purpose: a bounded queue here and the bounded inbox could each wait on the
+    // other. What waits here is what the peer itself produced and holds anyway.
+    outgoing: BTreeMap<RelayName, mpsc::UnboundedSender<String>>,
     up: BTreeMap<RelayName, bool>,
     inbox: mpsc::Receiver<Inbound>,
     tasks: JoinSet<()>,
     stats: ConnectionStats,
-    unparsed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    counters: std::sync::Arc<SharedCounters>,
 }
 
 impl<P: Peer> PeerDriver<P> {
@@ -150,12 +163,12 @@ impl<P: Peer> PeerDriver<P> {
     ) -> Self {
         peer.set_epoch_secs(epoch_secs);
         let (inbox_tx, inbox) = mpsc::channel(INBOX_CAPACITY);
-        let unparsed = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let counters = std::sync::Arc::new(SharedCounters::default());
         let mut tasks = JoinSet::new();
         let mut outgoing = BTreeMap::new();
         let mut up = BTreeMap::new();
         for url in relays {
-            let (tx, rx) = mpsc::channel(OUTGOING_CAPACITY);
+            let (tx, rx) = mpsc::unbounded_channel();
             outgoing.insert(url.clone(), tx);
             up.insert(url.clone(), false);
             tasks.spawn(connection(
@@ -163,7 +176,7 @@ impl<P: Peer> PeerDriver<P> {
                 url,
                 rx,
                 inbox_tx.clone(),
-                unparsed.clone(),
+                counters.clone(),
             ));
         }
         PeerDriver {
@@ -174,7 +187,7 @@ impl<P: Peer> PeerDriver<P> {
             inbox,
             tasks,
             stats: ConnectionStats::default(),
-            unparsed,
+            counters,
         }
     }
 
@@ -196,7 +209,9 @@ impl<P: Peer> PeerDriver<P> {
     /// What happened on the connections so far.
     pub fn stats(&self) -> ConnectionStats {
         ConnectionStats {
-            unparsed_frames: self.unparsed.load(std::sync::atomic::Ordering::Relaxed),
+            unparsed_frames: self.counters.unparsed.load(Ordering::Relaxed),
+            sent_while_down: self.stats.sent_while_down
+                + self.counters.sent_while_down.load(Ordering::Relaxed),
             ..self.stats.clone()
         }
     }
@@ -208,9 +223,13 @@ impl<P: Peer> PeerDriver<P> {
         mut done: impl FnMut(&mut P) -> bool,
         limit: Duration,
     ) -> bool {
-        let deadline = self.start + self.now() + limit;
+        // A limit too large for the clock means "no limit": about a century.
+        let now = Instant::now();
+        let deadline = now
+            .checked_add(limit)
+            .unwrap_or_else(|| now + Duration::from_secs(100 * 365 * 86_400));
         loop {
-            self.flush().await;
+            self.flush();
             if done(&mut self.peer) {
                 return true;
             }
@@ -220,6 +239,7 @@ impl<P: Peer> PeerDriver<P> {
                 .map(|t| self.start + t)
                 .map_or(deadline, |t| t.min(deadline));
             tokio::select! {
+                biased;
                 inbound = self.inbox.recv() => match inbound {
                     Some(inbound) => self.take(inbound),
                     // Every connection task has ended: nothing more can arrive.
@@ -255,13 +275,12 @@ impl<P: Peer> PeerDriver<P> {
     }
 
     /// Hands everything the peer wants sent to the connection tasks.
-    async fn flush(&mut self) {
+    fn flush(&mut self) {
         while let Some((relay, message)) = self.peer.poll_transmit() {
             let up = self.up.get(&relay).copied().unwrap_or(false);
             match self.outgoing.get(&relay) {
                 Some(tx) if up => {
-                    // Waiting here is back-pressure from the socket, as in a real client.
-                    if tx.send(client_to_wire(&message)).await.is_err() {
+                    if tx.send(client_to_wire(&message)).is_err() {
                         self.stats.sent_while_down += 1;
                     }
                 }
@@ -283,22 +302,25 @@ impl<P: Peer> PeerDriver<P> {
 async fn connection<C: Connector>(
     connector: C,
     url: RelayName,
-    mut outgoing: mpsc::Receiver<String>,
+    mut outgoing: mpsc::UnboundedReceiver<String>,
     inbox: mpsc::Sender<Inbound>,
-    unparsed: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    counters: std::sync::Arc<SharedCounters>,
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
         if let Ok(ws) = open(&connector, &url).await {
             backoff = FIRST_BACKOFF;
             // Frames queued while the relay was down belong to the old connection.
-            while outgoing.try_recv().is_ok() {}
+            while outgoing.try_recv().is_ok() {
+                counters.sent_while_down.fetch_add(1, Ordering::Relaxed);
+            }
             if inbox.send(Inbound::Connected(url.clone())).await.is_err() {
                 return;
             }
             let (mut sink, mut stream) = ws.split();
             loop {
                 tokio::select! {
+                    biased;
                     frame = outgoing.recv() => match frame {
                         Some(text) => {
                             if sink.send(Message::text(text)).await.is_err() {
@@ -319,7 +341,7 @@ async fn connection<C: Connector>(
                                 }
                             }
                             None => {
-                                unparsed.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                                counters.unparsed.fetch_add(1, Ordering::Relaxed);
                             }
                         },
                         Some(Ok(Message::Close(_))) | Some(Err(_)) | None => break,
@@ -345,7 +367,18 @@ async fn open<C: Connector>(
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     let request = url.into_client_request()?;
     let uri = request.uri();
-    let host = uri.host().unwrap_or_default().to_owned();
+    if uri.scheme_str() != Some("ws") {
+        // No TLS here: a wss:// relay would be dialled in plaintext and fail obscurely.
+        return Err(tokio_tungstenite::tungstenite::Error::Url(
+            tokio_tungstenite::tungstenite::error::UrlError::UnsupportedUrlScheme,
+        ));
+    }
+    let host = uri
+        .host()
+        .unwrap_or_default()
+        .trim_start_matches('[')
+        .trim_end_matches(']')
+        .to_owned();
     let port = uri.port_u16().unwrap_or(80);
     let stream = connector.connect(host, port).await?;
     let (ws, _) = tokio_tungstenite::client_async(request, stream).await?;

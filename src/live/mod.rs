@@ -205,7 +205,10 @@ async fn accept_loop<L: Listener>(
     let slots = std::sync::Arc::new(Semaphore::new(config.max_connections));
     let mut next_conn: ConnId = 1;
     loop {
+        // `biased`: a fixed polling order keeps turmoil runs repeatable without relying on
+        // tokio's seeded select (which needs `--cfg tokio_unstable`).
         tokio::select! {
+            biased;
             _ = &mut shutdown => break,
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
@@ -418,6 +421,7 @@ async fn run_relay(
         .flatten()
         .min();
         tokio::select! {
+            biased;
             msg = inbound.recv() => {
                 let Some(msg) = msg else { break };
                 if matches!(msg, Inbound::Shutdown) {

@@ -57,6 +57,22 @@ pub enum TurmoilError {
     /// turmoil stopped the simulation (a host failed or the time limit passed with work left).
     #[error("turmoil: {0}")]
     Simulation(String),
+    /// A relay or peer name cannot be a turmoil host name.
+    #[error("{0:?} cannot name a turmoil host: use letters, digits and '-' only")]
+    HostName(String),
+}
+
+/// Relays and peers become hosts `relay-NAME` and `peer-NAME`, so names never collide; a name
+/// must be a DNS label to be one.
+fn check_host_name(name: &str) -> Result<(), TurmoilError> {
+    let label = !name.is_empty()
+        && name.len() <= 56
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-');
+    if label {
+        Ok(())
+    } else {
+        Err(TurmoilError::HostName(name.to_owned()))
+    }
 }
 
 /// Observations with their time, the observer's rank (0 for servers, 1 + index for clients)
@@ -65,7 +81,7 @@ pub enum TurmoilError {
 type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
 
 fn url(relay: &str) -> String {
-    format!("ws://{relay}:{RELAY_PORT}")
+    format!("ws://relay-{relay}:{RELAY_PORT}")
 }
 
 fn urls(plan: &Plan, relays: &[usize]) -> Vec<String> {
@@ -93,6 +109,13 @@ pub fn relay_trace_path(trace: &Path, relay: &str, relays: usize) -> PathBuf {
 /// With `trace`, every relay also writes what crossed it as a `live` trace (see
 /// [`relay_trace_path`]); one seed gives byte-identical traces.
 pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError> {
+    let names = plan.relays.iter().map(|(n, _)| n);
+    let names = names
+        .chain(plan.servers.iter().map(|(n, ..)| n))
+        .chain(plan.clients.iter().map(|(n, ..)| n));
+    for name in names {
+        check_host_name(name)?;
+    }
     let mut sim = turmoil::Builder::new()
         // Slack after the scenario's limit so clients can record unfinished calls.
         .simulation_duration(SETTLE + plan.duration + Duration::from_secs(60))
@@ -112,7 +135,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             ..ServeConfig::new(profile.clone())
         };
         let done = clients_done.clone();
-        sim.client(name.as_str(), async move {
+        sim.client(format!("relay-{name}").as_str(), async move {
             let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RELAY_PORT)).await?;
             let relay = serve_on(
                 listener,
@@ -351,4 +374,43 @@ async fn run_client(
     }
     driver.shutdown().await;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_that_cannot_be_hosts_are_refused_before_running() {
+        let plan = Plan {
+            seed: 1,
+            duration: Duration::from_secs(1),
+            relays: vec![("strfry main".into(), RelayProfile::ideal())],
+            servers: Vec::new(),
+            clients: Vec::new(),
+            calls: Vec::new(),
+        };
+        let err = run(&plan, None).unwrap_err();
+        assert!(
+            matches!(&err, TurmoilError::HostName(n) if n == "strfry main"),
+            "{err}"
+        );
+        assert!(check_host_name("relay-1").is_ok());
+        assert!(check_host_name("").is_err());
+        assert!(check_host_name("a:b").is_err());
+    }
+
+    #[test]
+    fn several_relays_trace_to_one_file_each() {
+        let t = Path::new("/tmp/run.jsonl");
+        assert_eq!(relay_trace_path(t, "a", 1), PathBuf::from("/tmp/run.jsonl"));
+        assert_eq!(
+            relay_trace_path(t, "a", 2),
+            PathBuf::from("/tmp/run.a.jsonl")
+        );
+        assert_eq!(
+            relay_trace_path(Path::new("run"), "b", 2),
+            PathBuf::from("run.b")
+        );
+    }
 }
