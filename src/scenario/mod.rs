@@ -981,12 +981,12 @@ impl Scenario {
                 .clients
                 .iter()
                 .map(|c| {
-                    // The server's key is filled in by the driver, which derives identities.
-                    let placeholder =
-                        crate::peer::event::Identity::derive(seed, "server").public_key();
-                    let mut config = ClientConfig::new(placeholder);
+                    // Identities derive from the seed and the name, as in the des world.
+                    let server = &self.servers[c.server].name;
+                    let key = crate::peer::event::Identity::derive(seed, server).public_key();
+                    let mut config = ClientConfig::new(key);
                     self.client_config(&mut config, c.stateless);
-                    (c.name.clone(), c.relays.clone(), c.server, config)
+                    (c.name.clone(), c.relays.clone(), config)
                 })
                 .collect(),
             calls: self.calls(seed),

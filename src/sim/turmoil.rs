@@ -16,10 +16,10 @@ use crate::live::{serve_on, ServeConfig};
 use crate::peer::client::{call_of_token, ClientConfig, ClientEvent, ContextVmClient};
 use crate::peer::event::{Identity, EPOCH_SECS};
 use crate::peer::server::{ContextVmServer, ServerConfig, ServerEvent};
-use crate::peer::tools::{stream_chunk_text, ToolCall};
+use crate::peer::tools::stream_chunk_text;
 use crate::relay::RelayProfile;
 use crate::sim::rng::SeededStreams;
-use crate::sim::world::{Call, Expected, Observation, Observer};
+use crate::sim::world::{Call, Observation, Observer};
 use crate::stats::{Collector, RunReport};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -45,8 +45,9 @@ pub struct Plan {
     pub relays: Vec<(String, RelayProfile)>,
     /// Servers: name, relay indices, configuration.
     pub servers: Vec<(String, Vec<usize>, ServerConfig)>,
-    /// Clients: name, relay indices, server index, configuration (its `server` key is set here).
-    pub clients: Vec<(String, Vec<usize>, usize, ClientConfig)>,
+    /// Clients: name, relay indices, configuration (naming the server's key, derived from the
+    /// seed and the server's name).
+    pub clients: Vec<(String, Vec<usize>, ClientConfig)>,
     /// Workload calls: when, which client, what.
     pub calls: Vec<(Duration, usize, Call)>,
 }
@@ -157,10 +158,8 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
             .collect(),
     );
-    let mut server_keys = Vec::new();
     for (name, relays, config) in &plan.servers {
         let identity = Identity::derive(plan.seed, name);
-        server_keys.push(identity.public_key());
         let relays = urls(plan, relays);
         let config = config.clone();
         let rng = streams.stream(&format!("server/{name}/tools"));
@@ -211,13 +210,11 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             }
         });
     }
-    for (index, (name, relays, server, config)) in plan.clients.iter().enumerate() {
-        let mut config = config.clone();
-        config.server = server_keys[*server];
+    for (index, (name, relays, config)) in plan.clients.iter().enumerate() {
         let client = ContextVmClient::new(
             Identity::derive(plan.seed, name),
             urls(plan, relays),
-            config,
+            config.clone(),
         );
         let calls: Vec<(Duration, Call)> = plan
             .calls
@@ -280,33 +277,12 @@ async fn run_client(
         let now = driver.now();
         while calls.front().is_some_and(|(at, _)| *at <= now) {
             let (_, call) = calls.pop_front().expect("checked");
-            let (name, arguments) = call.tool.arguments();
-            let peer = driver.peer_mut();
-            let (id, chunk_bytes) = if let ToolCall::Stream { chunk_bytes, .. } = call.tool {
-                (
-                    peer.call_tool_stream(name, arguments, now).0,
-                    Some(chunk_bytes),
-                )
-            } else {
-                let options = crate::peer::client::CallOptions {
-                    progress: call.progress,
-                };
-                (peer.call_tool(name, arguments, options, now), None)
-            };
+            let (id, chunk_bytes) = call.start(driver.peer_mut(), now);
             open.insert(id);
             if let Some(bytes) = chunk_bytes {
                 streams.insert(id, bytes);
             }
-            record(
-                now,
-                Observation::Called {
-                    client: index,
-                    call: id,
-                    workload: call.workload,
-                    tool: name,
-                    expected: Expected::of(&call.tool),
-                },
-            );
+            record(now, call.called(index, id));
         }
         if (calls.is_empty() && open.is_empty() && streams.is_empty()) || now >= duration {
             break;

@@ -306,6 +306,37 @@ pub struct Call {
     pub consume_every: Option<Duration>,
 }
 
+impl Call {
+    /// Makes this call on `client` at `now` (a stream through `call_tool_stream`, as the SDK's
+    /// `callToolStream`); returns its id, and for a stream its chunk size, by which chunks read
+    /// are checked. Every driver starts workload calls here.
+    pub fn start(&self, client: &mut ContextVmClient, now: Duration) -> (CallId, Option<usize>) {
+        let (name, arguments) = self.tool.arguments();
+        if let ToolCall::Stream { chunk_bytes, .. } = self.tool {
+            (
+                client.call_tool_stream(name, arguments, now).0,
+                Some(chunk_bytes),
+            )
+        } else {
+            let options = CallOptions {
+                progress: self.progress,
+            };
+            (client.call_tool(name, arguments, options, now), None)
+        }
+    }
+
+    /// The observation that this call, with id `call` on client `client`, started.
+    pub fn called(&self, client: usize, call: CallId) -> Observation {
+        Observation::Called {
+            client,
+            call,
+            workload: self.workload,
+            tool: self.tool.arguments().0,
+            expected: Expected::of(&self.tool),
+        }
+    }
+}
+
 enum Action {
     ToRelay {
         relay: usize,
@@ -1083,29 +1114,14 @@ impl World {
                 }
             }
             Action::Call { client, call } => {
-                let (name, arguments) = call.tool.arguments();
-                let options = CallOptions {
-                    progress: call.progress,
-                };
-                let c = &mut self.clients[client].1;
-                let id = if let ToolCall::Stream { chunk_bytes, .. } = call.tool {
-                    let id = c.call_tool_stream(name, arguments, now).0;
-                    self.stream_chunk_bytes.insert((client, id), chunk_bytes);
-                    id
-                } else {
-                    c.call_tool(name, arguments, options, now)
-                };
+                let (id, chunk_bytes) = call.start(&mut self.clients[client].1, now);
+                if let Some(bytes) = chunk_bytes {
+                    self.stream_chunk_bytes.insert((client, id), bytes);
+                }
                 if let Some(every) = call.consume_every {
                     self.consume_every.insert((client, id), every);
                 }
-                let expected = Expected::of(&call.tool);
-                self.observe(Observation::Called {
-                    client,
-                    call: id,
-                    workload: call.workload,
-                    tool: name,
-                    expected,
-                });
+                self.observe(call.called(client, id));
             }
         }
     }
