@@ -318,7 +318,31 @@ fn run_with_the_turmoil_engine_reports_like_des() {
     };
     assert!(table(&text).len() > 2, "{text}");
     assert_eq!(table(&text), table(&stdout(&des)));
+
+    // Its trace reruns in des, deliveries as recorded (schedule replay of a live trace).
+    let trace = out.with_extension("jsonl");
+    let traced = relaysim(&[
+        "run",
+        "scenarios/ideal-baseline.toml",
+        "--engine",
+        "turmoil",
+        "--out",
+        out.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+    ]);
+    assert!(traced.status.success(), "{}", stdout(&traced));
+    let replayed = relaysim(&["replay", trace.to_str().unwrap(), "--check"]);
+    let text = stdout(&replayed);
     let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&trace);
+    assert!(replayed.status.success(), "{text}");
+    assert!(
+        text.contains("publications replayed as the recording delivered them"),
+        "{text}"
+    );
+    assert!(text.contains("outcome unchanged"), "{text}");
+    assert!(!text.contains("failed"), "{text}");
 
     let refused = relaysim(&[
         "run", "--engine", "turmoil", "--runs", "2", "--trace", "x.jsonl",

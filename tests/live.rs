@@ -263,5 +263,37 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
         .unwrap_err()
         .to_string()
         .contains("--mode inject"));
+    // A schedule replay needs the scenario the recorded peers ran, and refuses one whose
+    // peers are not the recorded ones, or whose calls are not (these peers had a scenario's
+    // names and seed, but made a call by hand).
+    use relaysim::trace::live_schedule::schedule_live;
+    assert!(matches!(
+        schedule_live(&trace, None),
+        Err(replay::ReplayError::LiveRecording)
+    ));
+    let scenario = || {
+        relaysim::scenario::Scenario::from_toml_str(
+            include_str!("../scenarios/ideal-baseline.toml"),
+            "ideal-baseline.toml",
+        )
+        .unwrap()
+    };
+    let err = |r: Result<_, replay::ReplayError>| r.map(|_| ()).unwrap_err();
+    let wrong_seed = err(schedule_live(&trace, Some((scenario(), 2))));
+    assert!(
+        matches!(
+            wrong_seed,
+            replay::ReplayError::NoRecordedPeer { seed: 2, .. }
+        ),
+        "{wrong_seed}"
+    );
+    let other_calls = err(schedule_live(&trace, Some((scenario(), 1))));
+    assert!(
+        matches!(
+            other_calls,
+            replay::ReplayError::NothingMatched { seed: 1, .. }
+        ),
+        "{other_calls}"
+    );
     relay.shutdown().await;
 }

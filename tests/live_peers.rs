@@ -35,6 +35,14 @@ fn spawn_server(url: &str) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>) {
         ServerConfig::default(),
         SeededStreams::new(5).stream("server"),
     );
+    spawn_server_peer(server, url)
+}
+
+/// Drives `server` on `url` in its own task, as [`spawn_server`] does.
+fn spawn_server_peer(
+    server: ContextVmServer,
+    url: &str,
+) -> (tokio::task::JoinHandle<()>, Arc<AtomicU64>) {
     let mut driver = PeerDriver::connect(server, vec![url.to_owned()]);
     let connects = Arc::new(AtomicU64::new(0));
     let published = connects.clone();
@@ -214,14 +222,48 @@ async fn peers_reconnect_and_resubscribe_after_the_relay_restarts() {
     second.shutdown().await;
 }
 
+/// The scenario the interop test's peers run: the same keys, server randomness and calls as
+/// in the des world, so the recording can be schedule-replayed there.
+const INTEROP_SCENARIO: &str = r#"
+name = "interop"
+seed = 5
+duration = "1m"
+[[relays]]
+name = "upstream"
+profile = "ideal"
+[[servers]]
+name = "server"
+relays = ["upstream"]
+[[clients]]
+name = "client"
+relays = ["upstream"]
+[[workloads]]
+name = "big-result"
+kind = "download"
+bytes = "150KB"
+content = "escape-heavy"
+[[workloads]]
+name = "stream"
+kind = "stream"
+chunks = 5
+chunk_bytes = 20
+interval = "10ms"
+at = "1s"
+"#;
+
 /// Interop with a relay nobody here wrote: rust-nostr's `LocalRelay` on loopback, our peers
-/// through `relaysim record` in front of it, and the recorded trace replayed in the simulator.
+/// through `relaysim record` in front of it, and the recorded trace replayed in the simulator,
+/// both ways: its deliveries into fresh receivers (inject), and the scenario's peers rerun in
+/// the des world under the recorded relay's deliveries (schedule).
 #[tokio::test]
 async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outcome() {
     use nostr_relay_builder::{LocalRelay, RelayBuilder};
     use relaysim::live::record::{record, RecordConfig};
-    use relaysim::trace::{replay, Trace};
+    use relaysim::scenario::Scenario;
+    use relaysim::trace::{live_schedule, replay, Trace};
 
+    let scenario = Scenario::from_toml_str(INTEROP_SCENARIO, "interop").unwrap();
+    let plan = scenario.turmoil_plan(5);
     let upstream = LocalRelay::new(RelayBuilder::default());
     upstream.run().await.unwrap();
     let out = std::env::temp_dir().join(format!("relaysim-interop-{}.jsonl", std::process::id()));
@@ -232,41 +274,54 @@ async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outc
     })
     .await
     .unwrap();
-    let mut peers = Peers::start(&format!("ws://{}", proxy.local_addr)).await;
-
-    // A CEP-22 transfer of an oversized result...
-    let reply = peers
-        .call(
-            "large_result",
-            json!({ "bytes": 150_000, "content": "escape-heavy" }),
-            true,
-        )
-        .await;
-    let text = response_text(&reply).unwrap_or_else(|| panic!("{reply:?}"));
-    assert!(text.len() >= 150_000, "{}", text.len());
-    // ...and a CEP-41 stream.
-    let client = &mut peers.client;
-    let now = client.now();
-    let (call, _) = client.peer_mut().call_tool_stream(
-        "stream",
-        json!({ "chunks": 5, "chunk_bytes": 20, "interval_ms": 10 }),
-        now,
+    let url = format!("ws://{}", proxy.local_addr);
+    // The scenario's peers, built as the des world builds them.
+    let (name, _, config) = &plan.servers[0];
+    let server = ContextVmServer::new(
+        Identity::derive(5, name),
+        vec![url.clone()],
+        config.clone(),
+        SeededStreams::new(5).stream(&format!("server/{name}/tools")),
     );
-    let mut ended = None;
-    while ended.is_none() {
-        if let ClientEvent::StreamEnded { call: c, outcome } = next_event(client).await {
-            assert_eq!(c, call);
-            ended = Some(outcome);
+    let (server, server_connects) = spawn_server_peer(server, &url);
+    let (name, _, config) = &plan.clients[0];
+    let client = ContextVmClient::new(Identity::derive(5, name), vec![url.clone()], config.clone());
+    let mut client = PeerDriver::connect(client, vec![url.clone()]);
+    connected(&mut client, 1).await;
+    server_connected(&server_connects, 1).await;
+
+    // A CEP-22 transfer of an oversized result, then a CEP-41 stream: the scenario's calls.
+    for (_, _, call) in &plan.calls {
+        let now = client.now();
+        let (id, _) = call.start(client.peer_mut(), now);
+        loop {
+            match next_event(&mut client).await {
+                ClientEvent::Response { call: c, response } if c == id => {
+                    let text = response.unwrap()["content"][0]["text"]
+                        .as_str()
+                        .map(str::len);
+                    assert!(text.unwrap_or(0) > 0, "empty response to {call:?}");
+                    break;
+                }
+                ClientEvent::StreamEnded { call: c, outcome } if c == id => {
+                    assert_eq!(outcome, Ok(()));
+                    break;
+                }
+                ClientEvent::Failed { call: c, failure } if c == id => {
+                    panic!("{call:?} failed: {failure:?}")
+                }
+                _ => {}
+            }
         }
     }
-    assert_eq!(ended, Some(Ok(())));
-    peers.stop().await;
+    server.abort();
+    client.shutdown().await;
     proxy.finish().await.unwrap();
     upstream.shutdown();
 
     let trace = Trace::from_file(&out).unwrap();
-    let injected = replay::inject(&trace).unwrap();
     let _ = std::fs::remove_file(&out);
+    let injected = replay::inject(&trace).unwrap();
     for kind in ["transfer", "stream"] {
         assert!(
             injected
@@ -279,4 +334,43 @@ async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outc
         injected.iter().all(|i| i.outcome == "completed"),
         "{injected:?}"
     );
+
+    let rerun = live_schedule::schedule_live(&trace, Some((scenario, 5))).unwrap();
+    assert_eq!(rerun.recorded.len(), 2, "{:?}", rerun.recorded);
+    assert!(
+        rerun.same_outcome(),
+        "{:?} vs {:?}",
+        rerun.recorded,
+        rerun.replayed
+    );
+    // The rerun published what the recording did, so the recorded relay decided every delivery.
+    assert_eq!(
+        rerun.matched_publications, rerun.replayed_publications,
+        "{} of {} publications matched the recording ({} recorded)",
+        rerun.matched_publications, rerun.replayed_publications, rerun.recorded_publications
+    );
+}
+
+#[tokio::test]
+async fn a_relay_nobody_listens_on_is_reported_with_the_reason() {
+    // A port that was free a moment ago: connections to it are refused.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let url = format!("ws://127.0.0.1:{port}");
+    let mut driver = client_driver(&url);
+    for _ in 0..100 {
+        if driver.stats().failed_attempts > 0 {
+            break;
+        }
+        driver.run_until(|_| false, Duration::from_millis(20)).await;
+    }
+    let stats = driver.stats();
+    assert_eq!(stats.connects, 0);
+    assert!(stats.failed_attempts >= 1, "{stats:?}");
+    let why = stats.last_failure.unwrap();
+    assert!(why.starts_with(&url), "{why}");
+    driver.shutdown().await;
 }

@@ -214,6 +214,18 @@ fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
         injected.iter().all(|i| i.outcome == "completed"),
         "{injected:?}"
     );
+    // And in schedule mode: the des world reruns the scenario (from the trace's header) with
+    // every delivery as the recorded relay made it, and the stream ends as it did.
+    let rerun = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    assert_eq!(rerun.seed, 3);
+    assert!(!rerun.recorded.is_empty());
+    assert!(
+        rerun.same_outcome(),
+        "{:?} vs {:?}",
+        rerun.recorded,
+        rerun.replayed
+    );
+    assert_eq!(rerun.matched_publications, rerun.replayed_publications);
     assert_eq!(format!("{:?}", a.items), format!("{:?}", b.items));
     let quantiles = |r: &relaysim::stats::RunReport| {
         r.histograms
@@ -223,4 +235,73 @@ fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     };
     assert_eq!(quantiles(&a), quantiles(&b));
     assert!(a.histograms.contains_key("chunk_latency"));
+}
+
+/// A schedule replay follows the recording, not the scenario's own link: with 40 deliveries
+/// of a clean recording deleted (a relay that dropped them), the rerun stream fails as the
+/// injected recording does, where the scenario alone completes it.
+#[test]
+fn a_live_schedule_replay_follows_the_recorded_deliveries() {
+    let scenario = relaysim::scenario::Scenario::from_toml_str(
+        include_str!("../scenarios/ideal-baseline.toml"),
+        "ideal-baseline.toml",
+    )
+    .unwrap();
+    let path =
+        std::env::temp_dir().join(format!("relaysim-turmoil-cut-{}.jsonl", std::process::id()));
+    scenario.run_turmoil(1, Some(&path)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    let trace = relaysim::trace::Trace::parse(&text, "full.jsonl").unwrap();
+    let clean = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    assert!(clean.same_outcome());
+    assert!(
+        clean.recorded.values().all(|o| o == "completed"),
+        "{:?}",
+        clean.recorded
+    );
+    assert!(
+        clean.calls.iter().all(|c| c.outcome == "completed"),
+        "{:?}",
+        clean.calls
+    );
+
+    // Drop deliveries 100..140 to anyone: a relay losing a burst mid-run.
+    let mut delivered = 0;
+    let cut: String = text
+        .lines()
+        .filter(|l| {
+            if !l.contains(r#""type":"delivered""#) {
+                return true;
+            }
+            delivered += 1;
+            !(100..140).contains(&delivered)
+        })
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(delivered > 140, "{delivered} deliveries");
+    let trace = relaysim::trace::Trace::parse(&cut, "cut.jsonl").unwrap();
+    let rerun = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    assert!(
+        rerun.recorded.values().any(|o| o != "completed"),
+        "the cut recording injects to a failure: {:?}",
+        rerun.recorded
+    );
+    assert!(
+        rerun.same_outcome(),
+        "{:?} vs {:?}",
+        rerun.recorded,
+        rerun.replayed
+    );
+    // The rerun endpoints lived through the same losses: the download and the stream fail.
+    for tool in ["large_result", "stream"] {
+        assert!(
+            rerun
+                .calls
+                .iter()
+                .any(|c| c.tool == tool && c.outcome.starts_with("failed")),
+            "{tool}: {:?}",
+            rerun.calls
+        );
+    }
 }

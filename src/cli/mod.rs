@@ -37,11 +37,19 @@ enum Command {
     /// Replay a trace: its disturbances against the endpoints again (schedule), or its
     /// deliveries into fresh receivers (inject).
     ///
+    /// A live trace (from `record`, `serve --trace` or `run --engine turmoil --trace`) replays
+    /// in schedule mode too: the scenario's peers run in the des world and every publication
+    /// the recording has is delivered as the recorded relay delivered it (or lost). Turmoil
+    /// traces carry their scenario; for a `record` trace of relaysim's peers, give it.
+    ///
     /// Exit code with --check: 0 when the outcome matches the recorded one, 1 when it differs
     /// (the first divergence is printed), 2 for a bad trace.
     #[command(after_help = "Examples:\n  \
         relaysim replay traces/damus-rate-cap.jsonl --check\n  \
-        relaysim replay traces/damus-rate-cap.jsonl --mode inject")]
+        relaysim replay traces/damus-rate-cap.jsonl --mode inject\n  \
+        relaysim run scenarios/default.toml --engine turmoil --trace run.jsonl\n  \
+        relaysim replay run.jsonl --check            # the turmoil recording, rerun in des\n  \
+        relaysim replay recorded.jsonl --scenario peers.toml --seed 7")]
     Replay(ReplayArgs),
     /// Shrink a failing trace to the few disturbances that still cause its failure.
     #[command(after_help = "Examples:\n  \
@@ -131,8 +139,8 @@ enum Engine {
 struct ReplayArgs {
     /// The trace file.
     trace: std::path::PathBuf,
-    /// `schedule`: rerun the endpoints under the recorded disturbances; `inject`: feed the
-    /// recorded deliveries to fresh receivers.
+    /// `schedule`: rerun the endpoints under the recorded disturbances (for a live trace: the
+    /// recorded relay's deliveries); `inject`: feed the recorded deliveries to fresh receivers.
     #[arg(long, value_enum, default_value = "schedule")]
     mode: ReplayMode,
     /// Exit 1 if the outcome differs from the recorded one.
@@ -141,6 +149,14 @@ struct ReplayArgs {
     /// Write the replay's own trace here (schedule mode).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Schedule mode, live traces: the scenario the recorded peers ran (default: the one in
+    /// the trace's header).
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// With --scenario: the seed the recorded peers' keys derive from (default: the
+    /// scenario's).
+    #[arg(long, requires = "scenario")]
+    seed: Option<u64>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -409,11 +425,66 @@ fn load_scenario(path: &Option<std::path::PathBuf>) -> Result<Scenario> {
     })
 }
 
+/// Schedule replay of a live trace: prints each received transfer's and stream's outcome as
+/// recorded and as replayed.
+fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
+    let given = match &args.scenario {
+        Some(path) => {
+            let scenario = Scenario::from_file(path)?;
+            let seed = args.seed.unwrap_or(scenario.seed);
+            Some((scenario, seed))
+        }
+        None => None,
+    };
+    let r = crate::trace::live_schedule::schedule_live(trace, given)?;
+    println!(
+        "scenario {} (seed {}), relay {} as recorded: {} of {} publications replayed as the recording delivered them",
+        r.scenario, r.seed, r.relay, r.matched_publications, r.replayed_publications
+    );
+    println!("the rerun's calls:");
+    println!("{:<24} {:<8} {:<12} outcome", "workload", "call", "tool");
+    for c in &r.calls {
+        println!(
+            "{:<24} {:<8} {:<12} {}",
+            c.workload, c.call, c.tool, c.outcome
+        );
+    }
+    println!("what fresh receivers make of each trace's deliveries to the clients:");
+    println!(
+        "{:<16} {:<10} {:<30} replayed",
+        "client", "token", "recorded"
+    );
+    for ((client, token), recorded) in &r.recorded {
+        let new = r
+            .replayed
+            .get(&(client.clone(), token.clone()))
+            .map_or("<missing>", String::as_str);
+        println!("{client:<16} {token:<10} {recorded:<30} {new}");
+    }
+    if let Some(path) = &args.out {
+        std::fs::write(path, &r.text)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    let same = r.same_outcome();
+    println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
+    Ok(if args.check && !same {
+        Exit::ExpectationFailed
+    } else {
+        Exit::Success
+    })
+}
+
 fn replay(args: ReplayArgs) -> Result<Exit> {
     let text = std::fs::read_to_string(&args.trace)
         .with_context(|| format!("cannot read {}", args.trace.display()))?;
     let trace = Trace::parse(&text, &args.trace.display().to_string())?;
+    let live =
+        matches!(&trace.lines[0], crate::trace::Line::Header { driver, .. } if driver == "live");
+    if args.scenario.is_some() && !(live && args.mode == ReplayMode::Schedule) {
+        bail!("--scenario is for schedule replays of live traces; this trace carries its scenario");
+    }
     match args.mode {
+        ReplayMode::Schedule if live => replay_live(&args, &trace),
         ReplayMode::Schedule => {
             let r = replay::schedule(&trace, &text)?;
             println!(

@@ -104,6 +104,8 @@ enum Inbound {
     Connected(RelayName),
     Message(RelayName, RelayMessage),
     Dropped(RelayName),
+    /// A connection attempt failed; the task retries after its back-off.
+    Unreachable(RelayName, String),
 }
 
 /// What happened on the connections so far.
@@ -117,6 +119,11 @@ pub struct ConnectionStats {
     pub unparsed_frames: u64,
     /// Messages the peer sent to a relay that was down at the time.
     pub sent_while_down: u64,
+    /// Connection attempts that failed (each is retried after a back-off).
+    pub failed_attempts: u64,
+    /// Why the latest failed attempt failed, with the relay's URL: what to show a user whose
+    /// peer never connects.
+    pub last_failure: Option<String>,
 }
 
 /// Counts the connection tasks keep.
@@ -271,6 +278,10 @@ impl<P: Peer> PeerDriver<P> {
                 self.stats.drops += 1;
                 self.up.insert(relay, false);
             }
+            Inbound::Unreachable(relay, why) => {
+                self.stats.failed_attempts += 1;
+                self.stats.last_failure = Some(format!("{relay}: {why}"));
+            }
         }
     }
 
@@ -308,7 +319,17 @@ async fn connection<C: Connector>(
 ) {
     let mut backoff = FIRST_BACKOFF;
     loop {
-        if let Ok(ws) = open(&connector, &url).await {
+        let opened = open(&connector, &url).await;
+        if let Err(e) = &opened {
+            if inbox
+                .send(Inbound::Unreachable(url.clone(), e.to_string()))
+                .await
+                .is_err()
+            {
+                return;
+            }
+        }
+        if let Ok(ws) = opened {
             backoff = FIRST_BACKOFF;
             // Frames queued while the relay was down belong to the old connection.
             while outgoing.try_recv().is_ok() {

@@ -51,6 +51,9 @@ pub struct ServeConfig {
     /// Unix seconds the relay's clock reads at start. `None` reads the wall clock, as a real
     /// relay does; simulated networks (turmoil) fix it so runs repeat exactly.
     pub epoch_secs: Option<u64>,
+    /// The scenario whose peers this relay carries (the turmoil engine), written into its
+    /// trace's header so the trace can be schedule-replayed.
+    pub origin: Option<crate::trace::ScenarioOrigin>,
 }
 
 impl ServeConfig {
@@ -65,6 +68,7 @@ impl ServeConfig {
             trace: None,
             name: "upstream".into(),
             epoch_secs: None,
+            origin: None,
         }
     }
 }
@@ -175,6 +179,7 @@ pub fn serve_on<L: Listener>(
         Some(path) => Some(record::start_trace(
             path,
             format!("relaysim serve ({})", config.profile.name),
+            config.origin.as_ref(),
             config.name.clone(),
             Instant::now(),
         )?),

@@ -2,7 +2,7 @@
 //! crosses it, both ways, as a trace (driver `live`). Events are stored whole, so
 //! `relaysim replay --mode inject` feeds the recorded deliveries to relaysim's receivers.
 
-use crate::trace::{EventsMode, Line, FORMAT};
+use crate::trace::{EventsMode, Line, ScenarioOrigin, FORMAT};
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
 use std::io::Write;
@@ -37,9 +37,12 @@ pub(crate) type TraceFeed = mpsc::UnboundedSender<Option<(Instant, Seen)>>;
 
 /// Writes the header of a live trace to `out` and starts the task that writes the rest;
 /// returns the feed and the task (which yields the number of lines written).
+/// `scenario` names what is recorded; `origin`, when relaysim's own peers ran a scenario
+/// (the turmoil engine), is written whole so the trace can be schedule-replayed.
 pub(crate) fn start_trace(
     out: &std::path::Path,
     scenario: String,
+    origin: Option<&ScenarioOrigin>,
     relay: String,
     start: Instant,
 ) -> std::io::Result<(TraceFeed, tokio::task::JoinHandle<std::io::Result<u64>>)> {
@@ -47,14 +50,14 @@ pub(crate) fn start_trace(
     let header = Line::Header {
         format: FORMAT,
         relaysim: env!("CARGO_PKG_VERSION").into(),
-        scenario,
-        scenario_hash: String::new(),
-        seed: 0,
+        scenario: origin.map_or(scenario, |o| o.name.clone()),
+        scenario_hash: origin.map(|o| o.hash.clone()).unwrap_or_default(),
+        seed: origin.map_or(0, |o| o.seed),
         driver: "live".into(),
         events: EventsMode::Full,
         suppressed_outages: Vec::new(),
         shrunk: None,
-        scenario_toml: String::new(),
+        scenario_toml: origin.map(|o| o.toml.clone()).unwrap_or_default(),
     };
     writeln!(
         file,
@@ -90,6 +93,7 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     let (seen_tx, writer) = start_trace(
         &config.out,
         format!("recording of {}", config.upstream),
+        None,
         "upstream".into(),
         Instant::now(),
     )?;

@@ -990,6 +990,12 @@ impl Scenario {
                 })
                 .collect(),
             calls: self.calls(seed),
+            origin: Some(crate::trace::ScenarioOrigin {
+                name: self.name.clone(),
+                hash: self.hash.clone(),
+                toml: self.source.clone(),
+                seed,
+            }),
         }
     }
 
@@ -1076,34 +1082,67 @@ impl Scenario {
         shrunk: Option<crate::trace::ShrinkInfo>,
     ) -> (crate::stats::RunReport, String) {
         use crate::sim::world::{Overrides, Way};
+        self.run_overridden(seed, suppressed, events, shrunk, |names| {
+            let mut overrides = Overrides {
+                suppress_outages: suppressed.iter().copied().collect(),
+                undisturbed_beyond,
+                ..Overrides::default()
+            };
+            for ((relay, peer, way), list) in plans {
+                let relay = names.relays.iter().position(|r| r == relay);
+                let peer = names
+                    .peers
+                    .iter()
+                    .find(|(_, n)| *n == peer)
+                    .map(|(p, _)| *p);
+                let way = match way.as_str() {
+                    "up" => Some(Way::Up),
+                    "down" => Some(Way::Down),
+                    _ => None,
+                };
+                if let (Some(relay), Some(peer), Some(way)) = (relay, peer, way) {
+                    overrides.plans.insert((relay, peer, way), list.clone());
+                }
+            }
+            overrides
+        })
+    }
+
+    /// Runs once with `seed`, relay `relay`'s deliveries following what a recorded relay did
+    /// with the same publications (see [`crate::sim::fates`]); returns the report and the
+    /// trace, events stored whole.
+    pub fn run_against_recording(
+        &self,
+        seed: u64,
+        relay: usize,
+        fates: crate::sim::fates::RecordedFates,
+    ) -> (crate::stats::RunReport, String) {
+        let overrides = crate::sim::world::Overrides {
+            fates: Some((relay, fates)),
+            ..Default::default()
+        };
+        self.run_overridden(seed, &[], crate::trace::EventsMode::Full, None, |_| {
+            overrides
+        })
+    }
+
+    /// Runs once with `seed` under the overrides `make` builds from the world's names, writing
+    /// a des trace.
+    fn run_overridden(
+        &self,
+        seed: u64,
+        suppressed: &[u64],
+        events: crate::trace::EventsMode,
+        shrunk: Option<crate::trace::ShrinkInfo>,
+        make: impl FnOnce(&crate::trace::Names) -> crate::sim::world::Overrides,
+    ) -> (crate::stats::RunReport, String) {
         use crate::trace::{Line, Names, TraceWriter};
         let mut world = self.build(seed);
         let names = Names {
             relays: world.relay_names_all(),
             peers: world.peers().into_iter().collect(),
         };
-        let mut overrides = Overrides {
-            suppress_outages: suppressed.iter().copied().collect(),
-            undisturbed_beyond,
-            ..Overrides::default()
-        };
-        for ((relay, peer, way), list) in plans {
-            let relay = names.relays.iter().position(|r| r == relay);
-            let peer = names
-                .peers
-                .iter()
-                .find(|(_, n)| *n == peer)
-                .map(|(p, _)| *p);
-            let way = match way.as_str() {
-                "up" => Some(Way::Up),
-                "down" => Some(Way::Down),
-                _ => None,
-            };
-            if let (Some(relay), Some(peer), Some(way)) = (relay, peer, way) {
-                overrides.plans.insert((relay, peer, way), list.clone());
-            }
-        }
-        world.set_overrides(overrides);
+        world.set_overrides(make(&names));
         let header = Line::Header {
             format: crate::trace::FORMAT,
             relaysim: env!("CARGO_PKG_VERSION").into(),

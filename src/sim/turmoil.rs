@@ -9,7 +9,8 @@
 //!
 //! What it does not model (the des driver does): peer→relay link impairments and outages,
 //! per-peer IP addresses, and slow consumers (clients read streams as chunks arrive). Its traces
-//! are relay-side `live` traces (what crossed each relay), which replay with `--mode inject`.
+//! are relay-side `live` traces (what crossed each relay) whose headers carry the scenario, so
+//! they replay in both modes (see [`crate::trace::live_schedule`]).
 
 use crate::live::driver::{PeerDriver, TurmoilTcp};
 use crate::live::{serve_on, ServeConfig};
@@ -50,6 +51,8 @@ pub struct Plan {
     pub clients: Vec<(String, Vec<usize>, ClientConfig)>,
     /// Workload calls: when, which client, what.
     pub calls: Vec<(Duration, usize, Call)>,
+    /// The scenario this plan was built from, for the relays' trace headers.
+    pub origin: Option<crate::trace::ScenarioOrigin>,
 }
 
 /// Why a turmoil run could not run.
@@ -133,6 +136,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             epoch_secs: Some(EPOCH_SECS),
             name: name.clone(),
             trace: trace.map(|t| relay_trace_path(t, name, plan.relays.len())),
+            origin: plan.origin.clone(),
             ..ServeConfig::new(profile.clone())
         };
         let done = clients_done.clone();
@@ -365,6 +369,7 @@ mod tests {
             servers: Vec::new(),
             clients: Vec::new(),
             calls: Vec::new(),
+            origin: None,
         };
         let err = run(&plan, None).unwrap_err();
         assert!(

@@ -13,6 +13,7 @@
 //! An observer sees every action as an [`Observation`]: publishes, relay verdicts,
 //! deliveries, losses, duplicates, reorders, disconnects, and the client's results.
 
+use super::fates::{FateTracker, RecordedFates};
 use super::rng::SeededStreams;
 use crate::peer::client::{CallId, CallOptions, ClientConfig, ClientEvent, ContextVmClient};
 use crate::peer::event::Identity;
@@ -410,6 +411,9 @@ pub struct Overrides {
     /// Messages with no plan above travel undisturbed (one copy at the link's median delay)
     /// instead of drawing their own fate: used when shrinking.
     pub undisturbed_beyond: bool,
+    /// What a recorded real relay (by index here) did with each publication, imposed on
+    /// that relay's deliveries: schedule replays of live recordings.
+    pub fates: Option<(usize, RecordedFates)>,
 }
 
 /// How reconnecting peers behave.
@@ -449,6 +453,8 @@ pub struct World {
     stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
     consume_every: BTreeMap<(usize, CallId), Duration>,
     client_keys: BTreeMap<nostr::prelude::PublicKey, usize>,
+    peer_keys: BTreeMap<PeerId, nostr::prelude::PublicKey>,
+    fates: FateTracker,
     reconnect: ReconnectPolicy,
     overrides: Overrides,
     link_seq: BTreeMap<(usize, PeerId, Way), u64>,
@@ -483,6 +489,8 @@ impl World {
             stream_chunk_bytes: BTreeMap::new(),
             consume_every: BTreeMap::new(),
             client_keys: BTreeMap::new(),
+            peer_keys: BTreeMap::new(),
+            fates: FateTracker::default(),
             reconnect: ReconnectPolicy::default(),
             overrides: Overrides::default(),
             link_seq: BTreeMap::new(),
@@ -602,6 +610,8 @@ impl World {
         let rng = self.streams.stream(&format!("server/{name}/tools"));
         let server = ContextVmServer::new(identity, self.relay_names(relays), config, rng);
         let index = self.servers.len();
+        self.peer_keys
+            .insert(PeerId::Server(index), server.public_key());
         self.servers
             .push((name.to_owned(), server, relays.to_vec()));
         self.attach(PeerId::Server(index), name, relays);
@@ -622,6 +632,8 @@ impl World {
         let client = ContextVmClient::new(identity, self.relay_names(relays), config);
         let index = self.clients.len();
         self.client_keys.insert(client.public_key(), index);
+        self.peer_keys
+            .insert(PeerId::Client(index), client.public_key());
         self.clients
             .push((name.to_owned(), client, relays.to_vec()));
         self.attach(PeerId::Client(index), name, relays);
@@ -684,7 +696,10 @@ impl World {
 
     /// Replaces the links' random decisions and suppresses outages (schedule replays and
     /// shrinking). Call before running.
-    pub fn set_overrides(&mut self, overrides: Overrides) {
+    pub fn set_overrides(&mut self, mut overrides: Overrides) {
+        if let Some((relay, fates)) = overrides.fates.take() {
+            self.fates = FateTracker::new(relay, fates);
+        }
         self.overrides = overrides;
     }
 
@@ -1331,7 +1346,10 @@ impl World {
             return;
         };
         let event = match &message {
-            ClientMessage::Event(e) => Some((e.id, e.as_json())),
+            ClientMessage::Event(e) => {
+                self.fates.published(e);
+                Some((e.id, e.as_json()))
+            }
             _ => None,
         };
         let event = event.map(|(id, json)| {
@@ -1405,6 +1423,15 @@ impl World {
         );
     }
 
+    /// The delays a recorded relay's fate gives `relay`'s delivery of `event` to `peer`, if the
+    /// recording covers that publication.
+    fn recorded_fate(&self, relay: usize, peer: PeerId, event: &EventId) -> Option<Vec<Duration>> {
+        let recipient = self.peer_keys.get(&peer)?;
+        let (published, _) = self.published_at.get(event)?;
+        self.fates
+            .delays(relay, event, recipient, *published, self.now)
+    }
+
     /// Schedules the copies of one message on a link. Loss and duplication apply to events;
     /// protocol answers (OK, EOSE, NOTICE) and subscriptions only take the delay.
     #[allow(clippy::too_many_arguments)]
@@ -1447,7 +1474,13 @@ impl World {
             .get(&(relay, peer, way))
             .and_then(|plans| plans.get(seq as usize))
             .cloned();
-        let delays = match recorded {
+        // A recorded relay's fate already includes every queue its copies waited in.
+        let fate = match (way, event) {
+            (Way::Down, Some(id)) if recorded.is_none() => self.recorded_fate(relay, peer, &id),
+            _ => None,
+        };
+        let fated = fate.is_some();
+        let delays = match recorded.or(fate) {
             Some(plan) => plan,
             None if self.overrides.undisturbed_beyond => {
                 vec![Duration::from_micros(
@@ -1483,7 +1516,7 @@ impl World {
         // A limited link sends one message after another: this one leaves when the link is
         // free and its bytes have gone out, then takes its delay.
         let queued = match direction.bandwidth {
-            Some(bps) if bps > 0 => {
+            Some(bps) if bps > 0 && !fated => {
                 let busy = self
                     .link_busy
                     .entry((relay, peer, way))

@@ -5,6 +5,7 @@
 //! line per observation in the order the world made it, with virtual time `t` in microseconds,
 //! then a `summary` line with every call's outcome.
 
+pub mod live_schedule;
 pub mod replay;
 pub mod shrink;
 
@@ -26,6 +27,20 @@ pub enum EventsMode {
     Full,
     /// Only the event id.
     Ids,
+}
+
+/// The scenario behind a recording made by relaysim's own live relays (the turmoil engine),
+/// written into the live trace's header so `replay --mode schedule` can rerun it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ScenarioOrigin {
+    /// The scenario's name.
+    pub name: String,
+    /// The hash of its text.
+    pub hash: String,
+    /// Its TOML text.
+    pub toml: String,
+    /// The run's seed.
+    pub seed: u64,
 }
 
 /// How a trace was shrunk.

@@ -27,9 +27,35 @@ pub enum ReplayError {
     /// The scenario in the trace's header is not valid.
     #[error("the trace's scenario: {0}")]
     Scenario(#[from] ScenarioError),
-    /// A recording of a real relay has no scenario to rerun.
-    #[error("this trace records a live relay; it has no scenario to rerun, so replay it with --mode inject")]
+    /// A recording of a real relay carries no scenario, and none was given.
+    #[error("this trace records a live relay without a scenario: give the scenario its peers ran with --scenario FILE [--seed N], or replay it with --mode inject")]
     LiveRecording,
+    /// The recorded relay is not one of the scenario's.
+    #[error("the recording is of relay {recorded:?}, and the scenario has several relays ({scenario}) but none of that name")]
+    NoSuchRelay {
+        /// The recorded relay's name.
+        recorded: String,
+        /// The scenario's relays.
+        scenario: String,
+    },
+    /// The rerun published nothing the recording has, so no recorded delivery applied.
+    #[error("the recording has none of the {replayed} publications of scenario {scenario:?} with seed {seed}: its peers are the recorded ones, but their calls are not")]
+    NothingMatched {
+        /// The scenario's name.
+        scenario: String,
+        /// The seed tried.
+        seed: u64,
+        /// The rerun's publications.
+        replayed: usize,
+    },
+    /// No recorded connection belongs to one of the scenario's peers.
+    #[error("no peer in the recording has the key of a peer of scenario {scenario:?} with seed {seed}: a schedule replay reruns relaysim's peers, so the recording must be of those peers, run with the same names and seed")]
+    NoRecordedPeer {
+        /// The scenario's name.
+        scenario: String,
+        /// The seed tried.
+        seed: u64,
+    },
     /// Inject mode needs events stored whole.
     #[error("this trace stores events by id only; record with --trace-events full to replay it with --mode inject")]
     NeedsFullEvents,
