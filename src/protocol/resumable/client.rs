@@ -1,0 +1,382 @@
+//! The client's side of resumable streams: which streams it follows, which messages it has
+//! processed, and when to resume, poll or acknowledge. Sans-IO.
+//!
+//! Rules it keeps:
+//! - Messages are processed once: a (stream, sequence) seen before is a duplicate, whether a
+//!   relay duplicated it or a resume replayed it.
+//! - `lastSequence` is the end of the contiguous run from 0: everything up to it has been
+//!   processed, so a resume asks for what follows (and duplicates above it are dropped).
+//! - A resume is due after a reconnection (ephemeral events published meanwhile are gone), or
+//!   when a gap has stayed open for `gap_grace` (longer than relays reorder). A poll is due
+//!   when a live stream has been silent for `silence`; a poll that reports pending messages
+//!   makes a resume due.
+//! - Attempts on one stream are at least `resumeInterval.min` apart, and only one is in
+//!   flight at a time (an unanswered one is given up after `attempt_timeout`).
+//! - A stream is done once its `end` (its last message) and everything before it have been
+//!   processed; the client then acknowledges it (relaysim's extension) and forgets it.
+//! - A stream first seen through one of its messages (its `create` was lost) is followed all
+//!   the same; without a token, resumes rely on the server checking the requester's key.
+
+use super::messages::{PollResult, StreamCreate, StreamRef, StreamStatus};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::time::Duration;
+
+/// Timing of a [`StreamFollower`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FollowerConfig {
+    /// How long a gap may stay open before a resume (relays reorder within this).
+    pub gap_grace: Duration,
+    /// Silence on a live stream before a poll.
+    pub silence: Duration,
+    /// An attempt unanswered for this long is given up (and may be retried).
+    pub attempt_timeout: Duration,
+}
+
+impl Default for FollowerConfig {
+    fn default() -> Self {
+        FollowerConfig {
+            gap_grace: Duration::from_secs(1),
+            silence: Duration::from_secs(10),
+            attempt_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// What the client must send.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowerRequest {
+    /// `stream/resume`.
+    Resume(StreamRef),
+    /// `stream/poll`.
+    Poll(StreamRef),
+    /// `notifications/stream/ack` (relaysim's extension).
+    Ack(StreamRef),
+}
+
+/// Whether a message on a stream is new.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Arrival {
+    /// Process it.
+    New,
+    /// Already processed: drop it.
+    Duplicate,
+}
+
+/// What the follower reports.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FollowerEvent {
+    /// A resume was answered after this long (request to answer).
+    Resumed {
+        /// The stream.
+        stream_id: String,
+        /// Request to answer.
+        latency: Duration,
+    },
+    /// The server could not resume the stream: messages are lost.
+    ResumeRefused {
+        /// The stream.
+        stream_id: String,
+        /// The server's error message.
+        reason: String,
+    },
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Due {
+    Nothing,
+    Poll,
+    Resume,
+}
+
+struct Followed {
+    token: Option<String>,
+    min_gap: Duration,
+    /// Highest contiguous sequence processed from 0.
+    through: Option<u64>,
+    /// Processed sequences above `through`.
+    above: BTreeSet<u64>,
+    end_seq: Option<u64>,
+    last_heard: Duration,
+    gap_since: Option<Duration>,
+    due: Due,
+    last_attempt: Option<Duration>,
+    in_flight: Option<(u64, Duration)>,
+    refused: bool,
+}
+
+impl Followed {
+    fn new(token: Option<String>, min_gap: Duration, now: Duration) -> Self {
+        Followed {
+            token,
+            min_gap,
+            through: None,
+            above: BTreeSet::new(),
+            end_seq: None,
+            last_heard: now,
+            gap_since: None,
+            due: Due::Nothing,
+            last_attempt: None,
+            in_flight: None,
+            refused: false,
+        }
+    }
+
+    fn reference(&self, id: &str) -> StreamRef {
+        StreamRef {
+            stream_id: id.to_owned(),
+            resume_token: self.token.clone(),
+            last_sequence: self.through,
+        }
+    }
+
+    fn complete(&self) -> bool {
+        self.end_seq.is_some() && self.end_seq == self.through
+    }
+
+    fn has_gap(&self) -> bool {
+        !self.above.is_empty()
+    }
+
+    /// The earliest time the next attempt may go.
+    fn allowed_at(&self) -> Duration {
+        self.last_attempt.map_or(Duration::ZERO, |t| t + self.min_gap)
+    }
+}
+
+/// The streams a client follows.
+pub struct StreamFollower {
+    config: FollowerConfig,
+    streams: BTreeMap<String, Followed>,
+    next_attempt: u64,
+    outbox: VecDeque<(u64, FollowerRequest)>,
+    events: VecDeque<FollowerEvent>,
+}
+
+impl StreamFollower {
+    /// A follower with no streams.
+    pub fn new(config: FollowerConfig) -> Self {
+        StreamFollower {
+            config,
+            streams: BTreeMap::new(),
+            next_attempt: 0,
+            outbox: VecDeque::new(),
+            events: VecDeque::new(),
+        }
+    }
+
+    /// Streams followed.
+    pub fn len(&self) -> usize {
+        self.streams.len()
+    }
+
+    /// Whether none is followed.
+    pub fn is_empty(&self) -> bool {
+        self.streams.is_empty()
+    }
+
+    /// Whether `stream_id` is followed and not yet complete.
+    pub fn is_following(&self, stream_id: &str) -> bool {
+        self.streams.contains_key(stream_id)
+    }
+
+    fn follow(&mut self, id: &str, now: Duration) -> &mut Followed {
+        self.streams
+            .entry(id.to_owned())
+            .or_insert_with(|| Followed::new(None, Duration::ZERO, now))
+    }
+
+    /// A `notifications/stream/create` arrived.
+    pub fn on_create(&mut self, create: &StreamCreate, now: Duration) {
+        let min_gap = Duration::from_secs(create.resume_interval.min.unwrap_or(0));
+        let f = self.follow(&create.stream_id, now);
+        f.token = create.resume_token.clone();
+        f.min_gap = min_gap;
+    }
+
+    /// A message with sequence `seq` on `stream_id` arrived; `is_end` when it is the
+    /// stream's `end` notification.
+    pub fn on_message(&mut self, stream_id: &str, seq: u64, is_end: bool, now: Duration) -> Arrival {
+        let f = self.follow(stream_id, now);
+        f.last_heard = now;
+        if f.through.is_some_and(|t| seq <= t) || f.above.contains(&seq) {
+            return Arrival::Duplicate;
+        }
+        if is_end {
+            f.end_seq = Some(seq);
+        }
+        f.above.insert(seq);
+        // Advance the contiguous run.
+        loop {
+            let next = f.through.map_or(0, |t| t + 1);
+            if !f.above.remove(&next) {
+                break;
+            }
+            f.through = Some(next);
+        }
+        if f.has_gap() {
+            f.gap_since.get_or_insert(now);
+        } else {
+            f.gap_since = None;
+        }
+        if f.complete() {
+            let r = f.reference(stream_id);
+            self.streams.remove(stream_id);
+            self.queue(FollowerRequest::Ack(r));
+        }
+        Arrival::New
+    }
+
+    /// The relay connection came back: whatever was published meanwhile is gone.
+    pub fn on_reconnect(&mut self) {
+        for f in self.streams.values_mut() {
+            if !f.refused {
+                f.due = Due::Resume;
+            }
+        }
+    }
+
+    /// The answer to attempt `attempt` (see [`StreamFollower::poll_transmit`]) of a resume.
+    pub fn on_resume_answer(&mut self, attempt: u64, result: Result<(), String>, now: Duration) {
+        let Some((id, f)) = self
+            .streams
+            .iter_mut()
+            .find(|(_, f)| f.in_flight.is_some_and(|(a, _)| a == attempt))
+        else {
+            return;
+        };
+        let (_, sent) = f.in_flight.take().expect("matched above");
+        match result {
+            Ok(()) => self.events.push_back(FollowerEvent::Resumed {
+                stream_id: id.clone(),
+                latency: now.saturating_sub(sent),
+            }),
+            Err(reason) => {
+                f.refused = true;
+                f.due = Due::Nothing;
+                self.events.push_back(FollowerEvent::ResumeRefused {
+                    stream_id: id.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+
+    /// The answer to a poll.
+    pub fn on_poll_answer(&mut self, attempt: u64, result: Result<PollResult, String>) {
+        let Some((id, f)) = self
+            .streams
+            .iter_mut()
+            .find(|(_, f)| f.in_flight.is_some_and(|(a, _)| a == attempt))
+        else {
+            return;
+        };
+        f.in_flight = None;
+        match result {
+            Ok(p) if p.pending_messages => f.due = Due::Resume,
+            Ok(p) if p.status == StreamStatus::Completed && !f.complete() => f.due = Due::Resume,
+            Ok(_) => {}
+            Err(reason) => {
+                f.refused = true;
+                f.due = Due::Nothing;
+                self.events.push_back(FollowerEvent::ResumeRefused {
+                    stream_id: id.clone(),
+                    reason,
+                });
+            }
+        }
+    }
+
+    /// Whether attempt `attempt` is a resume or poll of this follower's (not yet answered).
+    pub fn is_attempt(&self, attempt: u64) -> bool {
+        self.streams
+            .values()
+            .any(|f| f.in_flight.is_some_and(|(a, _)| a == attempt))
+    }
+
+    fn queue(&mut self, request: FollowerRequest) -> u64 {
+        self.next_attempt += 1;
+        self.outbox.push_back((self.next_attempt, request));
+        self.next_attempt
+    }
+
+    /// The next request to send, with its attempt number (to match the answer).
+    pub fn poll_transmit(&mut self) -> Option<(u64, FollowerRequest)> {
+        self.outbox.pop_front()
+    }
+
+    /// The next event.
+    pub fn poll_event(&mut self) -> Option<FollowerEvent> {
+        self.events.pop_front()
+    }
+
+    fn next_wake(&self, f: &Followed) -> Option<Duration> {
+        if f.refused {
+            return None;
+        }
+        if let Some((_, sent)) = f.in_flight {
+            return Some(sent + self.config.attempt_timeout);
+        }
+        let want = match f.due {
+            Due::Resume | Due::Poll => Some(Duration::ZERO),
+            Due::Nothing => {
+                let gap = f.gap_since.map(|g| g + self.config.gap_grace);
+                let silence = (f.end_seq.is_none() || f.has_gap())
+                    .then(|| f.last_heard + self.config.silence);
+                [gap, silence].into_iter().flatten().min()
+            }
+        }?;
+        Some(want.max(f.allowed_at()))
+    }
+
+    /// When [`StreamFollower::handle_timeout`] next has work.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.streams.values().filter_map(|f| self.next_wake(f)).min()
+    }
+
+    /// Sends the resumes and polls that are due at `now`.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let config = self.config.clone();
+        let mut out = Vec::new();
+        for (id, f) in self.streams.iter_mut() {
+            if f.refused {
+                continue;
+            }
+            if let Some((_, sent)) = f.in_flight {
+                if now < sent + config.attempt_timeout {
+                    continue;
+                }
+                // Unanswered: the request or its answer was lost. Try again.
+                f.in_flight = None;
+                f.due = Due::Resume;
+            }
+            if f.due == Due::Nothing {
+                if f.gap_since.is_some_and(|g| now >= g + config.gap_grace) {
+                    f.due = Due::Resume;
+                } else if now >= f.last_heard + config.silence {
+                    f.due = Due::Poll;
+                }
+            }
+            if f.due == Due::Nothing || now < f.allowed_at() {
+                continue;
+            }
+            let r = f.reference(id);
+            out.push((
+                id.clone(),
+                match f.due {
+                    Due::Resume => FollowerRequest::Resume(r),
+                    _ => FollowerRequest::Poll(r),
+                },
+            ));
+            f.due = Due::Nothing;
+            f.last_attempt = Some(now);
+            // A poll or resume is news of the stream too: silence counts from here.
+            f.last_heard = now;
+        }
+        for (id, request) in out {
+            let attempt = self.queue(request);
+            if let Some(f) = self.streams.get_mut(&id) {
+                f.in_flight = Some((attempt, now));
+            }
+        }
+    }
+}
