@@ -7,6 +7,9 @@ use nostr::prelude::{Event, Tag};
 pub const OVERSIZED_TRANSFER: &str = "support_oversized_transfer";
 /// CEP-41 support.
 pub const OPEN_STREAM: &str = "support_open_stream";
+/// MCP resumable streams (relaysim's tag for the MCP `streams` capability, which stateless
+/// ContextVM exchanges can only carry this way).
+pub const RESUMABLE_STREAMS: &str = "support_resumable_streams";
 
 /// What a peer supports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -15,6 +18,8 @@ pub struct Capabilities {
     pub oversized_transfer: bool,
     /// CEP-41 open streams.
     pub open_stream: bool,
+    /// MCP resumable streams. Not in [`Capabilities::all`]: a client opts in.
+    pub resumable_streams: bool,
 }
 
 impl Capabilities {
@@ -23,6 +28,7 @@ impl Capabilities {
         Capabilities {
             oversized_transfer: true,
             open_stream: true,
+            resumable_streams: false,
         }
     }
 
@@ -34,6 +40,9 @@ impl Capabilities {
         }
         if self.open_stream {
             tags.push(Tag::parse([OPEN_STREAM]).expect("a one-element tag"));
+        }
+        if self.resumable_streams {
+            tags.push(Tag::parse([RESUMABLE_STREAMS]).expect("a one-element tag"));
         }
         tags
     }
@@ -49,6 +58,7 @@ impl Capabilities {
         Capabilities {
             oversized_transfer: has(OVERSIZED_TRANSFER),
             open_stream: has(OPEN_STREAM),
+            resumable_streams: has(RESUMABLE_STREAMS),
         }
     }
 
@@ -56,5 +66,6 @@ impl Capabilities {
     pub fn learn(&mut self, other: Capabilities) {
         self.oversized_transfer |= other.oversized_transfer;
         self.open_stream |= other.open_stream;
+        self.resumable_streams |= other.resumable_streams;
     }
 }

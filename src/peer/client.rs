@@ -9,6 +9,7 @@ use super::capabilities::Capabilities;
 use super::core::{PeerCore, PublishOutcome};
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
+use super::streams::stream_position;
 use super::Peer;
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
 use crate::protocol::open_stream::{
@@ -18,9 +19,13 @@ use crate::protocol::oversized::{
     OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, SenderFailure,
     SenderState, TransferBody, TransferFailure, TransferFrame,
 };
+use crate::protocol::resumable::client::{
+    Arrival, FollowerConfig, FollowerEvent, FollowerRequest, StreamFollower,
+};
+use crate::protocol::resumable::messages::{self as stream_msg, PollResult, StreamCreate};
 use nostr::prelude::{Event, EventId, PublicKey};
 use serde_json::{json, Value};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Identifies a call; it is also the JSON-RPC id of the request.
@@ -48,7 +53,15 @@ pub struct ClientConfig {
     pub oversized: ReceiverConfig,
     /// Limits for streams.
     pub stream_policy: StreamPolicy,
+    /// When to resume or poll resumable streams (with `capabilities.resumable_streams`).
+    pub follower: FollowerConfig,
 }
+
+/// How long a client with resumable streams lets a CEP-41 keepalive probe go unanswered: a
+/// server's `resumeInterval.max` by default. Its liveness is the resumable stream's business:
+/// a `pong` lost with the connection comes back when the stream resumes (and a lost `ping` is
+/// sent again then).
+pub const RESUMABLE_PROBE_TIMEOUT: Duration = Duration::from_secs(300);
 
 impl ClientConfig {
     /// Defaults for a client of `server`: everything supported, stateful, 60 s soft (the MCP
@@ -67,7 +80,19 @@ impl ClientConfig {
             // support waits for it, and one that does not wait is handled all the same.
             oversized: ReceiverConfig::default(),
             stream_policy: StreamPolicy::default(),
+            follower: FollowerConfig::default(),
         }
+    }
+
+    /// Advertises MCP resumable streams (see [`crate::protocol::resumable`]), and lets CEP-41
+    /// keepalive probes wait [`RESUMABLE_PROBE_TIMEOUT`].
+    pub fn with_resumable_streams(mut self) -> Self {
+        self.capabilities.resumable_streams = true;
+        self.stream_policy.probe_timeout = self
+            .stream_policy
+            .probe_timeout
+            .max(RESUMABLE_PROBE_TIMEOUT);
+        self
     }
 }
 
@@ -92,6 +117,9 @@ pub enum CallFailure {
     /// The oversized request failed.
     #[error("oversized request failed: {0}")]
     Upload(SenderFailure),
+    /// The call's resumable stream lost messages the server could not send again.
+    #[error("the server could not resume the call's stream: {0}")]
+    ResumeRefused(String),
 }
 
 impl CallFailure {
@@ -104,6 +132,7 @@ impl CallFailure {
             CallFailure::Rejected(_) => "rejected".into(),
             CallFailure::Download(f) => format!("download-{}", f.cause()),
             CallFailure::Upload(f) => format!("upload-{}", f.cause()),
+            CallFailure::ResumeRefused(_) => "resume-refused".into(),
         }
     }
 }
@@ -135,6 +164,13 @@ pub enum ClientEvent {
         /// Closed successfully, or why not.
         outcome: Result<(), StreamFailure>,
     },
+    /// A call's resumable stream was resumed after a loss.
+    StreamResumed {
+        /// The call.
+        call: CallId,
+        /// From the `stream/resume` request to its answer.
+        latency: Duration,
+    },
     /// A call ended without a response.
     Failed {
         /// The call.
@@ -161,6 +197,9 @@ struct PendingCall {
     is_initialize: bool,
     /// The request carried our capability tags.
     advertised: bool,
+    /// Silence allowed before the call fails: the request timeout, or for a call on a
+    /// resumable stream the stream's `resumeInterval.max` if longer.
+    patience: Duration,
 }
 
 /// A ContextVM client.
@@ -188,6 +227,14 @@ pub struct ContextVmClient {
     streams: OpenStreamRegistry<PublicKey>,
     events: VecDeque<ClientEvent>,
     malformed: u64,
+    follower: StreamFollower<Message>,
+    /// The call each resumable stream carries.
+    stream_calls: BTreeMap<String, CallId>,
+    /// Relays connected at least once, and those reconnected whose subscription is not yet
+    /// confirmed (EOSE): resumes wait for it, or the replay would find no subscription.
+    connected_once: BTreeSet<String>,
+    awaiting_eose: BTreeSet<String>,
+    stream_duplicates: u64,
 }
 
 impl ContextVmClient {
@@ -198,6 +245,11 @@ impl ContextVmClient {
             SignedEventEnvelope::measure(&identity, &config.server, None, EPOCH_SECS);
         let core = PeerCore::new(identity, relays);
         ContextVmClient {
+            follower: StreamFollower::new(config.follower.clone()),
+            stream_calls: BTreeMap::new(),
+            connected_once: BTreeSet::new(),
+            awaiting_eose: BTreeSet::new(),
+            stream_duplicates: 0,
             downloads: OversizedReceiver::new(config.oversized.clone()),
             streams: OpenStreamRegistry::new(config.stream_policy.clone()),
             core,
@@ -239,6 +291,11 @@ impl ContextVmClient {
         self.core.duplicates_dropped()
     }
 
+    /// Messages on resumable streams dropped as already processed (replays and duplicates).
+    pub fn stream_duplicates(&self) -> u64 {
+        self.stream_duplicates
+    }
+
     /// Calls still waiting for their response.
     pub fn pending_calls(&self) -> usize {
         self.calls.len()
@@ -254,9 +311,14 @@ impl ContextVmClient {
     /// once `initialize` is answered.
     pub fn initialize(&mut self, now: Duration) -> CallId {
         self.now = now;
+        let capabilities = if self.config.capabilities.resumable_streams {
+            json!({ "streams": {} })
+        } else {
+            json!({})
+        };
         let params = json!({
             "protocolVersion": PROTOCOL_VERSION,
-            "capabilities": {},
+            "capabilities": capabilities,
             "clientInfo": { "name": "relaysim", "version": env!("CARGO_PKG_VERSION") },
         });
         let id = self.send_request("initialize", params, None, true);
@@ -367,6 +429,7 @@ impl ContextVmClient {
                 hard_deadline: now + self.config.max_request_timeout,
                 is_initialize,
                 advertised: false,
+                patience: self.config.request_timeout,
             },
         );
         if let Some(t) = &token {
@@ -452,7 +515,7 @@ impl ContextVmClient {
 
     fn touch(&mut self, token: &ProgressToken) {
         if let Some(call) = self.by_token.get(token).and_then(|c| self.calls.get_mut(c)) {
-            call.soft_deadline = self.now + self.config.request_timeout;
+            call.soft_deadline = self.now + call.patience;
         }
     }
 
@@ -461,13 +524,104 @@ impl ContextVmClient {
             return;
         }
         self.server_capabilities.learn(Capabilities::of(&event));
-        match Message::parse(&event.content) {
-            Ok(message) => self.on_message(message),
-            Err(_) => self.malformed += 1,
+        let message = match Message::parse(&event.content) {
+            Ok(message) => message,
+            Err(_) => {
+                self.malformed += 1;
+                return;
+            }
+        };
+        let Some((stream, seq)) = stream_position(&event) else {
+            self.on_message(message);
+            return;
+        };
+        let is_end =
+            matches!(&message, Message::Notification { method, .. } if method == stream_msg::END);
+        // News of the call, even held: it is alive.
+        if let Some(call) = self
+            .stream_calls
+            .get(&stream)
+            .and_then(|c| self.calls.get_mut(c))
+        {
+            call.soft_deadline = self.now + call.patience;
+        }
+        match self
+            .follower
+            .on_message(&stream, seq, is_end, message, self.now)
+        {
+            Arrival::Release(messages) => {
+                for m in messages {
+                    self.on_message(m);
+                }
+            }
+            Arrival::Held => {}
+            Arrival::Duplicate => self.stream_duplicates += 1,
+        }
+    }
+
+    /// Stream requests and notifications of resumable streams; true if `message` was one.
+    fn on_stream_message(&mut self, message: &Message) -> bool {
+        match message {
+            Message::Notification { method, params } if method == stream_msg::CREATE => {
+                let Some(Ok(create)) = params.as_ref().map(StreamCreate::from_params) else {
+                    self.malformed += 1;
+                    return true;
+                };
+                self.follower.on_create(&create, self.now);
+                let call = match &create.request_id {
+                    Some(RequestId::Number(n)) => CallId::try_from(*n).ok(),
+                    _ => None,
+                };
+                if let Some(call) = call {
+                    self.stream_calls.insert(create.stream_id.clone(), call);
+                    if let (Some(pending), Some(max)) =
+                        (self.calls.get_mut(&call), create.resume_interval.max)
+                    {
+                        pending.patience = pending.patience.max(Duration::from_secs(max));
+                        pending.soft_deadline = self.now + pending.patience;
+                    }
+                }
+                true
+            }
+            Message::Notification { method, .. } if method == stream_msg::END => true,
+            Message::Response {
+                id: RequestId::String(id),
+                result,
+            } => {
+                if let Some(n) = attempt_of(id, "resume-") {
+                    let more = result["more"]
+                        .as_bool()
+                        .unwrap_or(false)
+                        .then(|| result["through"].as_u64())
+                        .flatten();
+                    self.follower.on_resume_answer(n, Ok(more), self.now);
+                } else if let Some(n) = attempt_of(id, "poll-") {
+                    let poll = PollResult::from_value(result).map_err(|e| e.to_string());
+                    self.follower.on_poll_answer(n, poll);
+                }
+                true
+            }
+            Message::Error {
+                id: Some(RequestId::String(id)),
+                error,
+            } => {
+                if let Some(n) = attempt_of(id, "resume-") {
+                    self.follower
+                        .on_resume_answer(n, Err(error.message.clone()), self.now);
+                } else if let Some(n) = attempt_of(id, "poll-") {
+                    self.follower.on_poll_answer(n, Err(error.message.clone()));
+                }
+                true
+            }
+            _ => false,
         }
     }
 
     fn on_message(&mut self, message: Message) {
+        if self.on_stream_message(&message) {
+            self.drain_engines();
+            return;
+        }
         let server = self.config.server;
         let now = self.now;
         match message {
@@ -596,6 +750,25 @@ impl ContextVmClient {
         while let Some((id, outcome)) = self.core.poll_publish_outcome() {
             self.on_publish_outcome(id, outcome);
         }
+        while let Some(event) = self.follower.poll_event() {
+            match event {
+                FollowerEvent::Resumed { stream_id, latency } => {
+                    let Some(&call) = self.stream_calls.get(&stream_id) else {
+                        continue;
+                    };
+                    // A keepalive ping sent while the connection was down never left.
+                    let server = self.config.server;
+                    self.streams.reprobe(&server, &token_of_call(call));
+                    self.events
+                        .push_back(ClientEvent::StreamResumed { call, latency });
+                }
+                FollowerEvent::ResumeRefused { stream_id, reason } => {
+                    if let Some(&call) = self.stream_calls.get(&stream_id) {
+                        self.fail_call(call, CallFailure::ResumeRefused(reason));
+                    }
+                }
+            }
+        }
     }
 
     fn on_publish_outcome(&mut self, id: EventId, outcome: PublishOutcome) {
@@ -635,6 +808,26 @@ impl ContextVmClient {
         while let Some((_, frame)) = self.downloads.poll_transmit() {
             frames.push(frame.to_json());
         }
+        self.follower.handle_timeout(now);
+        while let Some((attempt, request)) = self.follower.poll_transmit() {
+            let message = match request {
+                FollowerRequest::Resume(r) => Message::Request {
+                    id: RequestId::String(format!("resume-{attempt}")),
+                    method: stream_msg::RESUME.into(),
+                    params: Some(r.to_params()),
+                },
+                FollowerRequest::Poll(r) => Message::Request {
+                    id: RequestId::String(format!("poll-{attempt}")),
+                    method: stream_msg::POLL.into(),
+                    params: Some(r.to_params()),
+                },
+                FollowerRequest::Ack(r) => Message::Notification {
+                    method: stream_msg::ACK.into(),
+                    params: Some(r.to_params()),
+                },
+            };
+            frames.push(message.to_json());
+        }
         for text in frames {
             let tags = std::mem::take(&mut self.pending_tags);
             let event = self.core.sign(&server, None, tags, text, now);
@@ -653,10 +846,17 @@ impl Peer for ContextVmClient {
     fn connected(&mut self, relay: &str, now: Duration) {
         self.now = now;
         self.core.subscribe(relay);
+        if !self.connected_once.insert(relay.to_owned()) {
+            self.awaiting_eose.insert(relay.to_owned());
+        }
     }
 
     fn handle_relay_message(&mut self, relay: &str, message: RelayMessage, now: Duration) {
         self.now = now;
+        if matches!(message, RelayMessage::Eose { .. }) && self.awaiting_eose.remove(relay) {
+            // Subscribed again after a reconnection: what was published meanwhile is gone.
+            self.follower.on_reconnect();
+        }
         if let Some(event) = self.core.handle_relay_message(relay, message) {
             self.on_event(event);
         }
@@ -681,6 +881,7 @@ impl Peer for ContextVmClient {
             .chain(uploads)
             .chain(self.downloads.poll_timeout())
             .chain(self.streams.poll_timeout())
+            .chain(self.follower.poll_timeout())
             .min()
     }
 
@@ -709,6 +910,11 @@ impl Peer for ContextVmClient {
         self.streams.handle_timeout(now);
         self.pump();
     }
+}
+
+/// The attempt number in the id of a resume or poll request (`resume-<n>`, `poll-<n>`).
+fn attempt_of(id: &str, prefix: &str) -> Option<u64> {
+    id.strip_prefix(prefix).and_then(|n| n.parse().ok())
 }
 
 /// The progress token the client gives call `call`: `p<call>`.

@@ -56,6 +56,15 @@ impl Identity {
         self.keys.public_key()
     }
 
+    /// A 32-byte secret for `purpose`, derived from the secret key (SHA-256 of both): for
+    /// values others must not guess, such as resume tokens, without drawing randomness.
+    pub fn derived_secret(&self, purpose: &str) -> [u8; 32] {
+        let mut h = Sha256::new();
+        h.update(self.keys.secret_key().as_secret_bytes());
+        h.update(purpose.as_bytes());
+        h.finalize().into()
+    }
+
     /// Builds and signs an event, deterministically.
     pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
         let created_at = Timestamp::from_secs(created_at);

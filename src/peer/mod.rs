@@ -31,4 +31,5 @@ pub mod core;
 pub mod event;
 pub mod nip01;
 pub mod server;
+pub mod streams;
 pub mod tools;

@@ -12,7 +12,13 @@
 //!   (and keeps sending) with a budget of S/2, since the relay's real limit is unknown;
 //! - a streaming tool's final response is published only after its `close` frame (or, after an
 //!   abort, an error response), exactly once;
-//! - a request delivered twice (relays and multi-relay setups duplicate) runs once.
+//! - a request delivered twice (relays and multi-relay setups duplicate) runs once;
+//! - for a client that advertises resumable streams, a long tool call (`stream`, `slow`,
+//!   `large_result`) gets a stream: `notifications/stream/create` first, then every message of
+//!   the call (CEP-41 and CEP-22 frames, progress, the final response) tagged with its
+//!   sequence number and kept for `stream/resume`, then `notifications/stream/end`. A CEP-41
+//!   stream on it waits up to `resumeInterval.max` for a `pong`, since a client that lost its
+//!   connection answers once it resumes.
 
 use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
@@ -20,6 +26,7 @@ use super::content::payload_text;
 use super::core::{PeerCore, PublishOutcome};
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
+use super::streams::{stream_tag, STREAM_TAG_ROOM};
 use super::tools::{
     digest_of, digested_result, stream_chunk_text, text_result, tool_list, ToolCall,
 };
@@ -30,6 +37,8 @@ use crate::protocol::oversized::{
     OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody,
     TransferFrame,
 };
+use crate::protocol::resumable::messages::{self as stream_msg, StreamRef};
+use crate::protocol::resumable::server::{StoreConfig, StoreStats, StreamStore};
 use nostr::prelude::{Event, EventId, PublicKey};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
@@ -62,6 +71,8 @@ pub struct ServerConfig {
     pub oversized: ReceiverConfig,
     /// Keepalive of the streams it writes.
     pub writer: WriterConfig,
+    /// Resumable streams, for clients that advertise them.
+    pub streams: StoreConfig,
 }
 
 impl Default for ServerConfig {
@@ -71,6 +82,7 @@ impl Default for ServerConfig {
             budget: 48_000,
             oversized: ReceiverConfig::default(),
             writer: WriterConfig::default(),
+            streams: StoreConfig::default(),
         }
     }
 }
@@ -92,6 +104,18 @@ pub enum ServerEvent {
         /// How.
         mode: ResponseMode,
     },
+    /// A `stream/resume` sent messages again.
+    Replayed {
+        /// The client.
+        client: PublicKey,
+        /// Messages sent again.
+        messages: u64,
+        /// Their bytes.
+        bytes: u64,
+    },
+    /// The resumable-stream store's totals changed (abandoned streams, buffer high-water
+    /// marks).
+    StreamStats(StoreStats),
     /// A streaming tool wrote a chunk (for chunk latency: written here, read by the client).
     ChunkWritten {
         /// The client.
@@ -119,6 +143,8 @@ struct Call {
     request_event: EventId,
     request_id: RequestId,
     token: Option<ProgressToken>,
+    /// The resumable stream carrying this call's messages.
+    stream: Option<String>,
 }
 
 enum Job {
@@ -134,6 +160,7 @@ struct Stream {
     chunk_bytes: usize,
     interval: Duration,
     responded: bool,
+    resumable: Option<String>,
 }
 
 struct DirectResponse {
@@ -146,6 +173,7 @@ struct Outgoing {
     client: PublicKey,
     reply_to: EventId,
     sender: OversizedSender,
+    resumable: Option<String>,
 }
 
 /// A ContextVM server with the simulated tools.
@@ -170,6 +198,10 @@ pub struct ContextVmServer {
     direct: BTreeMap<EventId, DirectResponse>,
     events: VecDeque<ServerEvent>,
     malformed: u64,
+    store: StreamStore<PublicKey>,
+    /// Each resumable stream's client and request event (replies point at it).
+    stream_origin: BTreeMap<String, (PublicKey, EventId)>,
+    reported_stats: StoreStats,
 }
 
 impl ContextVmServer {
@@ -188,7 +220,14 @@ impl ContextVmServer {
             Some(&EventId::from_byte_array([0; 32])),
             EPOCH_SECS,
         );
+        let store = StreamStore::new(
+            config.streams.clone(),
+            identity.derived_secret("relaysim/resumable-streams"),
+        );
         ContextVmServer {
+            store,
+            stream_origin: BTreeMap::new(),
+            reported_stats: StoreStats::default(),
             core: PeerCore::new(identity, relays),
             uploads: OversizedReceiver::new(config.oversized.clone()),
             budget: config.budget,
@@ -253,6 +292,14 @@ impl ContextVmServer {
         match message {
             Message::Request { id, method, params } => {
                 self.on_request(client, event_id, id, method, params)
+            }
+            Message::Notification {
+                ref method,
+                ref params,
+            } if method == stream_msg::ACK => {
+                if let Some(Ok(r)) = params.as_ref().map(StreamRef::from_params) {
+                    let _ = self.store.ack(&client, &r, self.now);
+                }
             }
             Message::Notification { .. } => {
                 let Some(Ok(params)) = message.progress_params() else {
@@ -319,11 +366,21 @@ impl ContextVmServer {
             Call {
                 client,
                 request_event,
-                request_id: id,
+                request_id: id.clone(),
                 token: token.clone(),
+                stream: None,
             },
         );
         let now = self.now;
+        if method == "tools/call" {
+            let long = matches!(
+                ToolCall::parse(&params),
+                Ok(ToolCall::Stream { .. } | ToolCall::Slow { .. } | ToolCall::LargeResult { .. })
+            );
+            if long {
+                self.open_resumable(call_id, &id);
+            }
+        }
         let immediate = match method.as_str() {
             "initialize" => Ok(json!({
                 "protocolVersion": PROTOCOL_VERSION,
@@ -331,6 +388,26 @@ impl ContextVmServer {
                 "serverInfo": { "name": "relaysim-server", "version": env!("CARGO_PKG_VERSION") },
             })),
             "tools/list" => Ok(tool_list()),
+            stream_msg::RESUME => self.resume(client, &params),
+            stream_msg::POLL => StreamRef::from_params(&params)
+                .map_err(|e| error(stream_msg::codes::INVALID_PARAMS, e.to_string()))
+                .and_then(|r| {
+                    self.store
+                        .poll(&client, &r, now)
+                        .map(|p| p.to_value())
+                        .map_err(|e| error(e.code(), e.to_string()))
+                }),
+            stream_msg::POLL_ALL => {
+                let cursor = params.get("cursor").and_then(Value::as_str);
+                let (page, next) = self.store.poll_all(&client, cursor, now);
+                let mut result = json!({
+                    "streams": page.iter().map(|p| p.to_value()).collect::<Vec<_>>(),
+                });
+                if let Some(c) = next {
+                    result["nextCursor"] = c.into();
+                }
+                Ok(result)
+            }
             "tools/call" => match ToolCall::parse(&params) {
                 Err(e) => Err(error(codes::INVALID_PARAMS, e.to_string())),
                 Ok(ToolCall::Echo { text }) => Ok(text_result(&text)),
@@ -363,6 +440,14 @@ impl ContextVmServer {
                             wait_for_accept: !supports,
                             ..self.config.writer.clone()
                         };
+                        let resumable = self.calls.get(&call_id).and_then(|c| c.stream.clone());
+                        let config = match (&resumable, self.config.streams.resume_interval.max) {
+                            (Some(_), Some(max)) => WriterConfig {
+                                probe_timeout: config.probe_timeout.max(Duration::from_secs(max)),
+                                ..config
+                            },
+                            _ => config,
+                        };
                         let writer = OpenStreamWriter::new(token.clone(), config);
                         self.streams.insert(
                             (client, token),
@@ -374,6 +459,7 @@ impl ContextVmServer {
                                 chunk_bytes,
                                 interval,
                                 responded: false,
+                                resumable,
                             },
                         );
                         self.schedule(now, Job::WriteChunk(call_id));
@@ -387,6 +473,108 @@ impl ContextVmServer {
             )),
         };
         self.respond(call_id, immediate);
+    }
+
+    /// Opens a resumable stream for call `call_id` if its client advertised them, and
+    /// announces it with `notifications/stream/create`.
+    fn open_resumable(&mut self, call_id: u64, request_id: &RequestId) {
+        let Some(call) = self.calls.get(&call_id) else {
+            return;
+        };
+        let (client, request_event) = (call.client, call.request_event);
+        let wants = self
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.0.resumable_streams);
+        if !wants {
+            return;
+        }
+        let Some(create) = self
+            .store
+            .create(client, Some(request_id.clone()), self.now)
+        else {
+            return; // the store is full: this call goes without one
+        };
+        let note = Message::Notification {
+            method: stream_msg::CREATE.into(),
+            params: Some(create.to_params()),
+        };
+        self.stream_origin
+            .insert(create.stream_id.clone(), (client, request_event));
+        if let Some(call) = self.calls.get_mut(&call_id) {
+            call.stream = Some(create.stream_id);
+        }
+        let event = self.core.sign(
+            &client,
+            Some(&request_event),
+            Vec::new(),
+            note.to_json(),
+            self.now,
+        );
+        self.core.publish(event);
+    }
+
+    /// Publishes `text` to `client`, on resumable stream `stream` when given (recorded there and
+    /// tagged with its sequence number).
+    fn publish_message(
+        &mut self,
+        client: &PublicKey,
+        reply_to: Option<&EventId>,
+        mut tags: Vec<nostr::prelude::Tag>,
+        text: String,
+        stream: Option<&str>,
+    ) -> EventId {
+        if let Some(seq) = stream.and_then(|id| self.store.record(id, &text)) {
+            tags.push(stream_tag(stream.expect("recorded"), seq, None));
+        }
+        let event = self.core.sign(client, reply_to, tags, text, self.now);
+        self.core.publish(event)
+    }
+
+    /// Ends resumable stream `stream`: its `notifications/stream/end` is its last message.
+    fn end_resumable(&mut self, stream: &str) {
+        let Some((seq, text)) = self.store.end(stream, self.now) else {
+            return;
+        };
+        let Some(&(client, origin)) = self.stream_origin.get(stream) else {
+            return;
+        };
+        let tags = vec![stream_tag(stream, seq, None)];
+        let event = self.core.sign(&client, Some(&origin), tags, text, self.now);
+        self.core.publish(event);
+    }
+
+    /// `stream/resume`: publishes the held messages after `lastSequence` again, marked as this
+    /// replay, then answers with how many.
+    fn resume(&mut self, client: PublicKey, params: &Value) -> Result<Value, ErrorObject> {
+        let r = StreamRef::from_params(params)
+            .map_err(|e| error(stream_msg::codes::INVALID_PARAMS, e.to_string()))?;
+        let replay = self
+            .store
+            .resume(&client, &r, self.now)
+            .map_err(|e| error(e.code(), e.to_string()))?;
+        let origin = self.stream_origin.get(&r.stream_id).map(|o| o.1);
+        let mut bytes = 0u64;
+        for m in &replay.messages {
+            bytes += m.text.len() as u64;
+            let tags = vec![stream_tag(&r.stream_id, m.seq, Some(replay.number))];
+            let event = self
+                .core
+                .sign(&client, origin.as_ref(), tags, m.text.clone(), self.now);
+            self.core.publish(event);
+        }
+        self.events.push_back(ServerEvent::Replayed {
+            client,
+            messages: replay.messages.len() as u64,
+            bytes,
+        });
+        let mut answer = json!({ "streamId": r.stream_id, "replayed": replay.messages.len() });
+        if replay.more {
+            // Paged: the client asks again from the last sequence it got.
+            answer["more"] = true.into();
+            answer["through"] = replay.messages.last().map_or(0, |m| m.seq).into();
+        }
+        Ok(answer)
     }
 
     fn capability_tags(&mut self, client: PublicKey) -> Vec<nostr::prelude::Tag> {
@@ -421,14 +609,32 @@ impl ContextVmServer {
         let event = self.core.sign(
             &call.client,
             Some(&call.request_event),
-            tags,
+            tags.clone(),
             text.clone(),
             self.now,
         );
         let published_size = event.as_json().len();
-        if published_size <= self.budget {
+        let room = if call.stream.is_some() {
+            STREAM_TAG_ROOM
+        } else {
+            0
+        };
+        if published_size + room <= self.budget {
             let client = call.client;
-            let id = self.core.publish(event);
+            let id = match call.stream.clone() {
+                None => self.core.publish(event),
+                Some(stream) => {
+                    let id = self.publish_message(
+                        &client,
+                        Some(&call.request_event),
+                        tags,
+                        text.clone(),
+                        Some(&stream),
+                    );
+                    self.end_resumable(&stream);
+                    id
+                }
+            };
             if call.token.is_some() {
                 self.direct.insert(
                     id,
@@ -465,8 +671,13 @@ impl ContextVmServer {
             .clients
             .get(&client)
             .is_some_and(|c| c.0.oversized_transfer);
+        let room = if call.stream.is_some() {
+            STREAM_TAG_ROOM
+        } else {
+            0
+        };
         let config = SenderConfig {
-            budget: self.budget,
+            budget: self.budget - room,
             wait_for_accept: !supports,
             ..SenderConfig::default()
         };
@@ -478,6 +689,7 @@ impl ContextVmServer {
                         client,
                         reply_to: call.request_event,
                         sender,
+                        resumable: call.stream.clone(),
                     },
                 );
                 self.events.push_back(ServerEvent::Responded {
@@ -495,14 +707,16 @@ impl ContextVmServer {
             id: Some(call.request_id.clone()),
             error: error(codes::INTERNAL_ERROR, message),
         };
-        let event = self.core.sign(
+        self.publish_message(
             &call.client,
             Some(&call.request_event),
             Vec::new(),
             small.to_json(),
-            self.now,
+            call.stream.as_deref(),
         );
-        self.core.publish(event);
+        if let Some(stream) = &call.stream {
+            self.end_resumable(stream);
+        }
     }
 
     fn run_job(&mut self, job: Job) {
@@ -570,17 +784,27 @@ impl ContextVmServer {
                 }
             }
         }
-        let mut out: Vec<(PublicKey, Option<EventId>, String)> = Vec::new();
+        type Out = (PublicKey, Option<EventId>, String, Option<String>);
+        let mut out: Vec<Out> = Vec::new();
         while let Some((client, frame)) = self.uploads.poll_transmit() {
             let origin = self
                 .upload_origin
                 .get(&(client, frame.token.clone()))
                 .copied();
-            out.push((client, origin, frame.to_json()));
+            out.push((client, origin, frame.to_json(), None));
         }
+        let mut transfers_done: Vec<String> = Vec::new();
         for o in self.outgoing.values_mut() {
             while let Some(frame) = o.sender.poll_transmit(now) {
-                out.push((o.client, Some(o.reply_to), frame.to_json()));
+                out.push((
+                    o.client,
+                    Some(o.reply_to),
+                    frame.to_json(),
+                    o.resumable.clone(),
+                ));
+            }
+            if o.sender.is_done() {
+                transfers_done.extend(o.resumable.clone());
             }
         }
         self.outgoing.retain(|_, o| !o.sender.is_done());
@@ -588,7 +812,7 @@ impl ContextVmServer {
         for ((client, _), stream) in self.streams.iter_mut() {
             let reply_to = self.calls.get(&stream.call).map(|c| c.request_event);
             while let Some(frame) = stream.writer.poll_transmit(now) {
-                out.push((*client, reply_to, frame.to_json()));
+                out.push((*client, reply_to, frame.to_json(), stream.resumable.clone()));
             }
             if stream.responded {
                 continue;
@@ -612,15 +836,27 @@ impl ContextVmServer {
                 _ => {}
             }
         }
-        for (client, reply_to, text) in out {
-            let event = self
-                .core
-                .sign(&client, reply_to.as_ref(), Vec::new(), text, now);
-            self.core.publish(event);
+        for (client, reply_to, text, stream) in out {
+            self.publish_message(
+                &client,
+                reply_to.as_ref(),
+                Vec::new(),
+                text,
+                stream.as_deref(),
+            );
+        }
+        // A CEP-22 response's stream ends after its last frame.
+        for stream in transfers_done {
+            self.end_resumable(&stream);
         }
         // The final response goes out after the close (or abort) frame just published.
         for (call, response) in finished {
             self.respond(call, response);
+        }
+        let stats = self.store.stats();
+        if stats != self.reported_stats {
+            self.reported_stats = stats;
+            self.events.push_back(ServerEvent::StreamStats(stats));
         }
         self.streams
             .retain(|_, s| !(s.responded && s.writer.is_done()));
@@ -672,6 +908,7 @@ impl Peer for ContextVmServer {
             .chain(writers)
             .chain(senders)
             .chain(self.uploads.poll_timeout())
+            .chain(self.store.poll_timeout())
             .min()
     }
 
@@ -692,6 +929,7 @@ impl Peer for ContextVmServer {
             o.sender.handle_timeout(now);
         }
         self.uploads.handle_timeout(now);
+        self.store.handle_timeout(now);
         self.pump();
     }
 }

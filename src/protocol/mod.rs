@@ -7,5 +7,5 @@ pub mod cvm;
 pub mod envelope;
 pub mod jsonrpc;
 pub mod open_stream;
-pub mod resumable;
 pub mod oversized;
+pub mod resumable;

@@ -358,6 +358,7 @@ struct ClientDef {
     server: usize,
     stateless: bool,
     ip: Option<String>,
+    resumable: bool,
 }
 
 struct ServerDef {
@@ -696,6 +697,7 @@ impl Scenario {
                     server,
                     stateless: c.stateless,
                     ip: c.ip.clone(),
+                    resumable: c.resumable_streams,
                 });
             }
             client_groups.push((c.name.get_ref().clone(), group));
@@ -868,6 +870,16 @@ impl Scenario {
         if let Some(d) = spec.policy.probe_timeout {
             server_config.writer.probe_timeout = d.0;
         }
+        let resume = &mut server_config.streams.resume_interval;
+        if let Some(d) = spec.policy.resume_min {
+            resume.min = Some(d.0.as_secs());
+        }
+        if let Some(d) = spec.policy.resume_max {
+            resume.max = Some(d.0.as_secs());
+        }
+        if let Some(n) = spec.policy.stream_buffer_events {
+            server_config.streams.max_messages_per_stream = n.max(1);
+        }
         Ok(Scenario {
             name: spec.name.clone().unwrap_or_default(),
             description: spec.description.clone().unwrap_or_default(),
@@ -907,7 +919,7 @@ impl Scenario {
         }
         for c in &self.clients {
             let index = world.add_client(&c.name, &c.relays, c.server, |config| {
-                self.client_config(config, c.stateless)
+                self.client_config(config, c.stateless, c.resumable)
             });
             if let Some(ip) = &c.ip {
                 world.set_ip(crate::sim::world::PeerId::Client(index), ip);
@@ -985,7 +997,7 @@ impl Scenario {
                     let server = &self.servers[c.server].name;
                     let key = crate::peer::event::Identity::derive(seed, server).public_key();
                     let mut config = ClientConfig::new(key);
-                    self.client_config(&mut config, c.stateless);
+                    self.client_config(&mut config, c.stateless, c.resumable);
                     (c.name.clone(), c.relays.clone(), config)
                 })
                 .collect(),
@@ -1009,7 +1021,7 @@ impl Scenario {
         crate::sim::turmoil::run(&self.turmoil_plan(seed), trace)
     }
 
-    fn client_config(&self, config: &mut ClientConfig, stateless: bool) {
+    fn client_config(&self, config: &mut ClientConfig, stateless: bool, resumable: bool) {
         let p = &self.policy;
         config.stateless = stateless;
         if let Some(b) = p.budget {
@@ -1040,6 +1052,14 @@ impl Scenario {
         }
         if let Some(n) = p.max_unread_chunks {
             s.max_unread_chunks_per_stream = n;
+        }
+        if resumable {
+            // Last: a resumable client's probe timeout is at least the resume bound.
+            *config = config.clone().with_resumable_streams();
+            if let Some(max) = p.resume_max {
+                let s = &mut config.stream_policy;
+                s.probe_timeout = s.probe_timeout.max(max.0);
+            }
         }
     }
 

@@ -297,6 +297,10 @@ pub struct ClientSpec {
     pub stateless: bool,
     /// Share one IP address between these clients (for per-IP rate limits).
     pub ip: Option<String>,
+    /// Advertise MCP resumable streams: the server then carries its long calls on streams
+    /// the client resumes after losing messages.
+    #[serde(default)]
+    pub resumable_streams: bool,
     /// The endpoint implementation (`relaysim`).
     pub r#impl: Option<Spanned<String>>,
 }
@@ -331,6 +335,12 @@ pub struct PolicySpec {
     pub max_buffered_bytes: Option<Size>,
     /// CEP-41 chunks released but not yet read by the application (a slow consumer's backlog).
     pub max_unread_chunks: Option<usize>,
+    /// Resumable streams: `resumeInterval.min`, whole seconds.
+    pub resume_min: Option<Dur>,
+    /// Resumable streams: `resumeInterval.max`, whole seconds.
+    pub resume_max: Option<Dur>,
+    /// Resumable streams: messages the server keeps per stream.
+    pub stream_buffer_events: Option<usize>,
 }
 
 /// What clients do.

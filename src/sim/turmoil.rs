@@ -341,7 +341,9 @@ async fn run_client(
                 ClientEvent::StreamEnded { call, .. } => {
                     streams.remove(call);
                 }
-                ClientEvent::StreamOpened { .. } | ClientEvent::Initialized { .. } => {}
+                ClientEvent::StreamOpened { .. }
+                | ClientEvent::StreamResumed { .. }
+                | ClientEvent::Initialized { .. } => {}
             }
             record(
                 at,

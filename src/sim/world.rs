@@ -192,6 +192,13 @@ pub enum Observation {
         /// The chunk index.
         index: u64,
     },
+    /// A server's resumable-stream totals changed.
+    StreamStore {
+        /// The server's index.
+        server: usize,
+        /// Its totals so far.
+        stats: crate::protocol::resumable::server::StoreStats,
+    },
     /// A client reported something about a call.
     Client {
         /// The client.
@@ -1291,6 +1298,10 @@ impl World {
         for server in 0..self.servers.len() {
             while let Some(event) = self.servers[server].1.poll_event() {
                 moved = true;
+                if let crate::peer::server::ServerEvent::StreamStats(stats) = event {
+                    self.observe(Observation::StreamStore { server, stats });
+                    continue;
+                }
                 if let crate::peer::server::ServerEvent::ChunkWritten {
                     client,
                     token,

@@ -22,13 +22,14 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The metric names, in report order.
-pub const METRICS: [&str; 6] = [
+pub const METRICS: [&str; 7] = [
     "relay_delivery_latency",
     "time_to_first_chunk",
     "chunk_latency",
     "transfer_completion",
     "stream_completion",
     "final_response_latency",
+    "resume_latency",
 ];
 
 /// How one workload call ended.
@@ -56,6 +57,8 @@ pub struct Item {
     pub outcome: Outcome,
     /// Call to final outcome, when it ended.
     pub latency: Option<Duration>,
+    /// For a stream: chunks the server wrote and chunks the client read.
+    pub chunks: Option<(u64, u64)>,
 }
 
 #[derive(Debug, Clone)]
@@ -66,6 +69,7 @@ struct CallRecord {
     started: Duration,
     first_chunk: Option<Duration>,
     chunks_read: u64,
+    chunks_written: u64,
     next_index: u64,
     chunk_violations: u64,
     stream_end: Option<(Duration, Result<(), String>)>,
@@ -80,6 +84,7 @@ pub struct Collector {
     written: BTreeMap<(usize, CallId, u64), Duration>,
     histograms: BTreeMap<&'static str, Histogram<u64>>,
     counters: BTreeMap<String, u64>,
+    stores: BTreeMap<usize, crate::protocol::resumable::server::StoreStats>,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -121,13 +126,40 @@ impl Collector {
                 tool: r.tool,
                 outcome,
                 latency: at.map(|t| t.saturating_sub(r.started)),
+                chunks: (r.tool == "stream").then_some((r.chunks_written, r.chunks_read)),
             });
+        }
+        let mut counters = self.counters;
+        if !self.stores.is_empty() {
+            let sum = |f: fn(&crate::protocol::resumable::server::StoreStats) -> u64| {
+                self.stores.values().map(f).sum::<u64>()
+            };
+            let max = |f: fn(&crate::protocol::resumable::server::StoreStats) -> u64| {
+                self.stores.values().map(f).max().unwrap_or(0)
+            };
+            for (name, value) in [
+                ("resumable.replayed_events", sum(|s| s.replayed_messages)),
+                ("resumable.replayed_bytes", sum(|s| s.replayed_bytes)),
+                ("resumable.evicted", sum(|s| s.evicted)),
+                ("resumable.abandoned", sum(|s| s.abandoned)),
+                ("resumable.released", sum(|s| s.released)),
+                (
+                    "resumable.buffer_high_water_events",
+                    max(|s| s.high_water_messages),
+                ),
+                (
+                    "resumable.buffer_high_water_bytes",
+                    max(|s| s.high_water_bytes),
+                ),
+            ] {
+                counters.insert(name.to_owned(), value);
+            }
         }
         RunReport {
             seed,
             items,
             histograms: self.histograms,
-            counters: self.counters,
+            counters,
             integrity_violations,
         }
     }
@@ -247,6 +279,7 @@ impl Observer for Collector {
                         started: at,
                         first_chunk: None,
                         chunks_read: 0,
+                        chunks_written: 0,
                         next_index: 0,
                         chunk_violations: 0,
                         stream_end: None,
@@ -261,6 +294,12 @@ impl Observer for Collector {
                 index,
             } => {
                 self.written.insert((*client, *call, *index), at);
+                if let Some(r) = self.calls.get_mut(&(*client, *call)) {
+                    r.chunks_written += 1;
+                }
+            }
+            Observation::StreamStore { server, stats } => {
+                self.stores.insert(*server, *stats);
             }
             Observation::ChunkRead {
                 client,
@@ -299,6 +338,7 @@ impl Collector {
             ClientEvent::Response { call, .. }
             | ClientEvent::StreamOpened { call }
             | ClientEvent::StreamEnded { call, .. }
+            | ClientEvent::StreamResumed { call, .. }
             | ClientEvent::Failed { call, .. } => *call,
             ClientEvent::Initialized { .. } => return,
         };
@@ -328,6 +368,10 @@ impl Collector {
             }
             ClientEvent::Failed { failure, .. } => {
                 r.failure.get_or_insert((at, failure.cause()));
+            }
+            ClientEvent::StreamResumed { latency, .. } => {
+                metrics.push(("resume_latency", *latency));
+                self.count("resumable.resumes", 1);
             }
             ClientEvent::StreamOpened { .. } | ClientEvent::Initialized { .. } => {}
         }

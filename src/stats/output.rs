@@ -78,12 +78,41 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
             );
         }
     }
+    // Streams: how many chunks the server wrote and the client read, per workload.
+    let mut delivery = String::new();
+    for (index, name) in workloads.iter().enumerate() {
+        let (written, read) = report
+            .items()
+            .filter(|i| i.workload == index)
+            .filter_map(|i| i.chunks)
+            .fold((0u64, 0u64), |(w, r), (a, b)| (w + a, r + b));
+        if written > 0 {
+            let ratio = read as f64 / written as f64 * 100.0;
+            let _ = writeln!(delivery, "{name:<28} {written:>9} {read:>9} {ratio:>8.1}%");
+        }
+    }
+    if !delivery.is_empty() {
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<28} {:>9} {:>9} {:>9}",
+            "stream delivery", "written", "read", "ratio"
+        );
+        out.push_str(&delivery);
+    }
     let _ = writeln!(out);
-    let counters: Vec<String> = report
-        .counters()
-        .iter()
-        .map(|(k, v)| format!("{k} {v}"))
-        .collect();
+    let all = report.counters();
+    let line = |resumable: bool| -> Vec<String> {
+        all.iter()
+            .filter(|(k, _)| k.starts_with("resumable.") == resumable)
+            .map(|(k, v)| format!("{} {v}", k.trim_start_matches("resumable.")))
+            .collect()
+    };
+    let resumable = line(true);
+    if !resumable.is_empty() {
+        let _ = writeln!(out, "resumable streams: {}", resumable.join(", "));
+    }
+    let counters = line(false);
     if counters.is_empty() {
         // The turmoil engine observes calls, not relays.
         let _ = writeln!(out, "relay events: not observed");

@@ -266,6 +266,7 @@ pub fn client_event_text(event: &ClientEvent) -> (u64, String) {
             outcome: Err(f),
         } => (*call, format!("stream-ended:{}", f.cause())),
         ClientEvent::Failed { call, failure } => (*call, format!("failed:{}", failure.cause())),
+        ClientEvent::StreamResumed { call, .. } => (*call, "stream-resumed".into()),
     }
 }
 
@@ -498,6 +499,8 @@ impl Observer for TraceWriter {
                 workload: *workload,
                 tool: (*tool).into(),
             },
+            // Totals, not events: reports carry them; a replay recomputes them.
+            Observation::StreamStore { .. } => return,
             Observation::ChunkWritten {
                 client,
                 call,

@@ -240,6 +240,13 @@ impl<P: Ord + Clone> OpenStreamRegistry<P> {
         }
     }
 
+    /// Sends a stream's outstanding keepalive probe again (see [`OpenStreamSession::reprobe`]).
+    pub fn reprobe(&mut self, peer: &P, token: &ProgressToken) {
+        if let Some(entry) = self.streams.get_mut(&(peer.clone(), token.clone())) {
+            entry.session.reprobe();
+        }
+    }
+
     /// The next frame to send to a writer.
     pub fn poll_transmit(&mut self) -> Option<(P, StreamFrame)> {
         if let Some(out) = self.outbox.pop_front() {

@@ -447,6 +447,20 @@ impl OpenStreamSession {
         });
     }
 
+    /// Sends the outstanding keepalive probe again, with the same nonce, for a transport that
+    /// knows the first copy may be lost (a resumed stream: pings sent while the connection
+    /// was down never left). A `pong` to either copy satisfies the probe. Nothing happens
+    /// when no probe is outstanding.
+    pub fn reprobe(&mut self) {
+        if self.is_terminal() {
+            return;
+        }
+        if let Some(nonce) = self.keepalive.outstanding() {
+            let nonce = nonce.to_owned();
+            self.outbox.push_back(StreamBody::Ping { nonce });
+        }
+    }
+
     /// The next frame to send to the writer (`accept`, `pong`, `ping`, `abort`).
     pub fn poll_transmit(&mut self) -> Option<StreamFrame> {
         let body = self.outbox.pop_front()?;

@@ -2,8 +2,12 @@
 //! processed, and when to resume, poll or acknowledge. Sans-IO.
 //!
 //! Rules it keeps:
-//! - Messages are processed once: a (stream, sequence) seen before is a duplicate, whether a
-//!   relay duplicated it or a resume replayed it.
+//! - Messages are processed once and in sequence order: a (stream, sequence) seen before is a
+//!   duplicate, whether a relay duplicated it or a resume replayed it; one that arrives ahead
+//!   of a missing one is held (up to `max_held`) and released when the gap is filled. Relays
+//!   reorder, and a relay that stores ephemeral events (strfry) sends a reconnecting client
+//!   minutes of them at once: in order, the consumers (CEP-41's reorder window) never see the
+//!   burst's disorder.
 //! - `lastSequence` is the end of the contiguous run from 0: everything up to it has been
 //!   processed, so a resume asks for what follows (and duplicates above it are dropped).
 //! - A resume is due after a reconnection (ephemeral events published meanwhile are gone), or
@@ -18,7 +22,7 @@
 //!   the same; without a token, resumes rely on the server checking the requester's key.
 
 use super::messages::{PollResult, StreamCreate, StreamRef, StreamStatus};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Timing of a [`StreamFollower`].
@@ -30,6 +34,9 @@ pub struct FollowerConfig {
     pub silence: Duration,
     /// An attempt unanswered for this long is given up (and may be retried).
     pub attempt_timeout: Duration,
+    /// Messages held per stream while an earlier one is missing; beyond it the stream is
+    /// given up ([`FollowerEvent::ResumeRefused`]).
+    pub max_held: usize,
 }
 
 impl Default for FollowerConfig {
@@ -38,6 +45,7 @@ impl Default for FollowerConfig {
             gap_grace: Duration::from_secs(1),
             silence: Duration::from_secs(10),
             attempt_timeout: Duration::from_secs(5),
+            max_held: 4096,
         }
     }
 }
@@ -53,12 +61,15 @@ pub enum FollowerRequest {
     Ack(StreamRef),
 }
 
-/// Whether a message on a stream is new.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Arrival {
-    /// Process it.
-    New,
-    /// Already processed: drop it.
+/// What became of a message that arrived on a stream.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Arrival<T> {
+    /// These messages are now next in order (the one that arrived and any it unblocked):
+    /// process them, in this order.
+    Release(Vec<T>),
+    /// It is ahead of a missing message: held until the gap is filled.
+    Held,
+    /// Already processed or held: drop it.
     Duplicate,
 }
 
@@ -88,13 +99,13 @@ enum Due {
     Resume,
 }
 
-struct Followed {
+struct Followed<T> {
     token: Option<String>,
     min_gap: Duration,
     /// Highest contiguous sequence processed from 0.
     through: Option<u64>,
-    /// Processed sequences above `through`.
-    above: BTreeSet<u64>,
+    /// Messages that arrived above `through`, waiting for the gap below them.
+    held: BTreeMap<u64, T>,
     end_seq: Option<u64>,
     last_heard: Duration,
     gap_since: Option<Duration>,
@@ -102,15 +113,19 @@ struct Followed {
     last_attempt: Option<Duration>,
     in_flight: Option<(u64, Duration)>,
     refused: bool,
+    /// A paged replay: the last sequence of the batch just answered, and when. The next batch
+    /// is asked for once the run has reached it (or after `gap_grace`), without waiting out
+    /// `resumeInterval.min`: it is one resume, not a new attempt.
+    continue_after: Option<(u64, Duration)>,
 }
 
-impl Followed {
+impl<T> Followed<T> {
     fn new(token: Option<String>, min_gap: Duration, now: Duration) -> Self {
         Followed {
             token,
             min_gap,
             through: None,
-            above: BTreeSet::new(),
+            held: BTreeMap::new(),
             end_seq: None,
             last_heard: now,
             gap_since: None,
@@ -118,6 +133,7 @@ impl Followed {
             last_attempt: None,
             in_flight: None,
             refused: false,
+            continue_after: None,
         }
     }
 
@@ -134,25 +150,26 @@ impl Followed {
     }
 
     fn has_gap(&self) -> bool {
-        !self.above.is_empty()
+        !self.held.is_empty()
     }
 
     /// The earliest time the next attempt may go.
     fn allowed_at(&self) -> Duration {
-        self.last_attempt.map_or(Duration::ZERO, |t| t + self.min_gap)
+        self.last_attempt
+            .map_or(Duration::ZERO, |t| t + self.min_gap)
     }
 }
 
 /// The streams a client follows.
-pub struct StreamFollower {
+pub struct StreamFollower<T> {
     config: FollowerConfig,
-    streams: BTreeMap<String, Followed>,
+    streams: BTreeMap<String, Followed<T>>,
     next_attempt: u64,
     outbox: VecDeque<(u64, FollowerRequest)>,
     events: VecDeque<FollowerEvent>,
 }
 
-impl StreamFollower {
+impl<T> StreamFollower<T> {
     /// A follower with no streams.
     pub fn new(config: FollowerConfig) -> Self {
         StreamFollower {
@@ -179,7 +196,7 @@ impl StreamFollower {
         self.streams.contains_key(stream_id)
     }
 
-    fn follow(&mut self, id: &str, now: Duration) -> &mut Followed {
+    fn follow(&mut self, id: &str, now: Duration) -> &mut Followed<T> {
         self.streams
             .entry(id.to_owned())
             .or_insert_with(|| Followed::new(None, Duration::ZERO, now))
@@ -193,24 +210,34 @@ impl StreamFollower {
         f.min_gap = min_gap;
     }
 
-    /// A message with sequence `seq` on `stream_id` arrived; `is_end` when it is the
+    /// Message `message` with sequence `seq` arrived on `stream_id`; `is_end` when it is the
     /// stream's `end` notification.
-    pub fn on_message(&mut self, stream_id: &str, seq: u64, is_end: bool, now: Duration) -> Arrival {
+    pub fn on_message(
+        &mut self,
+        stream_id: &str,
+        seq: u64,
+        is_end: bool,
+        message: T,
+        now: Duration,
+    ) -> Arrival<T> {
+        let max_held = self.config.max_held;
         let f = self.follow(stream_id, now);
         f.last_heard = now;
-        if f.through.is_some_and(|t| seq <= t) || f.above.contains(&seq) {
+        if f.refused || f.through.is_some_and(|t| seq <= t) || f.held.contains_key(&seq) {
             return Arrival::Duplicate;
         }
         if is_end {
             f.end_seq = Some(seq);
         }
-        f.above.insert(seq);
-        // Advance the contiguous run.
+        f.held.insert(seq, message);
+        // Release the contiguous run.
+        let mut released = Vec::new();
         loop {
             let next = f.through.map_or(0, |t| t + 1);
-            if !f.above.remove(&next) {
+            let Some(m) = f.held.remove(&next) else {
                 break;
-            }
+            };
+            released.push(m);
             f.through = Some(next);
         }
         if f.has_gap() {
@@ -218,12 +245,23 @@ impl StreamFollower {
         } else {
             f.gap_since = None;
         }
-        if f.complete() {
+        if f.held.len() > max_held {
+            f.refused = true;
+            f.held.clear();
+            self.events.push_back(FollowerEvent::ResumeRefused {
+                stream_id: stream_id.to_owned(),
+                reason: format!("more than {max_held} messages held behind a gap"),
+            });
+        } else if f.complete() {
             let r = f.reference(stream_id);
             self.streams.remove(stream_id);
             self.queue(FollowerRequest::Ack(r));
         }
-        Arrival::New
+        if released.is_empty() {
+            Arrival::Held
+        } else {
+            Arrival::Release(released)
+        }
     }
 
     /// The relay connection came back: whatever was published meanwhile is gone.
@@ -235,8 +273,14 @@ impl StreamFollower {
         }
     }
 
-    /// The answer to attempt `attempt` (see [`StreamFollower::poll_transmit`]) of a resume.
-    pub fn on_resume_answer(&mut self, attempt: u64, result: Result<(), String>, now: Duration) {
+    /// The answer to attempt `attempt` (see [`StreamFollower::poll_transmit`]) of a resume:
+    /// `Ok(Some(last))` when the server holds more after `last`, the batch's last sequence.
+    pub fn on_resume_answer(
+        &mut self,
+        attempt: u64,
+        result: Result<Option<u64>, String>,
+        now: Duration,
+    ) {
         let Some((id, f)) = self
             .streams
             .iter_mut()
@@ -246,10 +290,13 @@ impl StreamFollower {
         };
         let (_, sent) = f.in_flight.take().expect("matched above");
         match result {
-            Ok(()) => self.events.push_back(FollowerEvent::Resumed {
-                stream_id: id.clone(),
-                latency: now.saturating_sub(sent),
-            }),
+            Ok(more) => {
+                f.continue_after = more.map(|last| (last, now));
+                self.events.push_back(FollowerEvent::Resumed {
+                    stream_id: id.clone(),
+                    latency: now.saturating_sub(sent),
+                });
+            }
             Err(reason) => {
                 f.refused = true;
                 f.due = Due::Nothing;
@@ -309,12 +356,18 @@ impl StreamFollower {
         self.events.pop_front()
     }
 
-    fn next_wake(&self, f: &Followed) -> Option<Duration> {
+    fn next_wake(&self, f: &Followed<T>) -> Option<Duration> {
         if f.refused {
             return None;
         }
         if let Some((_, sent)) = f.in_flight {
             return Some(sent + self.config.attempt_timeout);
+        }
+        if let Some((last, answered)) = f.continue_after {
+            if f.through.is_some_and(|t| t >= last) {
+                return Some(Duration::ZERO);
+            }
+            return Some(answered + self.config.gap_grace);
         }
         let want = match f.due {
             Due::Resume | Due::Poll => Some(Duration::ZERO),
@@ -330,7 +383,10 @@ impl StreamFollower {
 
     /// When [`StreamFollower::handle_timeout`] next has work.
     pub fn poll_timeout(&self) -> Option<Duration> {
-        self.streams.values().filter_map(|f| self.next_wake(f)).min()
+        self.streams
+            .values()
+            .filter_map(|f| self.next_wake(f))
+            .min()
     }
 
     /// Sends the resumes and polls that are due at `now`.
@@ -348,6 +404,17 @@ impl StreamFollower {
                 // Unanswered: the request or its answer was lost. Try again.
                 f.in_flight = None;
                 f.due = Due::Resume;
+            }
+            if let Some((last, answered)) = f.continue_after {
+                let reached = f.through.is_some_and(|t| t >= last);
+                if reached || now >= answered + config.gap_grace {
+                    f.continue_after = None;
+                    let attempt_ref = f.reference(id);
+                    out.push((id.clone(), FollowerRequest::Resume(attempt_ref)));
+                    f.due = Due::Nothing;
+                    f.last_heard = now;
+                }
+                continue;
             }
             if f.due == Due::Nothing {
                 if f.gap_since.is_some_and(|g| now >= g + config.gap_grace) {

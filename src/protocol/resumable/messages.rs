@@ -307,6 +307,8 @@ mod tests {
             has_error: true,
         };
         assert_eq!(PollResult::from_value(&p.to_value()), Ok(p));
-        assert!(PollResult::from_value(&json!({ "streamId": "s", "status": "abandoned" })).is_err());
+        assert!(
+            PollResult::from_value(&json!({ "streamId": "s", "status": "abandoned" })).is_err()
+        );
     }
 }

@@ -40,6 +40,10 @@ pub struct StoreConfig {
     pub page_size: usize,
     /// Abandoned stream ids remembered, so they get "abandoned" rather than "unknown".
     pub max_tombstones: usize,
+    /// Messages one resume sends; the answer says when more are held, and the client asks
+    /// again from where it got to. A burst larger than the client's reorder window (CEP-41
+    /// holds 64 out-of-order chunks), jittered by a relay, would overflow it.
+    pub max_replay_batch: usize,
 }
 
 impl Default for StoreConfig {
@@ -56,6 +60,7 @@ impl Default for StoreConfig {
             max_streams: 256,
             page_size: 50,
             max_tombstones: 1024,
+            max_replay_batch: 32,
         }
     }
 }
@@ -114,6 +119,8 @@ pub struct Replay {
     pub number: u64,
     /// The messages.
     pub messages: Vec<BufferedMessage>,
+    /// Whether more messages follow these (ask again from the last one).
+    pub more: bool,
 }
 
 /// What the store has done, for statistics.
@@ -294,7 +301,13 @@ impl<P: Clone + Ord> StreamStore<P> {
 
     /// `stream/resume`: the messages after `lastSequence` (all held ones without it), to send
     /// again in order.
-    pub fn resume(&mut self, owner: &P, r: &StreamRef, now: Duration) -> Result<Replay, StreamError> {
+    pub fn resume(
+        &mut self,
+        owner: &P,
+        r: &StreamRef,
+        now: Duration,
+    ) -> Result<Replay, StreamError> {
+        let batch = self.config.max_replay_batch.max(1);
         let s = self.find(owner, r)?;
         s.last_contact = now;
         let first_needed = r.last_sequence.map_or(0, |l| l.saturating_add(1));
@@ -307,16 +320,17 @@ impl<P: Clone + Ord> StreamStore<P> {
             }
         }
         s.replays += 1;
-        let messages: Vec<BufferedMessage> = s
-            .buffer
-            .iter()
-            .filter(|m| m.seq >= first_needed)
-            .cloned()
-            .collect();
+        let mut pending = s.buffer.iter().filter(|m| m.seq >= first_needed);
+        let messages: Vec<BufferedMessage> = pending.by_ref().take(batch).cloned().collect();
+        let more = pending.next().is_some();
         let number = s.replays;
         self.stats.replayed_messages += messages.len() as u64;
         self.stats.replayed_bytes += messages.iter().map(|m| m.text.len() as u64).sum::<u64>();
-        Ok(Replay { number, messages })
+        Ok(Replay {
+            number,
+            messages,
+            more,
+        })
     }
 
     /// `stream/poll`.
@@ -421,8 +435,7 @@ fn push<P>(s: &mut Stored<P>, text: &str, config: &StoreConfig, stats: &mut Stor
         is_request,
         is_error,
     });
-    while s.buffer.len() > config.max_messages_per_stream || s.bytes > config.max_bytes_per_stream
-    {
+    while s.buffer.len() > config.max_messages_per_stream || s.bytes > config.max_bytes_per_stream {
         let Some(old) = s.buffer.pop_front() else {
             break;
         };
