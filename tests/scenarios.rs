@@ -5,13 +5,15 @@ use relaysim::scenario::Scenario;
 use relaysim::stats::output::to_json;
 use std::path::Path;
 
+/// `scenarios/*.toml` and `scenarios/resumable/*.toml`.
 fn shipped() -> Vec<std::path::PathBuf> {
-    let mut files: Vec<_> =
-        std::fs::read_dir(Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios"))
-            .unwrap()
-            .map(|e| e.unwrap().path())
-            .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-            .collect();
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<_> = [root.clone(), root.join("resumable")]
+        .iter()
+        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
     files.sort();
     files
 }
@@ -32,6 +34,15 @@ fn at_least_the_required_scenarios_are_shipped() {
         "damus-rate-cap",
         "nostr-rs-relay-no-ok",
         "two-relays-one-down",
+        "strfry-drop-2s",
+        "strfry-drop-20s",
+        "strfry-drop-2m",
+        "khatru-drop-2s",
+        "khatru-drop-20s",
+        "khatru-drop-2m",
+        "nostr-rs-relay-drop-2s",
+        "nostr-rs-relay-drop-20s",
+        "nostr-rs-relay-drop-2m",
     ] {
         assert!(
             names.iter().any(|n| n == required),

@@ -849,6 +849,28 @@ impl Scenario {
                 ));
             }
         }
+        for (workload, outcome) in &spec.expect.outcomes {
+            let names: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
+            if !names.contains(&workload.as_str()) {
+                return Err(ctx.at(
+                    None,
+                    &format!("expect.outcomes.{workload}"),
+                    format!("no workload is named {workload:?}; workloads: {}", names.join(", ")),
+                    closest(workload, names.iter().copied()),
+                ));
+            }
+            let valid = outcome == "completed"
+                || outcome == "failed"
+                || outcome.strip_prefix("failed:").is_some_and(|c| !c.is_empty());
+            if !valid {
+                return Err(ctx.at(
+                    None,
+                    &format!("expect.outcomes.{workload}"),
+                    format!("{outcome:?} is not an outcome: use \"completed\", \"failed\" or \"failed:<cause>\""),
+                    None,
+                ));
+            }
+        }
         if let Some(r) = spec.expect.min_completion_ratio {
             if !(0.0..=1.0).contains(&r) {
                 return Err(ctx.at(
@@ -1262,6 +1284,24 @@ impl Scenario {
             let n = failures.get(cause).copied().unwrap_or(0);
             if let Some(why) = violates(n, bound) {
                 failed.push(format!("failures of cause {cause:?}: {n}, {why}"));
+            }
+        }
+        for (workload, expected) in &e.outcomes {
+            let Some(index) = self.workloads.iter().position(|w| &w.name == workload) else {
+                continue; // checked when the scenario was read
+            };
+            for item in report.items().filter(|i| i.workload == index) {
+                let got = match &item.outcome {
+                    crate::stats::Outcome::Completed => "completed".to_owned(),
+                    crate::stats::Outcome::Failed(c) => format!("failed:{c}"),
+                };
+                let matches = got == *expected || (expected == "failed" && got.starts_with("failed:"));
+                if !matches {
+                    failed.push(format!(
+                        "workload {workload:?} call {}: {got}, expected {expected}",
+                        item.call
+                    ));
+                }
             }
         }
         let counters = report.counters();

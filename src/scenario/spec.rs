@@ -409,4 +409,8 @@ pub struct ExpectSpec {
     /// Counter bounds, e.g. `"rejected.rate-limited" = { min = 1 }`.
     #[serde(default)]
     pub counters: BTreeMap<String, Bound>,
+    /// How every call of a workload ends: `"completed"`, `"failed"` (any cause) or
+    /// `"failed:<cause>"`, by workload name.
+    #[serde(default)]
+    pub outcomes: BTreeMap<String, String>,
 }
