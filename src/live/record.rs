@@ -181,7 +181,8 @@ async fn write_lines(
             Seen::FromClient { client, text } => {
                 let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
                 if v[0] == "EVENT" {
-                    let event = v[1].clone();
+                    let mut event = v[1].clone();
+                    crate::peer::streams::redact_event_json(&mut event);
                     let id = event["id"].as_str().unwrap_or_default().to_owned();
                     published.entry(id.clone()).or_insert(t);
                     out.push(Line::Published {
@@ -199,7 +200,8 @@ async fn write_lines(
                 let peer = format!("client-{client}");
                 match v[0].as_str() {
                     Some("EVENT") => {
-                        let event = v[2].clone();
+                        let mut event = v[2].clone();
+                        crate::peer::streams::redact_event_json(&mut event);
                         let id = event["id"].as_str().unwrap_or_default().to_owned();
                         // An event published elsewhere: store it so inject replay has its body.
                         let first = *published.entry(id.clone()).or_insert_with(|| {

@@ -26,6 +26,18 @@ pub fn stream_tag(stream_id: &str, seq: u64, replay: Option<u64>) -> Tag {
     .expect("a tag with a name")
 }
 
+/// An event's JSON as traces store it: with any `resumeToken` in its content redacted. The
+/// signature no longer matches such a content; traces are records, not events to re-publish.
+pub fn redact_event_json(event: &mut serde_json::Value) {
+    let redacted = event
+        .get("content")
+        .and_then(|c| c.as_str())
+        .and_then(crate::protocol::resumable::messages::redact_tokens);
+    if let Some(content) = redacted {
+        event["content"] = content.into();
+    }
+}
+
 /// The (stream id, sequence) an event carries, if it is on a stream.
 pub fn stream_position(event: &Event) -> Option<(String, u64)> {
     event.tags.iter().find_map(|t| match t.as_slice() {

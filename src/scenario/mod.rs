@@ -855,13 +855,18 @@ impl Scenario {
                 return Err(ctx.at(
                     None,
                     &format!("expect.outcomes.{workload}"),
-                    format!("no workload is named {workload:?}; workloads: {}", names.join(", ")),
+                    format!(
+                        "no workload is named {workload:?}; workloads: {}",
+                        names.join(", ")
+                    ),
                     closest(workload, names.iter().copied()),
                 ));
             }
             let valid = outcome == "completed"
                 || outcome == "failed"
-                || outcome.strip_prefix("failed:").is_some_and(|c| !c.is_empty());
+                || outcome
+                    .strip_prefix("failed:")
+                    .is_some_and(|c| !c.is_empty());
             if !valid {
                 return Err(ctx.at(
                     None,
@@ -1295,7 +1300,8 @@ impl Scenario {
                     crate::stats::Outcome::Completed => "completed".to_owned(),
                     crate::stats::Outcome::Failed(c) => format!("failed:{c}"),
                 };
-                let matches = got == *expected || (expected == "failed" && got.starts_with("failed:"));
+                let matches =
+                    got == *expected || (expected == "failed" && got.starts_with("failed:"));
                 if !matches {
                     failed.push(format!(
                         "workload {workload:?} call {}: {got}, expected {expected}",

@@ -25,8 +25,11 @@ pub struct PublicationKey {
 }
 
 impl PublicationKey {
-    /// The key of the `occurrence`-th publication of `content` by `author`.
+    /// The key of the `occurrence`-th publication of `content` by `author`. Content is
+    /// hashed as traces store it (resume tokens redacted), so a recording and a rerun agree.
     pub fn new(author: PublicKey, content: &str, occurrence: u32) -> Self {
+        let redacted = crate::protocol::resumable::messages::redact_tokens(content);
+        let content = redacted.as_deref().unwrap_or(content);
         PublicationKey {
             author,
             content_sha256: Sha256::digest(content.as_bytes()).into(),

@@ -373,7 +373,10 @@ impl Observer for TraceWriter {
                 id: event.to_hex(),
                 bytes: *bytes,
                 event: match self.events {
-                    EventsMode::Full => serde_json::from_str(json).ok(),
+                    EventsMode::Full => serde_json::from_str(json).ok().map(|mut e| {
+                        crate::peer::streams::redact_event_json(&mut e);
+                        e
+                    }),
                     EventsMode::Ids => None,
                 },
             },

@@ -750,6 +750,31 @@ fn an_idle_stream_must_ping_and_fail_without_a_matching_pong() {
 }
 
 #[test]
+fn a_reprobe_resends_the_outstanding_ping_and_either_copys_pong_satisfies_it() {
+    let mut sess = session();
+    sess.reprobe();
+    assert!(
+        sent(&mut sess).is_empty(),
+        "no probe outstanding, nothing to resend"
+    );
+    sess.handle_timeout(s(30));
+    let [StreamBody::Ping { nonce }] = &sent(&mut sess)[..] else {
+        panic!()
+    };
+    let nonce = nonce.clone();
+    sess.reprobe();
+    assert_eq!(
+        sent(&mut sess),
+        vec![StreamBody::Ping {
+            nonce: nonce.clone()
+        }]
+    );
+    sess.handle_frame(frame(3, StreamBody::Pong { nonce }), s(40));
+    sess.handle_timeout(s(50));
+    assert_eq!(failed(&sess), None, "the probe was satisfied");
+}
+
+#[test]
 fn invalid_pongs_must_not_count_as_liveness() {
     let mut sess = session();
     sess.handle_timeout(s(30));

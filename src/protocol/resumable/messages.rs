@@ -250,6 +250,24 @@ impl PollResult {
     }
 }
 
+/// What replaces a `resumeToken` wherever relaysim writes a message down.
+pub const REDACTED: &str = "<redacted>";
+
+/// `content` with any `resumeToken` in its params replaced by [`REDACTED`], or `None` when it
+/// has none. Tokens are secrets: traces and logs get this, never the token.
+pub fn redact_tokens(content: &str) -> Option<String> {
+    if !content.contains("resumeToken") {
+        return None;
+    }
+    let mut v: Value = serde_json::from_str(content).ok()?;
+    let token = v.get_mut("params")?.get_mut("resumeToken")?;
+    if token.as_str() == Some(REDACTED) {
+        return None;
+    }
+    *token = REDACTED.into();
+    Some(v.to_string())
+}
+
 /// The `streamId` of `notifications/stream/end`.
 pub fn end_params(stream_id: &str) -> Value {
     json!({ "streamId": stream_id })
@@ -287,6 +305,24 @@ mod tests {
             &json!({ "streamId": "x", "resumeInterval": { "min": "soon" } })
         )
         .is_err());
+    }
+
+    #[test]
+    fn tokens_are_redacted_and_nothing_else_changes() {
+        let create = StreamCreate {
+            stream_id: "s".into(),
+            resume_token: Some("secret-token".into()),
+            request_id: None,
+            resume_interval: ResumeInterval::default(),
+        };
+        let text =
+            json!({ "jsonrpc": "2.0", "method": CREATE, "params": create.to_params() }).to_string();
+        let redacted = redact_tokens(&text).unwrap();
+        assert!(!redacted.contains("secret-token"), "{redacted}");
+        assert!(redacted.contains(REDACTED) && redacted.contains("\"streamId\":\"s\""));
+        assert_eq!(redact_tokens(&redacted), None, "already redacted");
+        assert_eq!(redact_tokens(r#"{"jsonrpc":"2.0","method":"x"}"#), None);
+        assert_eq!(redact_tokens("not json resumeToken"), None);
     }
 
     #[test]
