@@ -62,10 +62,12 @@ fn world(profile: RelayProfile, clients: usize) -> (World, Rc<RefCell<Count>>) {
 /// Every shipped scenario, run once with its seed: simulated seconds and relay events per wall
 /// second.
 fn shipped_scenarios() {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<_> = std::fs::read_dir(dir)
-        .unwrap()
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
+    let mut files: Vec<_> = [root.clone(), root.join("resumable")]
+        .iter()
+        .flat_map(|d| std::fs::read_dir(d).unwrap())
         .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
         .collect();
     files.sort();
     println!(

@@ -352,3 +352,32 @@ fn run_with_the_turmoil_engine_reports_like_des() {
     assert!(err.contains("--trace records one run"), "{err}");
     assert!(!std::path::Path::new("x.jsonl").exists());
 }
+
+#[test]
+fn a_resumable_stream_scenario_reports_both_clients_and_the_resume_counters() {
+    let out = std::env::temp_dir().join(format!("relaysim-cli-resumable-{}", std::process::id()));
+    let o = relaysim(&[
+        "run",
+        "scenarios/resumable/khatru-drop-20s.toml",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&o);
+    let _ = std::fs::remove_dir_all(&out);
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("expectations: all hold"), "{text}");
+    let line = |prefix: &str| {
+        text.lines()
+            .filter(|l| l.starts_with(prefix))
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    // The per-workload table, then the delivery table: plain lost chunks, resumable none.
+    let plain = line("stream-plain");
+    assert!(plain[0].contains("stream-reorder-buffer-full"), "{text}");
+    assert!(!plain[1].ends_with("100.0%"), "{text}");
+    assert!(line("stream-resumable")[1].ends_with("100.0%"), "{text}");
+    let counters = line("resumable streams:");
+    assert!(counters[0].contains("replayed_events"), "{text}");
+    assert!(line("resume_latency").len() == 1, "{text}");
+}
