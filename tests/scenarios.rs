@@ -43,6 +43,7 @@ fn at_least_the_required_scenarios_are_shipped() {
         "nostr-rs-relay-drop-2s",
         "nostr-rs-relay-drop-20s",
         "nostr-rs-relay-drop-2m",
+        "khatru-slow-call-drop",
     ] {
         assert!(
             names.iter().any(|n| n == required),

@@ -150,6 +150,8 @@ struct Call {
 enum Job {
     Respond(u64, Result<Value, ErrorObject>),
     WriteChunk(u64),
+    /// The `k`-th of `total` progress notifications of a slow call, and the gap to the next.
+    Progress(u64, u64, u64, Duration),
 }
 
 struct Stream {
@@ -418,7 +420,16 @@ impl ContextVmServer {
                 ))),
                 Ok(ToolCall::Upload { data }) => Ok(text_result(&digest_of(&data))),
                 Ok(ToolCall::Fail { reason }) => Err(error(codes::TOOL_FAILED, reason)),
-                Ok(ToolCall::Slow { duration }) => {
+                Ok(ToolCall::Slow {
+                    duration,
+                    progress_every,
+                }) => {
+                    if let (Some(every), Some(_)) = (progress_every, &token) {
+                        let total = (duration.as_micros() / every.as_micros().max(1)) as u64;
+                        if total > 0 {
+                            self.schedule(now + every, Job::Progress(call_id, 1, total, every));
+                        }
+                    }
                     self.schedule(
                         now + duration,
                         Job::Respond(call_id, Ok(text_result("done"))),
@@ -722,6 +733,35 @@ impl ContextVmServer {
     fn run_job(&mut self, job: Job) {
         match job {
             Job::Respond(call, response) => self.respond(call, response),
+            Job::Progress(call_id, k, total, every) => {
+                let Some(call) = self.calls.get(&call_id) else {
+                    return; // answered already
+                };
+                let Some(token) = call.token.clone() else {
+                    return;
+                };
+                let (client, origin, stream) =
+                    (call.client, call.request_event, call.stream.clone());
+                let note = Message::Notification {
+                    method: "notifications/progress".into(),
+                    params: Some(json!({
+                        "progressToken": token.to_value(),
+                        "progress": k,
+                        "total": total,
+                    })),
+                };
+                self.publish_message(
+                    &client,
+                    Some(&origin),
+                    Vec::new(),
+                    note.to_json(),
+                    stream.as_deref(),
+                );
+                if k < total {
+                    let at = self.now + every;
+                    self.schedule(at, Job::Progress(call_id, k + 1, total, every));
+                }
+            }
             Job::WriteChunk(call) => {
                 let now = self.now;
                 let Some((client, stream)) = self

@@ -28,10 +28,13 @@ pub enum ToolCall {
         /// Time between chunks.
         interval: Duration,
     },
-    /// `slow {ms}`: answers after a delay.
+    /// `slow {ms, progress_ms?}`: answers after a delay, sending MCP progress notifications
+    /// every `progress_ms` meanwhile when the call has a progress token.
     Slow {
         /// How long the tool works.
         duration: Duration,
+        /// Between progress notifications (none when absent).
+        progress_every: Option<Duration>,
     },
     /// `fail {reason}`: answers with an error.
     Fail {
@@ -113,6 +116,12 @@ impl ToolCall {
             }),
             "slow" => Ok(ToolCall::Slow {
                 duration: Duration::from_millis(uint("slow", "ms", 86_400_000)?),
+                progress_every: match args.get("progress_ms") {
+                    None => None,
+                    Some(_) => Some(Duration::from_millis(
+                        uint("slow", "progress_ms", 86_400_000)?.max(1),
+                    )),
+                },
             }),
             "upload" => Ok(ToolCall::Upload {
                 data: args
@@ -152,7 +161,16 @@ impl ToolCall {
                 "stream",
                 json!({ "chunks": chunks, "chunk_bytes": chunk_bytes, "interval_ms": interval.as_millis() as u64 }),
             ),
-            ToolCall::Slow { duration } => ("slow", json!({ "ms": duration.as_millis() as u64 })),
+            ToolCall::Slow {
+                duration,
+                progress_every,
+            } => {
+                let mut args = json!({ "ms": duration.as_millis() as u64 });
+                if let Some(every) = progress_every {
+                    args["progress_ms"] = (every.as_millis() as u64).into();
+                }
+                ("slow", args)
+            }
             ToolCall::Fail { reason } => ("fail", json!({ "reason": reason })),
             ToolCall::Upload { data } => ("upload", json!({ "data": data })),
         }
@@ -221,6 +239,11 @@ mod tests {
             },
             ToolCall::Slow {
                 duration: Duration::from_millis(70),
+                progress_every: None,
+            },
+            ToolCall::Slow {
+                duration: Duration::from_millis(70),
+                progress_every: Some(Duration::from_millis(20)),
             },
             ToolCall::Fail {
                 reason: "nope".into(),

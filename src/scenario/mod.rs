@@ -328,6 +328,8 @@ pub enum WorkloadKind {
     Slow {
         /// How long.
         work: Duration,
+        /// Progress notifications this often (none when `None`).
+        progress_every: Option<Duration>,
     },
 }
 
@@ -774,6 +776,7 @@ impl Scenario {
                 },
                 "slow" => WorkloadKind::Slow {
                     work: ws.work.ok_or_else(|| need("work"))?.0,
+                    progress_every: ws.progress_every.map(|d| d.0).filter(|d| !d.is_zero()),
                 },
                 other => {
                     return Err(ctx.spanned(
@@ -987,7 +990,13 @@ impl Scenario {
                             chunk_bytes: *chunk_bytes,
                             interval: *interval,
                         },
-                        WorkloadKind::Slow { work } => ToolCall::Slow { duration: *work },
+                        WorkloadKind::Slow {
+                            work,
+                            progress_every,
+                        } => ToolCall::Slow {
+                            duration: *work,
+                            progress_every: *progress_every,
+                        },
                     };
                     calls.push((
                         at,

@@ -373,6 +373,8 @@ pub struct WorkloadSpec {
     pub consume_interval: Option<Dur>,
     /// How long a `slow` call works.
     pub work: Option<Dur>,
+    /// A `slow` call sends a progress notification this often.
+    pub progress_every: Option<Dur>,
     /// Send a progress token (default: true; false makes oversized responses fail cleanly).
     pub progress: Option<bool>,
 }
