@@ -7,17 +7,19 @@
 
 use super::capabilities::Capabilities;
 use super::core::{PeerCore, PublishOutcome};
+use super::engines::Implementation;
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
 use super::streams::stream_position;
 use super::Peer;
+use crate::protocol::endpoint::{StreamReading, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
 use crate::protocol::open_stream::{
-    OpenStreamRegistry, RegistryEvent, StreamChunk, StreamFailure, StreamFrame, StreamPolicy,
+    RegistryEvent, StreamChunk, StreamFailure, StreamFrame, StreamPolicy,
 };
 use crate::protocol::oversized::{
-    OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, SenderFailure,
-    SenderState, TransferBody, TransferFailure, TransferFrame,
+    ReceiverConfig, ReceiverEvent, SenderConfig, SenderFailure, SenderState, TransferBody,
+    TransferFailure, TransferFrame,
 };
 use crate::protocol::resumable::client::{
     Arrival, FollowerConfig, FollowerEvent, FollowerRequest, StreamFollower,
@@ -55,6 +57,8 @@ pub struct ClientConfig {
     pub stream_policy: StreamPolicy,
     /// When to resume or poll resumable streams (with `capabilities.resumable_streams`).
     pub follower: FollowerConfig,
+    /// Whose CEP-22 and CEP-41 engines the client runs.
+    pub implementation: Implementation,
 }
 
 /// How long a client with resumable streams lets a CEP-41 keepalive probe go unanswered: a
@@ -81,6 +85,7 @@ impl ClientConfig {
             oversized: ReceiverConfig::default(),
             stream_policy: StreamPolicy::default(),
             follower: FollowerConfig::default(),
+            implementation: Implementation::Relaysim,
         }
     }
 
@@ -222,9 +227,9 @@ pub struct ContextVmClient {
     deferred: Vec<(CallId, String)>,
     calls: BTreeMap<CallId, PendingCall>,
     by_token: BTreeMap<ProgressToken, CallId>,
-    downloads: OversizedReceiver<PublicKey>,
-    uploads: BTreeMap<ProgressToken, OversizedSender>,
-    streams: OpenStreamRegistry<PublicKey>,
+    downloads: Box<dyn TransferReceiving<PublicKey>>,
+    uploads: BTreeMap<ProgressToken, Box<dyn TransferSending>>,
+    streams: Box<dyn StreamReading<PublicKey>>,
     events: VecDeque<ClientEvent>,
     malformed: u64,
     follower: StreamFollower<Message>,
@@ -250,8 +255,12 @@ impl ContextVmClient {
             connected_once: BTreeSet::new(),
             awaiting_eose: BTreeSet::new(),
             stream_duplicates: 0,
-            downloads: OversizedReceiver::new(config.oversized.clone()),
-            streams: OpenStreamRegistry::new(config.stream_policy.clone()),
+            downloads: config
+                .implementation
+                .transfer_receiver(config.oversized.clone()),
+            streams: config
+                .implementation
+                .stream_reader(config.stream_policy.clone()),
             core,
             frame_envelope,
             config,
@@ -368,7 +377,7 @@ impl ContextVmClient {
     /// Whether a call's stream is still held: open, or ended with chunks not read yet.
     pub fn stream_alive(&self, call: CallId) -> bool {
         let token = token_of_call(call);
-        self.streams.session(&self.config.server, &token).is_some()
+        self.streams.holds(&self.config.server, &token)
     }
 
     /// Aborts a call's stream: the server is told with an `abort` frame.
@@ -488,7 +497,13 @@ impl ContextVmClient {
             wait_for_accept: !self.server_capabilities.oversized_transfer,
             ..SenderConfig::default()
         };
-        match OversizedSender::new(token.clone(), text, config, &self.frame_envelope) {
+        let sender = self.config.implementation.transfer_sender(
+            token.clone(),
+            text,
+            config,
+            &self.frame_envelope,
+        );
+        match sender {
             Ok(sender) => {
                 self.uploads.insert(token, sender);
             }
@@ -873,10 +888,7 @@ impl Peer for ContextVmClient {
             .calls
             .values()
             .map(|c| c.soft_deadline.min(c.hard_deadline));
-        let uploads = self
-            .uploads
-            .values()
-            .filter_map(OversizedSender::poll_timeout);
+        let uploads = self.uploads.values().filter_map(|s| s.poll_timeout());
         calls
             .chain(uploads)
             .chain(self.downloads.poll_timeout())

@@ -28,6 +28,7 @@ pub mod capabilities;
 pub mod client;
 pub mod content;
 pub mod core;
+pub mod engines;
 pub mod event;
 pub mod nip01;
 pub mod server;

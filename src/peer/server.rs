@@ -24,6 +24,7 @@ use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
 use super::content::payload_text;
 use super::core::{PeerCore, PublishOutcome};
+use super::engines::Implementation;
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
 use super::streams::{stream_tag, STREAM_TAG_ROOM};
@@ -31,11 +32,11 @@ use super::tools::{
     digest_of, digested_result, stream_chunk_text, text_result, tool_list, ToolCall,
 };
 use super::Peer;
+use crate::protocol::endpoint::{StreamWriting, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
-use crate::protocol::open_stream::{OpenStreamWriter, StreamFrame, WriterConfig, WriterState};
+use crate::protocol::open_stream::{StreamFrame, WriterConfig, WriterState};
 use crate::protocol::oversized::{
-    OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody,
-    TransferFrame,
+    ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody, TransferFrame,
 };
 use crate::protocol::resumable::messages::{self as stream_msg, StreamRef};
 use crate::protocol::resumable::server::{StoreConfig, StoreStats, StreamStore};
@@ -73,6 +74,8 @@ pub struct ServerConfig {
     pub writer: WriterConfig,
     /// Resumable streams, for clients that advertise them.
     pub streams: StoreConfig,
+    /// Whose CEP-22 and CEP-41 engines the server runs.
+    pub implementation: Implementation,
 }
 
 impl Default for ServerConfig {
@@ -83,6 +86,7 @@ impl Default for ServerConfig {
             oversized: ReceiverConfig::default(),
             writer: WriterConfig::default(),
             streams: StoreConfig::default(),
+            implementation: Implementation::Relaysim,
         }
     }
 }
@@ -156,7 +160,7 @@ enum Job {
 
 struct Stream {
     call: u64,
-    writer: OpenStreamWriter,
+    writer: Box<dyn StreamWriting>,
     written: u64,
     chunks: u64,
     chunk_bytes: usize,
@@ -174,7 +178,7 @@ struct DirectResponse {
 struct Outgoing {
     client: PublicKey,
     reply_to: EventId,
-    sender: OversizedSender,
+    sender: Box<dyn TransferSending>,
     resumable: Option<String>,
 }
 
@@ -194,7 +198,7 @@ pub struct ContextVmServer {
     timers: BTreeMap<(Duration, u64), Job>,
     timer_seq: u64,
     streams: BTreeMap<(PublicKey, ProgressToken), Stream>,
-    uploads: OversizedReceiver<PublicKey>,
+    uploads: Box<dyn TransferReceiving<PublicKey>>,
     upload_origin: BTreeMap<(PublicKey, ProgressToken), EventId>,
     outgoing: BTreeMap<(PublicKey, ProgressToken), Outgoing>,
     direct: BTreeMap<EventId, DirectResponse>,
@@ -231,7 +235,9 @@ impl ContextVmServer {
             stream_origin: BTreeMap::new(),
             reported_stats: StoreStats::default(),
             core: PeerCore::new(identity, relays),
-            uploads: OversizedReceiver::new(config.oversized.clone()),
+            uploads: config
+                .implementation
+                .transfer_receiver(config.oversized.clone()),
             budget: config.budget,
             config,
             rng,
@@ -459,7 +465,10 @@ impl ContextVmServer {
                             },
                             _ => config,
                         };
-                        let writer = OpenStreamWriter::new(token.clone(), config);
+                        let writer = self
+                            .config
+                            .implementation
+                            .stream_writer(token.clone(), config);
                         self.streams.insert(
                             (client, token),
                             Stream {
@@ -692,7 +701,13 @@ impl ContextVmServer {
             wait_for_accept: !supports,
             ..SenderConfig::default()
         };
-        match OversizedSender::new(token.clone(), text, config, &self.reply_envelope) {
+        let sender = self.config.implementation.transfer_sender(
+            token.clone(),
+            text,
+            config,
+            &self.reply_envelope,
+        );
+        match sender {
             Ok(sender) => {
                 self.outgoing.insert(
                     (client, token),

@@ -4,6 +4,7 @@
 //! modules.
 
 pub mod cvm;
+pub mod endpoint;
 pub mod envelope;
 pub mod jsonrpc;
 pub mod open_stream;
