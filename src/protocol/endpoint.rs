@@ -16,7 +16,7 @@ use super::oversized::{
 use std::time::Duration;
 
 /// The receiving side of CEP-22 transfers from peers `P`.
-pub trait TransferReceiving<P> {
+pub trait TransferReceiving<P>: Send {
     /// A frame from `peer`.
     fn handle_frame(&mut self, peer: &P, frame: TransferFrame, now: Duration);
     /// Whether `start` is answered with `accept` (the sender's knowledge of our support).
@@ -32,7 +32,7 @@ pub trait TransferReceiving<P> {
 }
 
 /// The sending side of one CEP-22 transfer.
-pub trait TransferSending {
+pub trait TransferSending: Send {
     /// A frame from the receiver (`accept`, `abort`).
     fn handle_frame(&mut self, frame: &TransferFrame);
     /// The next frame to publish.
@@ -48,7 +48,7 @@ pub trait TransferSending {
 }
 
 /// The writing side of one CEP-41 stream.
-pub trait StreamWriting {
+pub trait StreamWriting: Send {
     /// The stream's token.
     fn token(&self) -> &ProgressToken;
     /// Writes a chunk; returns its index.
@@ -70,7 +70,7 @@ pub trait StreamWriting {
 }
 
 /// The reading side of CEP-41 streams from peers `P`.
-pub trait StreamReading<P> {
+pub trait StreamReading<P>: Send {
     /// A frame from `peer`.
     fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration);
     /// Whether `start` is answered with `accept`.
@@ -93,7 +93,7 @@ pub trait StreamReading<P> {
     fn handle_timeout(&mut self, now: Duration);
 }
 
-impl<P: Clone + Ord> TransferReceiving<P> for OversizedReceiver<P> {
+impl<P: Clone + Ord + Send> TransferReceiving<P> for OversizedReceiver<P> {
     fn handle_frame(&mut self, peer: &P, frame: TransferFrame, now: Duration) {
         OversizedReceiver::handle_frame(self, peer, frame, now);
     }
@@ -165,7 +165,7 @@ impl StreamWriting for OpenStreamWriter {
     }
 }
 
-impl<P: Clone + Ord> StreamReading<P> for OpenStreamRegistry<P> {
+impl<P: Clone + Ord + Send> StreamReading<P> for OpenStreamRegistry<P> {
     fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration) {
         OpenStreamRegistry::handle_frame(self, peer, frame, now);
     }
