@@ -42,7 +42,9 @@
 
 #![warn(missing_docs)]
 
+pub mod adapter;
 pub mod cli;
+pub mod compare;
 pub mod live;
 pub mod peer;
 pub mod protocol;

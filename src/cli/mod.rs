@@ -34,6 +34,17 @@ enum Command {
         relaysim run scenarios/damus-rate-cap.toml --seed 7 --json\n  \
         relaysim run my.toml --out /tmp/results")]
     Run(RunArgs),
+    /// Run a scenario under every pairing of endpoint implementations (server engines ×
+    /// client engines: relaysim's, and the published contextvm-sdk crate's when built with
+    /// `--features contextvm-sdk`), with the same seeds; print the outcomes side by side and
+    /// the workloads where they differ; write compare.csv.
+    ///
+    /// Exit code: 0, or 2 for bad input. Differences are results, not errors.
+    #[command(after_help = "Examples:\n  \
+        relaysim compare scenarios/stream-reorder-duplicate.toml\n  \
+        relaysim compare scenarios/strfry-1mib-escape.toml --runs 10 --out /tmp/cmp\n  \
+        relaysim compare scenarios/compare/*.toml")]
+    Compare(CompareArgs),
     /// Replay a trace: its disturbances against the endpoints again (schedule), or its
     /// deliveries into fresh receivers (inject).
     ///
@@ -124,7 +135,7 @@ struct RunArgs {
     /// `des`: the discrete-event simulator. `turmoil`: relays as WebSocket servers and peers as
     /// async tasks on turmoil's simulated TCP (slower; reports calls and latencies only, no
     /// relay counters; peer→relay impairments and outages are not applied; --trace writes each
-    /// relay's live trace, for `replay --mode inject`).
+    /// relay's live trace, which `replay` takes in both modes).
     #[arg(long, value_enum, default_value = "des")]
     engine: Engine,
 }
@@ -133,6 +144,22 @@ struct RunArgs {
 enum Engine {
     Des,
     Turmoil,
+}
+
+#[derive(clap::Args, Debug)]
+struct CompareArgs {
+    /// Scenario files (TOML).
+    #[arg(required = true)]
+    scenarios: Vec<std::path::PathBuf>,
+    /// First seed (overrides each scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Runs per pairing (overrides each scenario's).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Where to write compare.csv (default results/compare/<scenario>/).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
 }
 
 #[derive(clap::Args, Debug)]
@@ -319,6 +346,7 @@ pub fn run() -> Result<Exit> {
     let cli = Cli::parse();
     match cli.command {
         Command::Run(args) => run_scenario(args),
+        Command::Compare(args) => compare(args),
         Command::Replay(args) => replay(args),
         Command::Shrink(args) => shrink(args),
         Command::CheckDeterminism(args) => check_determinism(args),
@@ -328,6 +356,45 @@ pub fn run() -> Result<Exit> {
         Command::Merge(args) => merge(args),
         Command::Transfer(args) => transfer(args).map(|()| Exit::Success),
     }
+}
+
+fn compare(args: CompareArgs) -> Result<Exit> {
+    let pairings = crate::compare::pairings().len();
+    if pairings == 1 {
+        eprintln!(
+            "note: this relaysim was built without the contextvm-sdk feature, so relaysim/relaysim \
+             is the only pairing; build with `--features contextvm-sdk` to compare"
+        );
+    }
+    for path in &args.scenarios {
+        let scenario = Scenario::from_file(path)?;
+        let seed = args.seed.unwrap_or(scenario.seed);
+        let runs = args.runs.unwrap_or(scenario.runs).max(1);
+        let bar = ProgressBar::with_draw_target(
+            Some((runs as usize * pairings) as u64),
+            ProgressDrawTarget::stderr(),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, eta {eta}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(scenario.name.clone());
+        let comparison = crate::compare::compare(&scenario, seed, runs, || bar.inc(1));
+        bar.finish_and_clear();
+        print!("{}", comparison.text());
+        let dir = match (&args.out, args.scenarios.len()) {
+            (Some(out), 1) => out.clone(),
+            (Some(out), _) => out.join(&scenario.name),
+            (None, _) => std::path::Path::new("results/compare").join(&scenario.name),
+        };
+        comparison
+            .write_csv(&dir)
+            .with_context(|| format!("cannot write {}", dir.display()))?;
+        println!("compare.csv written to {}", dir.display());
+        println!();
+    }
+    Ok(Exit::Success)
 }
 
 fn run_scenario(args: RunArgs) -> Result<Exit> {

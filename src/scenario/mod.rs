@@ -37,6 +37,7 @@ pub mod spec;
 
 use crate::peer::client::ClientConfig;
 use crate::peer::content::{payload_text, ContentClass};
+use crate::peer::engines::Implementation;
 use crate::peer::server::ServerConfig;
 use crate::peer::tools::ToolCall;
 use crate::relay::impair::{Delay, Direction, Loss, Outage, OutageKind};
@@ -361,9 +362,11 @@ struct ClientDef {
     stateless: bool,
     ip: Option<String>,
     resumable: bool,
+    implementation: Implementation,
 }
 
 struct ServerDef {
+    implementation: Implementation,
     name: String,
     relays: Vec<usize>,
 }
@@ -394,7 +397,6 @@ pub struct Scenario {
     expect: spec::ExpectSpec,
 }
 
-const IMPLEMENTATIONS: [&str; 1] = ["relaysim"];
 const KINDS: [&str; 5] = ["request", "download", "upload", "stream", "slow"];
 const CONTENTS: [&str; 4] = ["ascii", "escape-heavy", "utf8", "random"];
 
@@ -608,21 +610,20 @@ impl Scenario {
                     })
                     .collect()
             };
-        let check_impl = |i: &Option<Spanned<String>>, key: &str| -> Result<(), ScenarioError> {
-            match i {
-                Some(s) if !IMPLEMENTATIONS.contains(&s.get_ref().as_str()) => Err(ctx.spanned(
-                    s,
-                    key,
-                    format!(
-                        "unknown endpoint implementation {:?}; available: {}",
-                        s.get_ref(),
-                        IMPLEMENTATIONS.join(", ")
-                    ),
-                    closest(s.get_ref(), IMPLEMENTATIONS),
-                )),
-                _ => Ok(()),
-            }
-        };
+        let check_impl =
+            |i: &Option<Spanned<String>>, key: &str| -> Result<Implementation, ScenarioError> {
+                match i {
+                    None => Ok(Implementation::Relaysim),
+                    Some(s) => Implementation::parse(s.get_ref()).map_err(|e| {
+                        ctx.spanned(
+                            s,
+                            key,
+                            e.to_string(),
+                            closest(s.get_ref(), crate::peer::engines::NAMES),
+                        )
+                    }),
+                }
+            };
         if spec.servers.is_empty() {
             return Err(ctx.at(
                 None,
@@ -633,8 +634,9 @@ impl Scenario {
         }
         let mut servers = Vec::new();
         for (i, s) in spec.servers.iter().enumerate() {
-            check_impl(&s.r#impl, &format!("servers[{i}].impl"))?;
+            let implementation = check_impl(&s.r#impl, &format!("servers[{i}].impl"))?;
             servers.push(ServerDef {
+                implementation,
                 name: s.name.get_ref().clone(),
                 relays: resolve_relays(&s.relays, &format!("servers[{i}].relays"))?,
             });
@@ -652,7 +654,7 @@ impl Scenario {
         let mut client_groups: Vec<(String, Vec<usize>)> = Vec::new();
         for (i, c) in spec.clients.iter().enumerate() {
             let key = format!("clients[{i}]");
-            check_impl(&c.r#impl, &format!("{key}.impl"))?;
+            let implementation = check_impl(&c.r#impl, &format!("{key}.impl"))?;
             let relays = resolve_relays(&c.relays, &format!("{key}.relays"))?;
             let server = match &c.server {
                 Some(s) => server_names
@@ -700,6 +702,7 @@ impl Scenario {
                     stateless: c.stateless,
                     ip: c.ip.clone(),
                     resumable: c.resumable_streams,
+                    implementation,
                 });
             }
             client_groups.push((c.name.get_ref().clone(), group));
@@ -938,6 +941,20 @@ impl Scenario {
         self.workloads.iter().map(|w| w.name.clone()).collect()
     }
 
+    /// The same scenario with every server on `server` engines and every client on `client`
+    /// engines (what `relaysim compare` runs).
+    pub fn with_implementations(&self, server: Implementation, client: Implementation) -> Self {
+        let mut s = Scenario::from_toml_str(&self.source, &self.name).expect("it parsed before");
+        s.name = self.name.clone();
+        for d in &mut s.servers {
+            d.implementation = server;
+        }
+        for d in &mut s.clients {
+            d.implementation = client;
+        }
+        s
+    }
+
     /// Builds the world for one run.
     pub fn build(&self, seed: u64) -> World {
         let mut world = World::new(seed);
@@ -945,11 +962,16 @@ impl Scenario {
             world.add_relay(name, profile.clone());
         }
         for s in &self.servers {
-            world.add_server(&s.name, &s.relays, self.server_config.clone());
+            let config = ServerConfig {
+                implementation: s.implementation,
+                ..self.server_config.clone()
+            };
+            world.add_server(&s.name, &s.relays, config);
         }
         for c in &self.clients {
             let index = world.add_client(&c.name, &c.relays, c.server, |config| {
-                self.client_config(config, c.stateless, c.resumable)
+                self.client_config(config, c.stateless, c.resumable);
+                config.implementation = c.implementation;
             });
             if let Some(ip) = &c.ip {
                 world.set_ip(crate::sim::world::PeerId::Client(index), ip);
@@ -1023,7 +1045,13 @@ impl Scenario {
             servers: self
                 .servers
                 .iter()
-                .map(|s| (s.name.clone(), s.relays.clone(), self.server_config.clone()))
+                .map(|s| {
+                    let config = ServerConfig {
+                        implementation: s.implementation,
+                        ..self.server_config.clone()
+                    };
+                    (s.name.clone(), s.relays.clone(), config)
+                })
                 .collect(),
             clients: self
                 .clients
@@ -1034,6 +1062,7 @@ impl Scenario {
                     let key = crate::peer::event::Identity::derive(seed, server).public_key();
                     let mut config = ClientConfig::new(key);
                     self.client_config(&mut config, c.stateless, c.resumable);
+                    config.implementation = c.implementation;
                     (c.name.clone(), c.relays.clone(), config)
                 })
                 .collect(),

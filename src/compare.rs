@@ -1,0 +1,284 @@
+//! Implementations side by side: one scenario, the same seeds, every pairing of server and
+//! client engines (relaysim's, and with the `contextvm-sdk` feature the SDK's), compared call
+//! by call. What differs between implementations is the headline.
+
+use crate::peer::engines::Implementation;
+use crate::scenario::Scenario;
+use crate::stats::{Outcome, Report};
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::Path;
+use std::time::Duration;
+
+/// Which engines each side runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Pairing {
+    /// The servers' engines.
+    pub server: Implementation,
+    /// The clients' engines.
+    pub client: Implementation,
+}
+
+impl Pairing {
+    /// `server/client`, as the tables name it.
+    pub fn label(&self) -> String {
+        format!("{}/{}", self.server.name(), self.client.name())
+    }
+}
+
+/// How one workload fared under one pairing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkloadResult {
+    /// Calls made.
+    pub calls: usize,
+    /// Calls completed.
+    pub completed: usize,
+    /// Failure causes and their counts.
+    pub causes: BTreeMap<String, usize>,
+    /// Latency of the calls that ended (call to outcome), sorted.
+    pub latencies: Vec<Duration>,
+}
+
+impl WorkloadResult {
+    /// The latency at quantile `q` (0..=1), nearest rank.
+    pub fn quantile(&self, q: f64) -> Option<Duration> {
+        if self.latencies.is_empty() {
+            return None;
+        }
+        let rank =
+            ((q * self.latencies.len() as f64).ceil() as usize).clamp(1, self.latencies.len());
+        Some(self.latencies[rank - 1])
+    }
+
+    /// `completed/calls`, with the causes of the rest.
+    pub fn summary(&self) -> String {
+        let mut s = format!("{}/{}", self.completed, self.calls);
+        for (cause, n) in &self.causes {
+            let _ = write!(s, " {cause}×{n}");
+        }
+        s
+    }
+}
+
+/// One scenario run under every pairing.
+#[derive(Debug)]
+pub struct Comparison {
+    /// The scenario's name.
+    pub scenario: String,
+    /// Its workloads' names.
+    pub workloads: Vec<String>,
+    /// The seeds every pairing ran.
+    pub seeds: Vec<u64>,
+    /// Each pairing's report.
+    pub reports: Vec<(Pairing, Report)>,
+}
+
+/// Every pairing of the implementations in this build, relaysim/relaysim first.
+pub fn pairings() -> Vec<Pairing> {
+    let all = Implementation::all();
+    let mut out = Vec::new();
+    for server in &all {
+        for client in &all {
+            out.push(Pairing {
+                server: *server,
+                client: *client,
+            });
+        }
+    }
+    out
+}
+
+/// Runs `scenario` `runs` times from `first_seed` under every pairing; `progress` is called
+/// after each run.
+pub fn compare(
+    scenario: &Scenario,
+    first_seed: u64,
+    runs: u32,
+    mut progress: impl FnMut(),
+) -> Comparison {
+    let reports = pairings()
+        .into_iter()
+        .map(|pairing| {
+            let s = scenario.with_implementations(pairing.server, pairing.client);
+            (pairing, s.run_seeds(first_seed, runs, |_| progress()))
+        })
+        .collect();
+    Comparison {
+        scenario: scenario.name.clone(),
+        workloads: scenario.workload_names(),
+        seeds: (0..runs as u64).map(|k| first_seed + k).collect(),
+        reports,
+    }
+}
+
+impl Comparison {
+    /// How workload `index` fared under each pairing.
+    pub fn workload(&self, index: usize) -> Vec<(Pairing, WorkloadResult)> {
+        self.reports
+            .iter()
+            .map(|(pairing, report)| {
+                let items: Vec<_> = report.items().filter(|i| i.workload == index).collect();
+                let mut causes = BTreeMap::new();
+                for i in &items {
+                    if let Outcome::Failed(c) = &i.outcome {
+                        *causes.entry(c.clone()).or_default() += 1;
+                    }
+                }
+                let mut latencies: Vec<Duration> = items.iter().filter_map(|i| i.latency).collect();
+                latencies.sort();
+                let result = WorkloadResult {
+                    calls: items.len(),
+                    completed: items
+                        .iter()
+                        .filter(|i| i.outcome == Outcome::Completed)
+                        .count(),
+                    causes,
+                    latencies,
+                };
+                (*pairing, result)
+            })
+            .collect()
+    }
+
+    /// The workloads whose outcomes (completed count and failure causes) differ between
+    /// pairings, with each pairing's summary.
+    pub fn differences(&self) -> Vec<(String, Vec<(Pairing, String)>)> {
+        (0..self.workloads.len())
+            .filter_map(|w| {
+                let results = self.workload(w);
+                let first = results
+                    .first()
+                    .map(|(_, r)| (r.completed, r.causes.clone()));
+                let same = results
+                    .iter()
+                    .all(|(_, r)| Some((r.completed, r.causes.clone())) == first);
+                (!same).then(|| {
+                    let summaries = results.iter().map(|(p, r)| (*p, r.summary())).collect();
+                    (self.workloads[w].clone(), summaries)
+                })
+            })
+            .collect()
+    }
+
+    /// The side-by-side tables `relaysim compare` prints.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let seeds: Vec<String> = self.seeds.iter().map(u64::to_string).collect();
+        let _ = writeln!(
+            out,
+            "scenario {}  seeds {}  pairings (server/client): {}",
+            self.scenario,
+            seeds.join(","),
+            self.reports
+                .iter()
+                .map(|(p, _)| p.label())
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+        let _ = writeln!(out);
+        let _ = writeln!(
+            out,
+            "{:<30} {:>10}  {:<40}",
+            "pairing", "completion", "failure causes"
+        );
+        for (pairing, report) in &self.reports {
+            let causes: Vec<String> = report
+                .failures()
+                .iter()
+                .map(|(c, n)| format!("{c}×{n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{:<30} {:>9.1}%  {}",
+                pairing.label(),
+                report.completion_ratio() * 100.0,
+                causes.join(", ")
+            );
+        }
+        for (w, name) in self.workloads.iter().enumerate() {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "{:<30} {:>10} {:>12} {:>12}  failure causes",
+                format!("workload {name}"),
+                "completed",
+                "p50 ms",
+                "p99 ms"
+            );
+            for (pairing, r) in self.workload(w) {
+                let ms = |d: Option<Duration>| {
+                    d.map_or("-".to_owned(), |d| {
+                        format!("{:.1}", d.as_secs_f64() * 1000.0)
+                    })
+                };
+                let causes: Vec<String> =
+                    r.causes.iter().map(|(c, n)| format!("{c}×{n}")).collect();
+                let _ = writeln!(
+                    out,
+                    "{:<30} {:>10} {:>12} {:>12}  {}",
+                    pairing.label(),
+                    format!("{}/{}", r.completed, r.calls),
+                    ms(r.quantile(0.5)),
+                    ms(r.quantile(0.99)),
+                    causes.join(", ")
+                );
+            }
+        }
+        let _ = writeln!(out);
+        let differences = self.differences();
+        if differences.is_empty() {
+            let _ = writeln!(
+                out,
+                "no differences: every pairing ended every workload alike"
+            );
+        } else {
+            let _ = writeln!(out, "differences:");
+            for (workload, summaries) in differences {
+                let list: Vec<String> = summaries
+                    .iter()
+                    .map(|(p, s)| format!("{} {s}", p.label()))
+                    .collect();
+                let _ = writeln!(out, "  {workload}: {}", list.join("; "));
+            }
+        }
+        out
+    }
+
+    /// Writes `compare.csv` into `dir` (created if needed): one row per pairing and workload,
+    /// `server,client,workload,calls,completed,failed,causes,p50_us,p99_us`.
+    pub fn write_csv(&self, dir: &Path) -> std::io::Result<()> {
+        std::fs::create_dir_all(dir)?;
+        let mut w = csv::Writer::from_path(dir.join("compare.csv"))?;
+        w.write_record([
+            "server",
+            "client",
+            "workload",
+            "calls",
+            "completed",
+            "failed",
+            "causes",
+            "p50_us",
+            "p99_us",
+        ])?;
+        for (index, name) in self.workloads.iter().enumerate() {
+            for (pairing, r) in self.workload(index) {
+                let us =
+                    |d: Option<Duration>| d.map_or(String::new(), |d| d.as_micros().to_string());
+                let causes: Vec<String> =
+                    r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+                w.write_record([
+                    pairing.server.name().to_owned(),
+                    pairing.client.name().to_owned(),
+                    name.clone(),
+                    r.calls.to_string(),
+                    r.completed.to_string(),
+                    (r.calls - r.completed).to_string(),
+                    causes.join(";"),
+                    us(r.quantile(0.5)),
+                    us(r.quantile(0.99)),
+                ])?;
+            }
+        }
+        w.flush()
+    }
+}
