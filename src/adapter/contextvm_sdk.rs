@@ -110,9 +110,7 @@ fn transfer_failure(e: OversizedTransferError) -> TransferFailure {
         OversizedTransferError::Abort { reason, .. } => TransferFailure::AbortedByPeer { reason },
         OversizedTransferError::Policy(_) => TransferFailure::Policy("contextvm-sdk policy"),
         OversizedTransferError::Digest(_) => TransferFailure::DigestMismatch,
-        OversizedTransferError::Reassembly(m) => {
-            TransferFailure::InvalidMessage(format!("contextvm-sdk reassembly: {m}"))
-        }
+        OversizedTransferError::Reassembly(m) => TransferFailure::Reassembly(m),
         OversizedTransferError::Sequence(_) => TransferFailure::Sequence("contextvm-sdk sequence"),
     }
 }

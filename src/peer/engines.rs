@@ -132,3 +132,33 @@ impl Implementation {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_parse_and_a_missing_feature_is_explained() {
+        assert_eq!(
+            Implementation::parse("relaysim"),
+            Ok(Implementation::Relaysim)
+        );
+        assert!(matches!(
+            Implementation::parse("rust-sdk"),
+            Err(ImplementationError::Unknown(_))
+        ));
+        #[cfg(feature = "contextvm-sdk")]
+        assert_eq!(
+            Implementation::parse("contextvm-sdk").map(|i| i.name()),
+            Ok("contextvm-sdk")
+        );
+        #[cfg(not(feature = "contextvm-sdk"))]
+        assert!(Implementation::parse("contextvm-sdk")
+            .unwrap_err()
+            .to_string()
+            .contains("--features contextvm-sdk"));
+        for i in Implementation::all() {
+            assert_eq!(Implementation::parse(i.name()), Ok(i));
+        }
+    }
+}

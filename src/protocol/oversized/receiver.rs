@@ -118,6 +118,10 @@ pub enum TransferFailure {
     /// The reassembled text is not a JSON-RPC message.
     #[error("reassembled text is not JSON-RPC: {0}")]
     InvalidMessage(String),
+    /// Another implementation's reassembly check failed (for example chunks missing when
+    /// `end` arrived); relaysim's own receiver reports these as the cases above.
+    #[error("reassembly failed: {0}")]
+    Reassembly(String),
     /// Positions before `end` were still missing when the grace period ran out.
     #[error("{missing} frames still missing at end after the grace period")]
     GapAtEnd {
@@ -141,6 +145,7 @@ impl TransferFailure {
             TransferFailure::Totals(_) => "totals",
             TransferFailure::DigestMismatch => "digest-mismatch",
             TransferFailure::InvalidMessage(_) => "invalid-message",
+            TransferFailure::Reassembly(_) => "reassembly",
             TransferFailure::GapAtEnd { .. } => "gap-at-end",
             TransferFailure::Timeout => "timeout",
         }

@@ -1,0 +1,190 @@
+//! The published contextvm-sdk crate's engines against relaysim's (feature `contextvm-sdk`):
+//! every pairing agrees where nothing is reordered, the differences found are pinned by the
+//! shipped scenarios and traces, comparisons repeat exactly, and the SDK's engines never
+//! corrupt a delivery whatever the relay does (they may fail, with a typed cause).
+#![cfg(feature = "contextvm-sdk")]
+
+use proptest::prelude::*;
+use relaysim::compare::{compare, pairings};
+use relaysim::peer::engines::Implementation;
+use relaysim::scenario::Scenario;
+use relaysim::trace::{replay, Trace};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn scenario(path: &str) -> Scenario {
+    Scenario::from_file(&root().join(path)).unwrap_or_else(|e| panic!("{e}"))
+}
+
+#[test]
+fn four_pairings_and_over_an_ideal_relay_they_all_complete_everything() {
+    assert_eq!(pairings().len(), 4);
+    let c = compare(&scenario("scenarios/ideal-baseline.toml"), 1, 2, || {});
+    for (pairing, report) in &c.reports {
+        assert_eq!(
+            report.completion_ratio(),
+            1.0,
+            "{}: {:?}",
+            pairing.label(),
+            report.failures()
+        );
+        assert_eq!(report.integrity_violations(), 0);
+    }
+    assert!(c.differences().is_empty(), "{}", c.text());
+}
+
+#[test]
+fn the_sdk_writer_keeps_a_silent_stream_alive_in_virtual_time() {
+    // Ten simulated minutes of silence: the SDK's writer pings through its own `ping()`, on the
+    // simulator's clock, and relaysim's reader answers (and the other way round).
+    let s = scenario("scenarios/silent-stream-keepalive.toml")
+        .with_implementations(Implementation::ContextvmSdk, Implementation::ContextvmSdk);
+    let report = s.run_all();
+    assert_eq!(report.completion_ratio(), 1.0, "{:?}", report.failures());
+    assert!(s.check(&report).is_empty(), "{:?}", s.check(&report));
+}
+
+#[test]
+fn a_comparison_repeats_exactly() {
+    let s = scenario("scenarios/default.toml");
+    let a = compare(&s, 4, 1, || {}).text();
+    let b = compare(&s, 4, 1, || {}).text();
+    assert_eq!(a, b);
+}
+
+#[test]
+fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
+    let dir = root().join("scenarios/contextvm-sdk");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 3);
+    for path in files {
+        let s = Scenario::from_file(&path).unwrap();
+        let report = s.run_all();
+        let failed = s.check(&report);
+        assert!(failed.is_empty(), "{}: {failed:?}", path.display());
+        // Each pins one relaysim outcome and one SDK outcome, and they differ.
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\"completed\""), "{}", path.display());
+        assert!(text.contains("\"failed"), "{}", path.display());
+    }
+}
+
+#[test]
+fn the_shipped_difference_traces_replay_to_their_outcome_byte_for_byte() {
+    let dir = root().join("traces/contextvm-sdk");
+    let expected: BTreeMap<String, String> =
+        toml::from_str(&std::fs::read_to_string(dir.join("expected.toml")).unwrap()).unwrap();
+    assert_eq!(expected.len(), 6);
+    for (file, outcome) in &expected {
+        let text = std::fs::read_to_string(dir.join(file)).unwrap();
+        let trace = Trace::parse(&text, file).unwrap_or_else(|e| panic!("{e}"));
+        assert!(
+            trace.outcomes().iter().any(|o| &o.outcome == outcome),
+            "{file} records {:?}",
+            trace.outcomes()
+        );
+        let r = replay::schedule(&trace, &text).unwrap();
+        assert!(r.same_outcome(), "{file}");
+        assert_eq!(r.first_difference, None, "{file} replays to other bytes");
+    }
+}
+
+#[test]
+fn compare_through_the_cli_prints_the_differences_and_writes_csv() {
+    let out = std::env::temp_dir().join(format!("relaysim-compare-{}", std::process::id()));
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args([
+            "compare",
+            "scenarios/stream-reorder-duplicate.toml",
+            "--runs",
+            "1",
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&o.stdout).into_owned();
+    assert!(o.status.success(), "{text}");
+    assert!(text.contains("differences:"), "{text}");
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("relaysim/contextvm-sdk") && l.contains("0/1"));
+    assert!(row.is_some_and(|r| r.contains("stream-sequence")), "{text}");
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    let _ = std::fs::remove_dir_all(&out);
+    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("relaysim,contextvm-sdk,stream-0,1,0,1,stream-sequence:1")),
+        "{csv}"
+    );
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
+
+    /// Any pairing, any relay schedule: every call completes with intact data or fails with a
+    /// typed cause; the SDK's engines never surface a corrupted delivery.
+    #[test]
+    fn any_pairing_any_schedule_never_corrupts(
+        pairing in 0usize..4,
+        reorder in 0.0f64..0.2,
+        duplicate in 0.0f64..0.1,
+        lossy in any::<bool>(),
+        seed in any::<u64>(),
+    ) {
+        let loss = if lossy { 0.03 } else { 0.0 };
+        let text = format!(
+            r#"
+            duration = "10m"
+            [[relays]]
+            name = "r"
+            profile = "khatru"
+            [relays.down]
+            delay = {{ dist = "lognormal", median = "40ms", sigma = 0.4 }}
+            reorder = {reorder}
+            reorder_delay = "120ms"
+            duplicate = {duplicate}
+            loss = {loss}
+            [[servers]]
+            name = "s"
+            relays = ["r"]
+            [[clients]]
+            name = "c"
+            relays = ["r"]
+            [[workloads]]
+            kind = "download"
+            bytes = "300KB"
+            content = "escape-heavy"
+            [[workloads]]
+            kind = "upload"
+            bytes = "200KB"
+            content = "utf8"
+            [[workloads]]
+            kind = "stream"
+            chunks = 60
+            interval = "20ms"
+            "#
+        );
+        let p = pairings()[pairing];
+        let s = Scenario::from_toml_str(&text, "generated.toml")
+            .unwrap()
+            .with_implementations(p.server, p.client);
+        let report = s.run_seeds(seed, 1, |_| {});
+        prop_assert_eq!(report.integrity_violations(), 0, "{}", p.label());
+        for item in report.items() {
+            if let relaysim::stats::Outcome::Failed(cause) = &item.outcome {
+                prop_assert!(!cause.is_empty());
+            }
+        }
+    }
+}
