@@ -63,13 +63,8 @@ fn world(profile: RelayProfile, clients: usize) -> (World, Rc<RefCell<Count>>) {
 /// second.
 fn shipped_scenarios() {
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<_> = [root.clone(), root.join("resumable")]
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).unwrap())
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    files.sort();
+    let files =
+        relaysim::scenario::scenario_files(&[root.clone(), root.join("resumable")]).unwrap();
     println!(
         "{:<28} {:>10} {:>10} {:>14} {:>16}",
         "scenario", "simulated", "wall", "sim s/wall s", "relay events/s"

@@ -58,12 +58,8 @@ fn a_comparison_repeats_exactly() {
 
 #[test]
 fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
-    let dir = root().join("scenarios/contextvm-sdk");
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
+    let files =
+        relaysim::scenario::scenario_files(&[root().join("scenarios/contextvm-sdk")]).unwrap();
     assert_eq!(files.len(), 3);
     for path in files {
         let s = Scenario::from_file(&path).unwrap();

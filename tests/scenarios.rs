@@ -8,14 +8,7 @@ use std::path::Path;
 /// `scenarios/*.toml` and `scenarios/resumable/*.toml`.
 fn shipped() -> Vec<std::path::PathBuf> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios");
-    let mut files: Vec<_> = [root.clone(), root.join("resumable")]
-        .iter()
-        .flat_map(|dir| std::fs::read_dir(dir).unwrap())
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    files.sort();
-    files
+    relaysim::scenario::scenario_files(&[root.clone(), root.join("resumable")]).unwrap()
 }
 
 #[test]

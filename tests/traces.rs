@@ -139,13 +139,7 @@ fn a_trace_stored_by_id_cannot_be_injected_and_says_why() {
 #[test]
 fn every_shipped_scenario_traces_deterministically() {
     let dirs = [root().join("scenarios"), root().join("scenarios/resumable")];
-    let mut files: Vec<_> = dirs
-        .iter()
-        .flat_map(|d| std::fs::read_dir(d).unwrap())
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    files.sort();
+    let files = relaysim::scenario::scenario_files(&dirs).unwrap();
     for path in files {
         let scenario = Scenario::from_file(&path).unwrap();
         let run = || {

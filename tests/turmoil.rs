@@ -162,12 +162,8 @@ fn outcomes(report: &relaysim::stats::RunReport) -> Vec<(usize, usize, String)> 
 /// client's connection drop, is left out on purpose.
 #[test]
 fn the_turmoil_engine_agrees_with_des_on_the_shipped_scenarios() {
-    let mut files: Vec<_> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios"))
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
-        .collect();
-    files.sort();
+    let root = std::path::PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/scenarios"));
+    let files = relaysim::scenario::scenario_files(&[root]).unwrap();
     assert!(files.len() >= 9);
     for file in files {
         let scenario = relaysim::scenario::Scenario::from_file(&file).unwrap();

@@ -50,7 +50,7 @@ use sha2::{Digest as _, Sha256};
 use spec::{Bound, DelaySpec, LinkSpec, ScenarioSpec};
 use std::cell::RefCell;
 use std::fmt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::rc::Rc;
 use std::time::Duration;
 use toml::Spanned;
@@ -369,6 +369,22 @@ struct ServerDef {
     implementation: Implementation,
     name: String,
     relays: Vec<usize>,
+}
+
+/// The scenario files (`*.toml`) directly in each of `dirs`, sorted: how tests, benches and
+/// tools find the shipped scenarios (`scenarios/`, `scenarios/resumable/`, ...).
+pub fn scenario_files(dirs: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for dir in dirs {
+        for entry in std::fs::read_dir(dir)? {
+            let path = entry?.path();
+            if path.extension().is_some_and(|e| e == "toml") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    Ok(files)
 }
 
 /// A validated scenario, ready to run.

@@ -160,6 +160,19 @@ impl<T> Followed<T> {
     }
 }
 
+/// The stream whose attempt `attempt` is answered, no longer in flight, and when the attempt
+/// was sent.
+fn answered<T>(
+    streams: &mut BTreeMap<String, Followed<T>>,
+    attempt: u64,
+) -> Option<(&String, &mut Followed<T>, Duration)> {
+    let (id, f) = streams
+        .iter_mut()
+        .find(|(_, f)| f.in_flight.is_some_and(|(a, _)| a == attempt))?;
+    let (_, sent) = f.in_flight.take()?;
+    Some((id, f, sent))
+}
+
 /// The streams a client follows.
 pub struct StreamFollower<T> {
     config: FollowerConfig,
@@ -281,14 +294,9 @@ impl<T> StreamFollower<T> {
         result: Result<Option<u64>, String>,
         now: Duration,
     ) {
-        let Some((id, f)) = self
-            .streams
-            .iter_mut()
-            .find(|(_, f)| f.in_flight.is_some_and(|(a, _)| a == attempt))
-        else {
+        let Some((id, f, sent)) = answered(&mut self.streams, attempt) else {
             return;
         };
-        let (_, sent) = f.in_flight.take().expect("matched above");
         match result {
             Ok(more) => {
                 f.continue_after = more.map(|last| (last, now));
@@ -310,14 +318,9 @@ impl<T> StreamFollower<T> {
 
     /// The answer to a poll.
     pub fn on_poll_answer(&mut self, attempt: u64, result: Result<PollResult, String>) {
-        let Some((id, f)) = self
-            .streams
-            .iter_mut()
-            .find(|(_, f)| f.in_flight.is_some_and(|(a, _)| a == attempt))
-        else {
+        let Some((id, f, _)) = answered(&mut self.streams, attempt) else {
             return;
         };
-        f.in_flight = None;
         match result {
             Ok(p) if p.pending_messages => f.due = Due::Resume,
             Ok(p) if p.status == StreamStatus::Completed && !f.complete() => f.due = Due::Resume,
