@@ -43,7 +43,7 @@ enum Command {
     #[command(after_help = "Examples:\n  \
         relaysim compare scenarios/stream-reorder-duplicate.toml\n  \
         relaysim compare scenarios/strfry-1mib-escape.toml --runs 10 --out /tmp/cmp\n  \
-        relaysim compare scenarios/compare/*.toml")]
+        relaysim compare scenarios/*.toml")]
     Compare(CompareArgs),
     /// Replay a trace: its disturbances against the endpoints again (schedule), or its
     /// deliveries into fresh receivers (inject).

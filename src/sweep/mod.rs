@@ -88,7 +88,7 @@ pub struct RecommendSpec {
 #[derive(Debug, thiserror::Error)]
 pub enum SweepError {
     /// A file cannot be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Io {
         /// The path.
         path: String,
@@ -104,7 +104,7 @@ pub enum SweepError {
         message: String,
     },
     /// A cell's scenario is invalid.
-    #[error("cell {cell} ({params}): {source}")]
+    #[error("cell {cell} ({params})")]
     Cell {
         /// The cell's index.
         cell: usize,

@@ -546,7 +546,7 @@ impl Observer for TraceWriter {
 #[derive(Debug, thiserror::Error)]
 pub enum TraceError {
     /// The file could not be read.
-    #[error("{path}: cannot read: {source}")]
+    #[error("{path}: cannot read")]
     Io {
         /// The path.
         path: String,
