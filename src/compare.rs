@@ -35,7 +35,8 @@ pub struct WorkloadResult {
     pub completed: usize,
     /// Failure causes and their counts.
     pub causes: BTreeMap<String, usize>,
-    /// Latency of the calls that ended (call to outcome), sorted.
+    /// Latency of the completed calls (call to result), sorted. Failed calls are left out: a
+    /// pairing that fails fast must not look fast.
     pub latencies: Vec<Duration>,
 }
 
@@ -124,7 +125,11 @@ impl Comparison {
                         *causes.entry(c.clone()).or_default() += 1;
                     }
                 }
-                let mut latencies: Vec<Duration> = items.iter().filter_map(|i| i.latency).collect();
+                let mut latencies: Vec<Duration> = items
+                    .iter()
+                    .filter(|i| i.outcome == Outcome::Completed)
+                    .filter_map(|i| i.latency)
+                    .collect();
                 latencies.sort();
                 let result = WorkloadResult {
                     calls: items.len(),
@@ -140,18 +145,15 @@ impl Comparison {
             .collect()
     }
 
-    /// The workloads whose outcomes (completed count and failure causes) differ between
-    /// pairings, with each pairing's summary.
+    /// The workloads whose outcomes (calls, completed count and failure causes) differ
+    /// between pairings, with each pairing's summary.
     pub fn differences(&self) -> Vec<(String, Vec<(Pairing, String)>)> {
         (0..self.workloads.len())
             .filter_map(|w| {
                 let results = self.workload(w);
-                let first = results
-                    .first()
-                    .map(|(_, r)| (r.completed, r.causes.clone()));
-                let same = results
-                    .iter()
-                    .all(|(_, r)| Some((r.completed, r.causes.clone())) == first);
+                let key = |r: &WorkloadResult| (r.calls, r.completed, r.causes.clone());
+                let first = results.first().map(|(_, r)| key(r));
+                let same = results.iter().all(|(_, r)| Some(key(r)) == first);
                 (!same).then(|| {
                     let summaries = results.iter().map(|(p, r)| (*p, r.summary())).collect();
                     (self.workloads[w].clone(), summaries)
@@ -202,8 +204,8 @@ impl Comparison {
                 "{:<30} {:>10} {:>12} {:>12}  failure causes",
                 format!("workload {name}"),
                 "completed",
-                "p50 ms",
-                "p99 ms"
+                "ok p50 ms",
+                "ok p99 ms"
             );
             for (pairing, r) in self.workload(w) {
                 let ms = |d: Option<Duration>| {
@@ -245,7 +247,8 @@ impl Comparison {
     }
 
     /// Writes `compare.csv` into `dir` (created if needed): one row per pairing and workload,
-    /// `server,client,workload,calls,completed,failed,causes,p50_us,p99_us`.
+    /// `server,client,workload,calls,completed,failed,causes,p50_us,p99_us` (latencies of the
+    /// completed calls).
     pub fn write_csv(&self, dir: &Path) -> std::io::Result<()> {
         std::fs::create_dir_all(dir)?;
         let mut w = csv::Writer::from_path(dir.join("compare.csv"))?;

@@ -302,3 +302,52 @@ fn a_live_schedule_replay_follows_the_recorded_deliveries() {
         );
     }
 }
+
+/// A turmoil recording of two clients with identical traffic (the same token, the same
+/// keepalive pings) reruns in des with each delivery going to the right client, and without
+/// the scenario's outages, which the recording never had (the turmoil engine applies none).
+#[test]
+fn a_live_schedule_replay_keeps_identical_frames_to_two_clients_apart() {
+    let scenario = relaysim::scenario::Scenario::from_toml_str(
+        include_str!("../scenarios/resumable/khatru-drop-2s.toml"),
+        "khatru-drop-2s.toml",
+    )
+    .unwrap();
+    let path =
+        std::env::temp_dir().join(format!("relaysim-turmoil-two-{}.jsonl", std::process::id()));
+    let report = scenario.run_turmoil(1, Some(&path)).unwrap();
+    let text = std::fs::read_to_string(&path).unwrap();
+    let _ = std::fs::remove_file(&path);
+    assert!(
+        report
+            .items
+            .iter()
+            .all(|i| i.outcome == relaysim::stats::Outcome::Completed),
+        "no outage under turmoil: {:?}",
+        report.items
+    );
+    let trace = relaysim::trace::Trace::parse(&text, "two.jsonl").unwrap();
+    let rerun = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    assert_eq!(rerun.recorded.len(), 2);
+    assert!(
+        rerun.same_outcome(),
+        "{:?} vs {:?}",
+        rerun.recorded,
+        rerun.replayed
+    );
+    assert!(
+        rerun.calls.iter().all(|c| c.outcome == "completed"),
+        "{:?}",
+        rerun.calls
+    );
+    assert!(
+        !rerun.text.contains(r#""suppressed":false"#),
+        "an outage ran"
+    );
+    assert!(
+        rerun.matched_publications * 100 >= rerun.replayed_publications * 95,
+        "{} of {}",
+        rerun.matched_publications,
+        rerun.replayed_publications
+    );
+}

@@ -12,7 +12,8 @@
 //! - **CEP-22 receiver timeout.** `OversizedTransferReceiver` stamps a transfer's start and
 //!   reaps expired ones by the wall clock (`remove_expired`). Its reaper is switched off
 //!   (`transfer_timeout_ms = 0`); each transfer gets its own receiver, dropped when its
-//!   300 s (the SDK's default) run out in virtual time.
+//!   300 s (the SDK's default) run out in virtual time. A receiver per transfer also means
+//!   the SDK's limit of 64 concurrent transfers per receiver does not apply.
 //! - **CEP-22 sender.** `build_oversized_frames` makes the frames. The order the SDK's async
 //!   `send_oversized_transfer` keeps (start, wait for `accept` when the receiver's support is
 //!   unknown, chunks, end; no abort on an accept timeout) is kept here in virtual time, since
@@ -24,13 +25,22 @@
 //!   and feeds it to its own receiver. The adapter does the same when the peer asks.
 //! - **CEP-41 writer keepalive.** `OpenStreamWriter` stamps its idle clock with the wall clock,
 //!   so its own keepalive is off (`idle_timeout: None`). The adapter pings through the
-//!   writer's `ping()` after 30 s of silence and aborts through `abort()` when no matching
-//!   `pong` comes within 20 s (the SDK's defaults). The writer does not wait for `accept`.
+//!   writer's `ping()` after 30 s without a ping or matching pong from the reader (what the
+//!   SDK counts as liveness) and aborts through `abort()` when no matching `pong` comes within
+//!   20 s (the SDK's defaults). The SDK's transport checks this every 15 s, so it pings and
+//!   aborts up to 15 s later than the adapter does. The writer does not wait for `accept`.
 //! - **CEP-41 reader.** `OpenStreamRegistry::process_frame` and `tick_all` take the virtual
-//!   instant; `tick_all` runs every 2.5 s (half the shortest of its timeouts, as the SDK's
-//!   transports sweep). It has no `accept` or `abort` of its own to send, and no way to resend
-//!   a probe: the adapter sends `accept` and `abort` frames when the peer asks, and ignores
-//!   `reprobe`.
+//!   instant; `tick_all` runs every 15 s, as the SDK's server sweeps (idle timeout / 2). Its
+//!   actions are sorted by stream, since the registry lists sessions in hash order. It has no
+//!   `accept` or `abort` of its own to send, and no way to resend a probe: the adapter sends
+//!   `accept` and `abort` frames when the peer asks, and ignores `reprobe`. A `start` the
+//!   registry refuses (too many streams) opens nothing, and its call waits for its timeout.
+//! - **What stays relaysim's.** The peer around the engines decides whether a sender waits for
+//!   `accept` and whether a reader sends one, as relaysim's peers do. The SDK's own transports
+//!   decide differently: its server fragments only for clients known to support CEP-22 and
+//!   never waits, and its client never sends a CEP-41 `accept`. Resumable streams' keepalive
+//!   help (a probe waiting `resumeInterval.max`, a resent ping) does not reach the SDK's
+//!   engines, which keep their own timeouts.
 //! - Async methods (the writer's, the registry's `process_frame`) only await the adapter's
 //!   publish closure, which is ready at once, so they are polled to completion in place.
 
@@ -508,19 +518,22 @@ impl StreamWriting for SdkStreamWriter {
         if self.ended() {
             return;
         }
-        self.last_heard = self.last_heard.max(now);
+        // As the SDK's writer: only a ping or the matching pong is liveness.
         match &frame.body {
             StreamBody::Ping { nonce } => {
+                self.last_heard = self.last_heard.max(now);
                 let _ = in_place(self.writer.pong(nonce.clone()));
             }
             StreamBody::Pong { nonce }
                 if self.outstanding.as_ref().is_some_and(|(n, _)| n == nonce) =>
             {
+                self.last_heard = self.last_heard.max(now);
                 self.writer.ack_probe(nonce);
                 self.outstanding = None;
             }
             StreamBody::Abort { reason } => {
-                self.writer.dispose();
+                // The SDK's server answers a reader's abort through the writer's `abort`.
+                let _ = in_place(self.writer.abort(reason.clone()));
                 self.state = WriterState::Failed(StreamFailure::AbortedByPeer {
                     reason: reason.clone(),
                 });
@@ -615,11 +628,9 @@ impl<P: Clone + Ord> SdkStreamReader<P> {
     /// `start` with `accept`.
     pub fn new(policy: StreamPolicy) -> Self {
         let sdk = OpenStreamRegistryPolicy::default();
-        let shortest = sdk
-            .idle_timeout_ms
-            .min(sdk.probe_timeout_ms)
-            .min(sdk.close_grace_period_ms);
-        let sweep = Duration::from_millis(shortest / 2)
+        // The SDK's server sweeps its sessions every idle timeout / 2 (15 s by default), within
+        // [1 s, 30 s].
+        let sweep = Duration::from_millis(sdk.idle_timeout_ms / 2)
             .clamp(Duration::from_secs(1), Duration::from_secs(30));
         SdkStreamReader {
             clock: VirtualClock::new(),
@@ -802,6 +813,9 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
                 actions.push((peer.clone(), ProgressToken::String(token), action));
             }
         }
+        // The SDK's registry keeps sessions in a HashMap, so `tick_all` lists them in an order
+        // that changes from process to process: sort, so runs repeat exactly.
+        actions.sort_by(|a, b| (&a.0, &a.1).cmp(&(&b.0, &b.1)));
         for (peer, token, action) in actions {
             match action {
                 KeepaliveAction::None => {}

@@ -532,6 +532,13 @@ fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
         std::fs::write(path, &r.text)
             .with_context(|| format!("cannot write {}", path.display()))?;
     }
+    if !r.compared() {
+        println!("nothing to compare: no transfer or stream reached a client in the recording");
+        if args.check {
+            bail!("--check has nothing to check: the recording shows no transfer or stream reaching a client");
+        }
+        return Ok(Exit::Success);
+    }
     let same = r.same_outcome();
     println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
     Ok(if args.check && !same {
@@ -548,7 +555,7 @@ fn replay(args: ReplayArgs) -> Result<Exit> {
     let live =
         matches!(&trace.lines[0], crate::trace::Line::Header { driver, .. } if driver == "live");
     if args.scenario.is_some() && !(live && args.mode == ReplayMode::Schedule) {
-        bail!("--scenario is for schedule replays of live traces; this trace carries its scenario");
+        bail!("--scenario is for schedule replays (--mode schedule) of live traces; this is a des trace or an inject replay");
     }
     match args.mode {
         ReplayMode::Schedule if live => replay_live(&args, &trace),

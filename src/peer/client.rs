@@ -592,6 +592,7 @@ impl ContextVmClient {
                     if let (Some(pending), Some(max)) =
                         (self.calls.get_mut(&call), create.resume_interval.max)
                     {
+                        // `max` is clamped to a day when read, so this cannot overflow.
                         pending.patience = pending.patience.max(Duration::from_secs(max));
                         pending.soft_deadline = self.now + pending.patience;
                     }
@@ -784,6 +785,10 @@ impl ContextVmClient {
                 }
             }
         }
+        // A stream that is done and whose call ended needs no mapping any more.
+        let (follower, calls) = (&self.follower, &self.calls);
+        self.stream_calls
+            .retain(|id, call| !follower.is_finished(id) || calls.contains_key(call));
     }
 
     fn on_publish_outcome(&mut self, id: EventId, outcome: PublishOutcome) {

@@ -697,7 +697,7 @@ impl ContextVmServer {
             0
         };
         let config = SenderConfig {
-            budget: self.budget - room,
+            budget: self.budget.saturating_sub(room),
             wait_for_accept: !supports,
             ..SenderConfig::default()
         };
@@ -908,6 +908,9 @@ impl ContextVmServer {
         for (call, response) in finished {
             self.respond(call, response);
         }
+        // Streams the store freed (acknowledged or abandoned) need no origin any more.
+        let store = &self.store;
+        self.stream_origin.retain(|id, _| store.holds(id));
         let stats = self.store.stats();
         if stats != self.reported_stats {
             self.reported_stats = stats;

@@ -29,7 +29,7 @@ pub enum ToolCall {
         interval: Duration,
     },
     /// `slow {ms, progress_ms?}`: answers after a delay, sending MCP progress notifications
-    /// every `progress_ms` meanwhile when the call has a progress token.
+    /// every `progress_ms` (at least 100) meanwhile when the call has a progress token.
     Slow {
         /// How long the tool works.
         duration: Duration,
@@ -118,8 +118,10 @@ impl ToolCall {
                 duration: Duration::from_millis(uint("slow", "ms", 86_400_000)?),
                 progress_every: match args.get("progress_ms") {
                     None => None,
+                    // At least 100 ms: one request must not make the server sign an
+                    // event per millisecond for a day.
                     Some(_) => Some(Duration::from_millis(
-                        uint("slow", "progress_ms", 86_400_000)?.max(1),
+                        uint("slow", "progress_ms", 86_400_000)?.max(100),
                     )),
                 },
             }),
@@ -243,7 +245,7 @@ mod tests {
             },
             ToolCall::Slow {
                 duration: Duration::from_millis(70),
-                progress_every: Some(Duration::from_millis(20)),
+                progress_every: Some(Duration::from_millis(200)),
             },
             ToolCall::Fail {
                 reason: "nope".into(),

@@ -919,6 +919,20 @@ impl Scenario {
         if let Some(d) = spec.policy.probe_timeout {
             server_config.writer.probe_timeout = d.0;
         }
+        for (key, value) in [
+            ("policy.resume_min", spec.policy.resume_min),
+            ("policy.resume_max", spec.policy.resume_max),
+        ] {
+            if value.is_some_and(|d| d.0.subsec_nanos() != 0 || d.0.is_zero()) {
+                return Err(ctx.at(
+                    None,
+                    key,
+                    "must be a positive whole number of seconds (resumeInterval is in seconds)"
+                        .into(),
+                    None,
+                ));
+            }
+        }
         let resume = &mut server_config.streams.resume_interval;
         if let Some(d) = spec.policy.resume_min {
             resume.min = Some(d.0.as_secs());

@@ -3,9 +3,12 @@
 //! A schedule replay of a des trace reuses the n-th decision of each link. A recording of a
 //! real relay (`relaysim record`, `relaysim serve --trace`, the turmoil engine) has no link
 //! decisions, only publications and deliveries, and a rerun signs its events at other times,
-//! so event ids differ. What stays the same is *what* each peer published: its key and the
-//! content. So a publication is known by its author, the SHA-256 of its content and which
-//! publication of that content by that author it is ([`PublicationKey`]); the recording says,
+//! so event ids differ. What stays the same is *what* each peer published: its key, the
+//! recipient and the content. So a publication is known by its author, its recipient (first
+//! `p` tag), the SHA-256 of its content and which publication of those it is
+//! ([`PublicationKey`]). (Without the recipient, a server's identical frames to two clients,
+//! such as the same keepalive ping on two streams with the same token, would trade fates
+//! whenever the two were published in the other order.) The recording says,
 //! for each recipient, how long after publication each copy arrived, or that none did.
 
 use nostr::prelude::{Event, EventId, PublicKey};
@@ -18,6 +21,8 @@ use std::time::Duration;
 pub struct PublicationKey {
     /// The event's author.
     pub author: PublicKey,
+    /// The event's recipient (its first `p` tag).
+    pub recipient: Option<PublicKey>,
     /// SHA-256 of the event's content.
     pub content_sha256: [u8; 32],
     /// 0 for the author's first publication of this content, 1 for the second, and so on.
@@ -25,13 +30,20 @@ pub struct PublicationKey {
 }
 
 impl PublicationKey {
-    /// The key of the `occurrence`-th publication of `content` by `author`. Content is
-    /// hashed as traces store it (resume tokens redacted), so a recording and a rerun agree.
-    pub fn new(author: PublicKey, content: &str, occurrence: u32) -> Self {
+    /// The key of the `occurrence`-th publication of `content` by `author` to `recipient`.
+    /// Content is hashed as traces store it (resume tokens redacted), so a recording and a
+    /// rerun agree.
+    pub fn new(
+        author: PublicKey,
+        recipient: Option<PublicKey>,
+        content: &str,
+        occurrence: u32,
+    ) -> Self {
         let redacted = crate::protocol::resumable::messages::redact_tokens(content);
         let content = redacted.as_deref().unwrap_or(content);
         PublicationKey {
             author,
+            recipient,
             content_sha256: Sha256::digest(content.as_bytes()).into(),
             occurrence,
         }
@@ -61,7 +73,9 @@ pub(crate) struct FateTracker {
     /// The relay the recording was made at.
     relay: usize,
     keys: BTreeMap<EventId, PublicationKey>,
-    occurrences: BTreeMap<(PublicKey, [u8; 32]), u32>,
+    occurrences: BTreeMap<(PublicKey, Option<PublicKey>, [u8; 32]), u32>,
+    /// (publication, recipient) pairs whose recorded copies were scheduled already.
+    used: std::collections::BTreeSet<(PublicationKey, PublicKey)>,
 }
 
 impl FateTracker {
@@ -73,15 +87,28 @@ impl FateTracker {
         }
     }
 
-    /// Notes a publication. An event sent to several relays is one publication.
+    /// Whether a recording is imposed (then the rerun's network is the recording's: no
+    /// outages, no uplink disturbance).
+    pub(crate) fn active(&self) -> bool {
+        !self.fates.is_empty()
+    }
+
+    /// The relay the recording was made at.
+    pub(crate) fn relay(&self) -> usize {
+        self.relay
+    }
+
+    /// Notes a publication as the recorded relay received it (the recording counts
+    /// occurrences there too). The same event again is the same publication.
     pub(crate) fn published(&mut self, event: &Event) {
         if self.fates.is_empty() || self.keys.contains_key(&event.id) {
             return;
         }
-        let first = PublicationKey::new(event.pubkey, &event.content, 0);
+        let recipient = event.tags.public_keys().next();
+        let first = PublicationKey::new(event.pubkey, recipient, &event.content, 0);
         let n = self
             .occurrences
-            .entry((first.author, first.content_sha256))
+            .entry((first.author, first.recipient, first.content_sha256))
             .or_insert(0);
         let key = PublicationKey {
             occurrence: *n,
@@ -93,10 +120,13 @@ impl FateTracker {
 
     /// The delays, from `now`, of the copies of `event` that `relay` delivers to `recipient`,
     /// when the recording says: the recorded latencies counted from `published` (a copy whose
-    /// time has passed goes at once), or no copies if the recording delivered none. `None`
-    /// when the recording has no such publication, so the link decides.
+    /// time has passed goes at once), or no copies if the recording delivered none. The
+    /// recorded copies are handed out once: a relay that sends the event to the same recipient
+    /// again (a second subscription, stored events after a reconnection) gets none, since the
+    /// recording's list already holds every copy that recipient got. `None` when the recording
+    /// has no such publication, so the link decides.
     pub(crate) fn delays(
-        &self,
+        &mut self,
         relay: usize,
         event: &EventId,
         recipient: &PublicKey,
@@ -106,7 +136,11 @@ impl FateTracker {
         if relay != self.relay {
             return None;
         }
-        let recipients = self.fates.by_publication.get(self.keys.get(event)?)?;
+        let key = *self.keys.get(event)?;
+        let recipients = self.fates.by_publication.get(&key)?;
+        if !self.used.insert((key, *recipient)) {
+            return Some(Vec::new());
+        }
         Some(
             recipients
                 .get(recipient)
@@ -134,7 +168,7 @@ mod tests {
     fn a_publication_is_known_by_author_content_and_occurrence_not_by_id() {
         let alice = Identity::derive(1, "alice");
         let bob = Identity::derive(1, "bob");
-        let recorded = PublicationKey::new(alice.public_key(), "hello", 1);
+        let recorded = PublicationKey::new(alice.public_key(), None, "hello", 1);
         let mut fates = RecordedFates::default();
         fates.by_publication.insert(
             recorded,
@@ -162,11 +196,11 @@ mod tests {
             tracker.delays(0, &second.id, &alice.public_key(), at, at),
             Some(vec![])
         );
-        // Time already spent counts; other relays are not covered.
-        let later = at + Duration::from_millis(80);
+        // Copies are handed out once; other relays are not covered.
         assert_eq!(
-            tracker.delays(0, &second.id, &bob.public_key(), at, later),
-            Some(vec![Duration::ZERO])
+            tracker.delays(0, &second.id, &bob.public_key(), at, at),
+            Some(vec![]),
+            "already scheduled"
         );
         assert_eq!(
             tracker.delays(1, &second.id, &bob.public_key(), at, at),

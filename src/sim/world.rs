@@ -662,7 +662,8 @@ impl World {
     ) -> bool {
         let index = self.outage_seq;
         self.outage_seq += 1;
-        let suppressed = self.overrides.suppress_outages.contains(&index);
+        // Under a recording, the recording's network is the network: it had no outages.
+        let suppressed = self.overrides.suppress_outages.contains(&index) || self.fates.active();
         self.observe(Observation::Outage {
             index,
             relay,
@@ -992,6 +993,10 @@ impl World {
                     .get(&(relay, peer))
                     .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned);
                 if live {
+                    if let (ClientMessage::Event(e), true) = (&message, relay == self.fates.relay())
+                    {
+                        self.fates.published(e);
+                    }
                     self.relays[relay]
                         .relay
                         .handle_client_message(conn, message, now);
@@ -1357,10 +1362,7 @@ impl World {
             return;
         };
         let event = match &message {
-            ClientMessage::Event(e) => {
-                self.fates.published(e);
-                Some((e.id, e.as_json()))
-            }
+            ClientMessage::Event(e) => Some((e.id, e.as_json())),
             _ => None,
         };
         let event = event.map(|(id, json)| {
@@ -1436,7 +1438,12 @@ impl World {
 
     /// The delays a recorded relay's fate gives `relay`'s delivery of `event` to `peer`, if the
     /// recording covers that publication.
-    fn recorded_fate(&self, relay: usize, peer: PeerId, event: &EventId) -> Option<Vec<Duration>> {
+    fn recorded_fate(
+        &mut self,
+        relay: usize,
+        peer: PeerId,
+        event: &EventId,
+    ) -> Option<Vec<Duration>> {
         let recipient = self.peer_keys.get(&peer)?;
         let (published, _) = self.published_at.get(event)?;
         self.fates
@@ -1485,9 +1492,11 @@ impl World {
             .get(&(relay, peer, way))
             .and_then(|plans| plans.get(seq as usize))
             .cloned();
-        // A recorded relay's fate already includes every queue its copies waited in.
+        // A recorded relay's fate already includes every queue its copies waited in, and the
+        // recording's uplink: events reach it at once, none lost.
         let fate = match (way, event) {
             (Way::Down, Some(id)) if recorded.is_none() => self.recorded_fate(relay, peer, &id),
+            (Way::Up, _) if recorded.is_none() && self.fates.active() => Some(vec![Duration::ZERO]),
             _ => None,
         };
         let fated = fate.is_some();

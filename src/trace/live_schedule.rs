@@ -32,7 +32,7 @@ pub struct Recording {
 pub fn recording_of(trace: &Trace) -> Recording {
     let mut recording = Recording::default();
     let mut keys: BTreeMap<&str, PublicationKey> = BTreeMap::new();
-    let mut occurrences: BTreeMap<(PublicKey, [u8; 32]), u32> = BTreeMap::new();
+    let mut occurrences: BTreeMap<(PublicKey, Option<PublicKey>, [u8; 32]), u32> = BTreeMap::new();
     let mut tagged: BTreeMap<&str, PublicKey> = BTreeMap::new();
     for line in &trace.lines {
         let Line::Published {
@@ -63,9 +63,10 @@ pub fn recording_of(trace: &Trace) -> Recording {
         if peer != "external" {
             recording.connections.entry(peer.clone()).or_insert(author);
         }
-        let first = PublicationKey::new(author, event["content"].as_str().unwrap_or(""), 0);
+        let content = event["content"].as_str().unwrap_or("");
+        let first = PublicationKey::new(author, p_tag(event), content, 0);
         let n = occurrences
-            .entry((first.author, first.content_sha256))
+            .entry((first.author, first.recipient, first.content_sha256))
             .or_insert(0);
         let key = PublicationKey {
             occurrence: *n,
@@ -150,6 +151,12 @@ pub struct LiveScheduleReplay {
 }
 
 impl LiveScheduleReplay {
+    /// Whether there is anything to compare: a transfer or stream that reached a client in the
+    /// recording. (Calls themselves are not in a relay's recording.)
+    pub fn compared(&self) -> bool {
+        !self.recorded.is_empty()
+    }
+
     /// Whether every transfer and stream the recording shows ended the same in the replay.
     pub fn same_outcome(&self) -> bool {
         self.recorded

@@ -15,14 +15,19 @@
 //!   when a live stream has been silent for `silence`; a poll that reports pending messages
 //!   makes a resume due.
 //! - Attempts on one stream are at least `resumeInterval.min` apart, and only one is in
-//!   flight at a time (an unanswered one is given up after `attempt_timeout`).
+//!   flight at a time (an unanswered one is given up after `attempt_timeout`). Asking for the
+//!   next batch of a paged replay is part of the same resume, not a new attempt: it goes as
+//!   soon as the previous batch has arrived (or after `gap_grace`).
+//! - A stream that is done (processed through its end, or refused by the server) is
+//!   remembered (the newest `max_finished`), so a late copy or a late `create` does not bring
+//!   it back.
 //! - A stream is done once its `end` (its last message) and everything before it have been
 //!   processed; the client then acknowledges it (relaysim's extension) and forgets it.
 //! - A stream first seen through one of its messages (its `create` was lost) is followed all
 //!   the same; without a token, resumes rely on the server checking the requester's key.
 
 use super::messages::{PollResult, StreamCreate, StreamRef, StreamStatus};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
 
 /// Timing of a [`StreamFollower`].
@@ -37,6 +42,8 @@ pub struct FollowerConfig {
     /// Messages held per stream while an earlier one is missing; beyond it the stream is
     /// given up ([`FollowerEvent::ResumeRefused`]).
     pub max_held: usize,
+    /// Finished streams remembered, so their late messages are known as duplicates.
+    pub max_finished: usize,
 }
 
 impl Default for FollowerConfig {
@@ -46,6 +53,7 @@ impl Default for FollowerConfig {
             silence: Duration::from_secs(10),
             attempt_timeout: Duration::from_secs(5),
             max_held: 4096,
+            max_finished: 1024,
         }
     }
 }
@@ -112,7 +120,6 @@ struct Followed<T> {
     due: Due,
     last_attempt: Option<Duration>,
     in_flight: Option<(u64, Duration)>,
-    refused: bool,
     /// A paged replay: the last sequence of the batch just answered, and when. The next batch
     /// is asked for once the run has reached it (or after `gap_grace`), without waiting out
     /// `resumeInterval.min`: it is one resume, not a new attempt.
@@ -132,7 +139,6 @@ impl<T> Followed<T> {
             due: Due::Nothing,
             last_attempt: None,
             in_flight: None,
-            refused: false,
             continue_after: None,
         }
     }
@@ -155,8 +161,9 @@ impl<T> Followed<T> {
 
     /// The earliest time the next attempt may go.
     fn allowed_at(&self) -> Duration {
-        self.last_attempt
-            .map_or(Duration::ZERO, |t| t + self.min_gap)
+        self.last_attempt.map_or(Duration::ZERO, |t| {
+            t.checked_add(self.min_gap).unwrap_or(Duration::MAX)
+        })
     }
 }
 
@@ -177,6 +184,8 @@ fn answered<T>(
 pub struct StreamFollower<T> {
     config: FollowerConfig,
     streams: BTreeMap<String, Followed<T>>,
+    finished: BTreeSet<String>,
+    finished_order: VecDeque<String>,
     next_attempt: u64,
     outbox: VecDeque<(u64, FollowerRequest)>,
     events: VecDeque<FollowerEvent>,
@@ -188,6 +197,8 @@ impl<T> StreamFollower<T> {
         StreamFollower {
             config,
             streams: BTreeMap::new(),
+            finished: BTreeSet::new(),
+            finished_order: VecDeque::new(),
             next_attempt: 0,
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -209,6 +220,32 @@ impl<T> StreamFollower<T> {
         self.streams.contains_key(stream_id)
     }
 
+    /// Whether `stream_id` is done: processed through its end, or refused.
+    pub fn is_finished(&self, stream_id: &str) -> bool {
+        self.finished.contains(stream_id)
+    }
+
+    /// Forgets a stream that is done, remembering its id.
+    fn finish(&mut self, id: &str) {
+        self.streams.remove(id);
+        if self.finished.insert(id.to_owned()) {
+            self.finished_order.push_back(id.to_owned());
+            while self.finished_order.len() > self.config.max_finished.max(1) {
+                if let Some(old) = self.finished_order.pop_front() {
+                    self.finished.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn refuse(&mut self, id: &str, reason: String) {
+        self.events.push_back(FollowerEvent::ResumeRefused {
+            stream_id: id.to_owned(),
+            reason,
+        });
+        self.finish(id);
+    }
+
     fn follow(&mut self, id: &str, now: Duration) -> &mut Followed<T> {
         self.streams
             .entry(id.to_owned())
@@ -217,6 +254,9 @@ impl<T> StreamFollower<T> {
 
     /// A `notifications/stream/create` arrived.
     pub fn on_create(&mut self, create: &StreamCreate, now: Duration) {
+        if self.finished.contains(&create.stream_id) {
+            return;
+        }
         let min_gap = Duration::from_secs(create.resume_interval.min.unwrap_or(0));
         let f = self.follow(&create.stream_id, now);
         f.token = create.resume_token.clone();
@@ -234,9 +274,12 @@ impl<T> StreamFollower<T> {
         now: Duration,
     ) -> Arrival<T> {
         let max_held = self.config.max_held;
+        if self.finished.contains(stream_id) {
+            return Arrival::Duplicate;
+        }
         let f = self.follow(stream_id, now);
         f.last_heard = now;
-        if f.refused || f.through.is_some_and(|t| seq <= t) || f.held.contains_key(&seq) {
+        if f.through.is_some_and(|t| seq <= t) || f.held.contains_key(&seq) {
             return Arrival::Duplicate;
         }
         if is_end {
@@ -259,15 +302,13 @@ impl<T> StreamFollower<T> {
             f.gap_since = None;
         }
         if f.held.len() > max_held {
-            f.refused = true;
-            f.held.clear();
-            self.events.push_back(FollowerEvent::ResumeRefused {
-                stream_id: stream_id.to_owned(),
-                reason: format!("more than {max_held} messages held behind a gap"),
-            });
+            self.refuse(
+                stream_id,
+                format!("more than {max_held} messages held behind a gap"),
+            );
         } else if f.complete() {
             let r = f.reference(stream_id);
-            self.streams.remove(stream_id);
+            self.finish(stream_id);
             self.queue(FollowerRequest::Ack(r));
         }
         if released.is_empty() {
@@ -280,9 +321,7 @@ impl<T> StreamFollower<T> {
     /// The relay connection came back: whatever was published meanwhile is gone.
     pub fn on_reconnect(&mut self) {
         for f in self.streams.values_mut() {
-            if !f.refused {
-                f.due = Due::Resume;
-            }
+            f.due = Due::Resume;
         }
     }
 
@@ -297,22 +336,16 @@ impl<T> StreamFollower<T> {
         let Some((id, f, sent)) = answered(&mut self.streams, attempt) else {
             return;
         };
+        let id = id.clone();
         match result {
             Ok(more) => {
                 f.continue_after = more.map(|last| (last, now));
                 self.events.push_back(FollowerEvent::Resumed {
-                    stream_id: id.clone(),
+                    stream_id: id,
                     latency: now.saturating_sub(sent),
                 });
             }
-            Err(reason) => {
-                f.refused = true;
-                f.due = Due::Nothing;
-                self.events.push_back(FollowerEvent::ResumeRefused {
-                    stream_id: id.clone(),
-                    reason,
-                });
-            }
+            Err(reason) => self.refuse(&id, reason),
         }
     }
 
@@ -321,18 +354,12 @@ impl<T> StreamFollower<T> {
         let Some((id, f, _)) = answered(&mut self.streams, attempt) else {
             return;
         };
+        let id = id.clone();
         match result {
             Ok(p) if p.pending_messages => f.due = Due::Resume,
             Ok(p) if p.status == StreamStatus::Completed && !f.complete() => f.due = Due::Resume,
             Ok(_) => {}
-            Err(reason) => {
-                f.refused = true;
-                f.due = Due::Nothing;
-                self.events.push_back(FollowerEvent::ResumeRefused {
-                    stream_id: id.clone(),
-                    reason,
-                });
-            }
+            Err(reason) => self.refuse(&id, reason),
         }
     }
 
@@ -360,9 +387,6 @@ impl<T> StreamFollower<T> {
     }
 
     fn next_wake(&self, f: &Followed<T>) -> Option<Duration> {
-        if f.refused {
-            return None;
-        }
         if let Some((_, sent)) = f.in_flight {
             return Some(sent + self.config.attempt_timeout);
         }
@@ -397,9 +421,6 @@ impl<T> StreamFollower<T> {
         let config = self.config.clone();
         let mut out = Vec::new();
         for (id, f) in self.streams.iter_mut() {
-            if f.refused {
-                continue;
-            }
             if let Some((_, sent)) = f.in_flight {
                 if now < sent + config.attempt_timeout {
                     continue;

@@ -14,6 +14,11 @@
 //! - `notifications/stream/ack` is relaysim's extension: a client that received a completed
 //!   stream whole says so, and the server frees it at once instead of waiting out
 //!   `resumeInterval.max` and counting it abandoned.
+//! - The `stream/resume` answer is relaysim's: `{streamId, replayed}`, plus `more: true` and
+//!   `through` (the last sequence sent) when the server holds more, for the client to ask for
+//!   the next batch.
+//! - `resumeInterval` bounds above [`MAX_INTERVAL_SECS`] (a day) are read as that: a peer
+//!   cannot make the other side's timers overflow.
 
 use crate::protocol::jsonrpc::RequestId;
 use serde_json::{json, Map, Value};
@@ -50,6 +55,9 @@ pub mod codes {
 #[error("invalid stream parameters: {0}")]
 pub struct ParamsError(pub &'static str);
 
+/// The largest `resumeInterval` bound honoured, in seconds (a day); larger ones are clamped.
+pub const MAX_INTERVAL_SECS: u64 = 86_400;
+
 /// How long a client should and may wait before resuming, in seconds.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct ResumeInterval {
@@ -80,7 +88,7 @@ impl ResumeInterval {
             None | Some(Value::Null) => Ok(None),
             Some(x) => x
                 .as_u64()
-                .map(Some)
+                .map(|s| Some(s.min(MAX_INTERVAL_SECS)))
                 .ok_or(ParamsError("resumeInterval bounds must be whole seconds")),
         };
         Ok(ResumeInterval {
@@ -260,12 +268,17 @@ pub fn redact_tokens(content: &str) -> Option<String> {
         return None;
     }
     let mut v: Value = serde_json::from_str(content).ok()?;
-    let token = v.get_mut("params")?.get_mut("resumeToken")?;
-    if token.as_str() == Some(REDACTED) {
-        return None;
+    let mut changed = false;
+    // The inlined (PR #899) form, and the draft's nested `stream` object.
+    for path in ["/params/resumeToken", "/params/stream/resumeToken"] {
+        if let Some(token) = v.pointer_mut(path) {
+            if token.as_str() != Some(REDACTED) {
+                *token = REDACTED.into();
+                changed = true;
+            }
+        }
     }
-    *token = REDACTED.into();
-    Some(v.to_string())
+    changed.then(|| v.to_string())
 }
 
 /// The `streamId` of `notifications/stream/end`.
@@ -323,6 +336,9 @@ mod tests {
         assert_eq!(redact_tokens(&redacted), None, "already redacted");
         assert_eq!(redact_tokens(r#"{"jsonrpc":"2.0","method":"x"}"#), None);
         assert_eq!(redact_tokens("not json resumeToken"), None);
+        // The draft's nested form too.
+        let nested = r#"{"jsonrpc":"2.0","method":"x","params":{"stream":{"streamId":"s","resumeToken":"secret-token"}}}"#;
+        assert!(!redact_tokens(nested).unwrap().contains("secret-token"));
     }
 
     #[test]

@@ -22,7 +22,7 @@ use super::messages::{
 };
 use crate::protocol::jsonrpc::{Message, RequestId};
 use sha2::{Digest, Sha256};
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
 /// Limits and timing of a [`StreamStore`].
@@ -41,8 +41,8 @@ pub struct StoreConfig {
     /// Abandoned stream ids remembered, so they get "abandoned" rather than "unknown".
     pub max_tombstones: usize,
     /// Messages one resume sends; the answer says when more are held, and the client asks
-    /// again from where it got to. A burst larger than the client's reorder window (CEP-41
-    /// holds 64 out-of-order chunks), jittered by a relay, would overflow it.
+    /// again from where it got to. This bounds what one request makes the server publish,
+    /// and spares relays (and their rate caps) a burst of hundreds of events.
     pub max_replay_batch: usize,
 }
 
@@ -162,7 +162,8 @@ pub struct StreamStore<P> {
     created: u64,
     streams: BTreeMap<String, Stored<P>>,
     tombstones: VecDeque<String>,
-    abandoned: BTreeSet<String>,
+    /// Abandoned streams and their owners (someone else's is unknown to a requester).
+    abandoned: BTreeMap<String, P>,
     stats: StoreStats,
 }
 
@@ -175,7 +176,7 @@ impl<P: Clone + Ord> StreamStore<P> {
             created: 0,
             streams: BTreeMap::new(),
             tombstones: VecDeque::new(),
-            abandoned: BTreeSet::new(),
+            abandoned: BTreeMap::new(),
             stats: StoreStats::default(),
         }
     }
@@ -198,6 +199,11 @@ impl<P: Clone + Ord> StreamStore<P> {
     /// Whether no stream is held.
     pub fn is_empty(&self) -> bool {
         self.streams.is_empty()
+    }
+
+    /// Whether `stream_id` is held (live, or completed and not yet freed).
+    pub fn holds(&self, stream_id: &str) -> bool {
+        self.streams.contains_key(stream_id)
     }
 
     /// Whether `stream_id` is held and still live.
@@ -286,8 +292,10 @@ impl<P: Clone + Ord> StreamStore<P> {
     }
 
     fn find(&mut self, owner: &P, r: &StreamRef) -> Result<&mut Stored<P>, StreamError> {
-        if self.abandoned.contains(&r.stream_id) {
-            return Err(StreamError::Abandoned);
+        match self.abandoned.get(&r.stream_id) {
+            Some(o) if o == owner => return Err(StreamError::Abandoned),
+            Some(_) => return Err(StreamError::Unknown),
+            None => {}
         }
         let s = match self.streams.get_mut(&r.stream_id) {
             Some(s) if s.owner == *owner => s,
@@ -376,7 +384,8 @@ impl<P: Clone + Ord> StreamStore<P> {
         let s = self.find(owner, r)?;
         s.last_contact = now;
         let whole = s.status == StreamStatus::Completed
-            && r.last_sequence.is_some_and(|l| l + 1 >= s.next_seq);
+            && r.last_sequence
+                .is_some_and(|l| l.saturating_add(1) >= s.next_seq);
         if whole {
             self.streams.remove(&r.stream_id);
             self.stats.released += 1;
@@ -407,9 +416,11 @@ impl<P: Clone + Ord> StreamStore<P> {
             .map(|(id, _)| id.clone())
             .collect();
         for id in expired {
-            self.streams.remove(&id);
+            let Some(s) = self.streams.remove(&id) else {
+                continue;
+            };
             self.stats.abandoned += 1;
-            self.abandoned.insert(id.clone());
+            self.abandoned.insert(id.clone(), s.owner);
             self.tombstones.push_back(id);
             while self.tombstones.len() > self.config.max_tombstones {
                 if let Some(old) = self.tombstones.pop_front() {

@@ -585,3 +585,68 @@ mod property {
         assert!((least..=least + 1).contains(&resumes), "{resumes} resumes");
     }
 }
+
+#[test]
+fn a_finished_stream_stays_finished_whatever_arrives_late() {
+    let mut f = follower();
+    f.on_message("s", 0, true, 0, S(0));
+    assert!(f.is_finished("s") && !f.is_following("s"));
+    let _ack = f.poll_transmit();
+    // A replayed copy, a relay's late duplicate, or a late create: all old news.
+    assert_eq!(f.on_message("s", 0, true, 0, S(1)), Arrival::Duplicate);
+    let mut create = store().create("alice", None, S(0)).unwrap();
+    create.stream_id = "s".into();
+    f.on_create(&create, S(1));
+    assert!(!f.is_following("s"));
+    f.on_reconnect();
+    f.handle_timeout(S(100));
+    assert_eq!(f.poll_transmit(), None, "nothing to resume");
+}
+
+#[test]
+fn hostile_numbers_neither_panic_nor_overflow() {
+    use super::messages::{StreamCreate, MAX_INTERVAL_SECS};
+    // A server announcing absurd bounds gets them clamped to a day.
+    let create = StreamCreate::from_params(&serde_json::json!({
+        "streamId": "s", "resumeInterval": { "min": u64::MAX, "max": u64::MAX }
+    }))
+    .unwrap();
+    assert_eq!(create.resume_interval.max, Some(MAX_INTERVAL_SECS));
+    let mut f = follower();
+    f.on_create(&create, S(0));
+    f.on_message("s", 1, false, 1, S(0));
+    f.handle_timeout(S(2));
+    assert!(f.poll_transmit().is_some());
+    f.on_reconnect();
+    f.handle_timeout(S(3));
+    assert!(f.poll_timeout().is_some());
+    // A client acknowledging u64::MAX does not overflow the server.
+    let mut s = store();
+    let c = created(&mut s);
+    s.end(&c.stream_id, S(1));
+    s.ack(
+        &"alice",
+        &reference(&c.stream_id, None, Some(u64::MAX)),
+        S(2),
+    )
+    .unwrap();
+    assert!(s.is_empty());
+}
+
+#[test]
+fn someone_elses_abandoned_stream_is_unknown_to_them() {
+    let mut s = store();
+    let c = created(&mut s);
+    s.end(&c.stream_id, S(0));
+    s.handle_timeout(S(301));
+    assert_eq!(
+        s.poll(&"alice", &reference(&c.stream_id, None, None), S(302))
+            .unwrap_err(),
+        StreamError::Abandoned
+    );
+    assert_eq!(
+        s.poll(&"mallory", &reference(&c.stream_id, None, None), S(302))
+            .unwrap_err(),
+        StreamError::Unknown
+    );
+}
