@@ -953,6 +953,14 @@ impl World {
         }
     }
 
+    /// Whether a message sent on connection `conn` between `relay` and `peer` can still arrive:
+    /// the link is up on that same connection and not partitioned.
+    fn link_live(&self, relay: usize, peer: PeerId, conn: ConnId) -> bool {
+        self.links
+            .get(&(relay, peer))
+            .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned)
+    }
+
     fn run(&mut self, action: Action) {
         let now = self.now;
         match action {
@@ -988,10 +996,7 @@ impl World {
                 message,
                 ..
             } => {
-                let live = self
-                    .links
-                    .get(&(relay, peer))
-                    .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned);
+                let live = self.link_live(relay, peer, conn);
                 if live {
                     if let (ClientMessage::Event(e), true) = (&message, relay == self.fates.relay())
                     {
@@ -1019,10 +1024,7 @@ impl World {
                 conn,
                 message,
             } => {
-                let live = self
-                    .links
-                    .get(&(relay, peer))
-                    .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned);
+                let live = self.link_live(relay, peer, conn);
                 if !live {
                     let event = match &message {
                         RelayMessage::Event { event, .. } => Some(event.id),
