@@ -785,10 +785,6 @@ impl ContextVmClient {
                 }
             }
         }
-        // A stream that is done and whose call ended needs no mapping any more.
-        let (follower, calls) = (&self.follower, &self.calls);
-        self.stream_calls
-            .retain(|id, call| !follower.is_finished(id) || calls.contains_key(call));
     }
 
     fn on_publish_outcome(&mut self, id: EventId, outcome: PublishOutcome) {
@@ -855,6 +851,10 @@ impl ContextVmClient {
         }
         self.uploads.retain(|_, s| !s.is_done());
         self.drain_engines();
+        // A stream that is done and whose call ended needs no mapping any more.
+        let (follower, calls) = (&self.follower, &self.calls);
+        self.stream_calls
+            .retain(|id, call| !follower.is_finished(id) || calls.contains_key(call));
     }
 }
 

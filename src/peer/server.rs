@@ -908,11 +908,12 @@ impl ContextVmServer {
         for (call, response) in finished {
             self.respond(call, response);
         }
-        // Streams the store freed (acknowledged or abandoned) need no origin any more.
-        let store = &self.store;
-        self.stream_origin.retain(|id, _| store.holds(id));
         let stats = self.store.stats();
         if stats != self.reported_stats {
+            // The store frees streams only as it counts them (acknowledged or abandoned): then
+            // their origins are needed no more.
+            let store = &self.store;
+            self.stream_origin.retain(|id, _| store.holds(id));
             self.reported_stats = stats;
             self.events.push_back(ServerEvent::StreamStats(stats));
         }

@@ -363,13 +363,6 @@ impl<T> StreamFollower<T> {
         }
     }
 
-    /// Whether attempt `attempt` is a resume or poll of this follower's (not yet answered).
-    pub fn is_attempt(&self, attempt: u64) -> bool {
-        self.streams
-            .values()
-            .any(|f| f.in_flight.is_some_and(|(a, _)| a == attempt))
-    }
-
     fn queue(&mut self, request: FollowerRequest) -> u64 {
         self.next_attempt += 1;
         self.outbox.push_back((self.next_attempt, request));
