@@ -3,8 +3,8 @@
 //! behaves like strfry, damus, nostr-rs-relay or khatru, impairments included.
 //!
 //! One task owns the sans-IO [`Relay`]; connection tasks hand it text frames and it hands back
-//! the messages to send, delayed, duplicated or dropped as the profile's relay→peer impairments
-//! say. A plain HTTP GET with `Accept: application/nostr+json` gets the NIP-11 document, which
+//! the messages to send, delayed as the profile's relay→peer impairments say: in order per
+//! connection (head-of-line delay) unless the profile asks for the datagram stress mode. A plain HTTP GET with `Accept: application/nostr+json` gets the NIP-11 document, which
 //! reflects the profile's limits. Live mode reads the real clock: it is the one driver that is
 //! not deterministic, by nature.
 
@@ -15,7 +15,7 @@ pub mod wire;
 use wire::{to_model, to_wire};
 
 use crate::peer::nip01::RelayMessage;
-use crate::relay::impair::LinkState;
+use crate::relay::impair::{LinkState, Pipe};
 use crate::relay::{ConnId, Relay, RelayProfile};
 use crate::sim::rng::SeededStreams;
 use futures_util::{SinkExt, StreamExt};
@@ -413,7 +413,8 @@ async fn run_relay(
     relay.set_epoch_secs(epoch);
     let streams = SeededStreams::new(config.seed);
     let mut conns: BTreeMap<ConnId, mpsc::Sender<Message>> = BTreeMap::new();
-    let mut links: BTreeMap<ConnId, LinkState> = BTreeMap::new();
+    // Each connection draws its own delays and keeps its own order (a WebSocket over TCP).
+    let mut links: BTreeMap<ConnId, (LinkState, Pipe)> = BTreeMap::new();
     let mut delayed: BTreeMap<(Instant, u64), (ConnId, Message)> = BTreeMap::new();
     let mut seq = 0u64;
     let down = config.profile.impairments.relay_to_peer.clone();
@@ -437,7 +438,7 @@ async fn run_relay(
                     Inbound::Open { conn, ip, out } => {
                         relay.connect(conn, &ip);
                         conns.insert(conn, out);
-                        links.insert(conn, LinkState::new(streams.stream(&format!("live/{conn}/down"))));
+                        links.insert(conn, (LinkState::new(streams.stream(&format!("live/{conn}/down"))), Pipe::default()));
                     }
                     Inbound::Shutdown => unreachable!("handled above"),
                     Inbound::Text { conn, text } => {
@@ -465,9 +466,9 @@ async fn run_relay(
             }
         }
         // Messages from the relay: through the relay -> peer impairments.
-        let now_instant = Instant::now();
+        let now = start.elapsed();
         while let Some((conn, message)) = relay.poll_transmit() {
-            let Some(link) = links.get_mut(&conn) else {
+            let Some((link, pipe)) = links.get_mut(&conn) else {
                 continue;
             };
             let is_event = matches!(message, RelayMessage::Event { .. });
@@ -480,9 +481,9 @@ async fn run_relay(
                 })
             };
             let text = to_wire(&message);
-            for d in delays {
+            for at in pipe.arrivals(&down, now, text.len(), &delays, true) {
                 seq += 1;
-                delayed.insert((now_instant + d, seq), (conn, Message::text(text.clone())));
+                delayed.insert((start + at, seq), (conn, Message::text(text.clone())));
             }
         }
         while let Some(conn) = relay.poll_dropped() {

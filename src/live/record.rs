@@ -222,6 +222,8 @@ async fn write_lines(
                             id,
                             latency_us: t - first,
                             reordered: false,
+                            duplicate: false,
+                            via: None,
                         });
                     }
                     Some("OK") => out.push(Line::Verdict {

@@ -1,5 +1,12 @@
-//! Impairments between peers and a relay, per direction: delay distributions, extra
-//! reordering, duplication and loss (independent or bursty Gilbert–Elliott), and outages.
+//! Impairments between peers and a relay, per direction, and outages.
+//!
+//! A NIP-01 connection is a WebSocket over TCP. By default ([`Ordering::Connection`]) a link
+//! behaves like one: per connection and direction, messages arrive in the order they were
+//! written and none is lost while the connection is up, so a drawn delay is head-of-line
+//! delay ([`Pipe`]). Loss comes with the connection (outages, a relay closing it) or from a
+//! relay's decision. The per-message stress mode ([`Ordering::Datagram`]) adds independent
+//! reordering, duplication and loss (independent or bursty Gilbert–Elliott): no single
+//! WebSocket does that, so it must be asked for by name.
 //!
 //! Samplers take the random stream they draw from, so the world gives each (relay, peer,
 //! direction) link a stream of its own and adding one link never changes another's draws.
@@ -167,23 +174,49 @@ pub enum Loss {
     },
 }
 
-/// What a link does to events in one direction.
+/// How a link direction orders and loses messages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Ordering {
+    /// A WebSocket over TCP: first in, first out; nothing lost while the connection is up.
+    /// A message's arrival is `max(its drawn arrival, the previous message's arrival)`.
+    #[default]
+    Connection,
+    /// A stress mode no single WebSocket has: every message draws its own delay, loss,
+    /// duplication and hold-back, so messages overtake each other and vanish on a live
+    /// connection. For testing receivers against the worst, never as a model of a relay.
+    Datagram,
+}
+
+impl Ordering {
+    /// The name scenario files and traces use.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ordering::Connection => "connection",
+            Ordering::Datagram => "datagram",
+        }
+    }
+}
+
+/// What a link does to messages in one direction.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Direction {
-    /// Base one-way delay.
+    /// First-in first-out over a connection (the default), or per-message datagrams.
+    pub ordering: Ordering,
+    /// Base one-way delay. Over a connection it is head-of-line delay: a late message holds
+    /// back every message behind it.
     pub delay: Delay,
-    /// Probability that an event is held back by `reorder_delay` on top of its delay, so later
-    /// events overtake it.
+    /// Datagram mode only: probability that an event is held back by `reorder_delay` on top
+    /// of its delay, so later events overtake it.
     pub reorder: f64,
     /// How long a reordered event is held back.
     pub reorder_delay: Duration,
-    /// Probability that an event is delivered more than once.
+    /// Datagram mode only: probability that an event is delivered more than once.
     pub duplicate: f64,
     /// Extra copies of a duplicated event (at least one).
     pub duplicate_copies: u32,
     /// Time between copies of a duplicated event.
     pub duplicate_spacing: Duration,
-    /// Loss.
+    /// Datagram mode only: loss of single events on a live link.
     pub loss: Loss,
     /// Link capacity in bytes per second: messages queue behind each other and take
     /// size / bandwidth to cross, before their delay. `None`: unlimited.
@@ -297,8 +330,13 @@ impl LinkState {
     }
 
     /// The delays after which the copies of one event arrive: empty when it is lost, several
-    /// when it is duplicated. Draws happen in a fixed order, whatever the outcome.
+    /// when it is duplicated. Over a connection that is always one delay (order and loss are
+    /// the connection's business, see [`Pipe`]); in datagram mode draws happen in a fixed
+    /// order, whatever the outcome.
     pub fn plan(&mut self, direction: &Direction) -> Vec<Duration> {
+        if direction.ordering == Ordering::Connection {
+            return vec![direction.delay.sample(&mut self.rng)];
+        }
         let lost = self.lost(&direction.loss);
         let reordered = self.rng.random_bool(direction.reorder.clamp(0.0, 1.0));
         let duplicated = self.rng.random_bool(direction.duplicate.clamp(0.0, 1.0));
@@ -319,6 +357,16 @@ impl LinkState {
             .collect()
     }
 
+    /// One draw from a delay distribution.
+    pub fn sample(&mut self, delay: &Delay) -> Duration {
+        delay.sample(&mut self.rng)
+    }
+
+    /// The link's random stream, for other draws tied to it.
+    pub fn rng(&mut self) -> &mut ChaCha8Rng {
+        &mut self.rng
+    }
+
     /// An exponential wait with the given mean (for random outages).
     pub fn exponential(&mut self, mean: Duration) -> Duration {
         Exp::new(1.0 / mean.as_secs_f64().max(1e-9))
@@ -333,6 +381,57 @@ impl LinkState {
             max: hi.max(lo),
         }
         .sample(&mut self.rng)
+    }
+}
+
+/// The messages in flight on one connection in one direction: where its bandwidth queue
+/// stands and when its last message arrives. A new connection starts with a new pipe.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Pipe {
+    /// When the link has finished putting the last message's bytes on the wire.
+    busy_until: Duration,
+    /// When the last message arrives.
+    last_arrival: Duration,
+}
+
+impl Pipe {
+    /// When the copies of a message of `bytes` bytes sent at `now` arrive, given the delays
+    /// drawn (or recorded) for it. A limited link sends one message after another: a message
+    /// leaves when the link is free and its bytes have gone out, then takes its delay. Over a
+    /// connection no message arrives before the one written ahead of it (head-of-line
+    /// blocking); `serialise` false skips the bandwidth queue (a recorded fate already
+    /// includes every queue).
+    pub fn arrivals(
+        &mut self,
+        direction: &Direction,
+        now: Duration,
+        bytes: usize,
+        delays: &[Duration],
+        serialise: bool,
+    ) -> Vec<Duration> {
+        let sent = match direction.bandwidth {
+            Some(bps) if bps > 0 && serialise => {
+                let sent =
+                    self.busy_until.max(now) + Duration::from_secs_f64(bytes as f64 / bps as f64);
+                self.busy_until = sent;
+                sent
+            }
+            _ => now,
+        };
+        delays
+            .iter()
+            .map(|delay| {
+                let arrival = sent + *delay;
+                match direction.ordering {
+                    Ordering::Datagram => arrival,
+                    Ordering::Connection => {
+                        let arrival = arrival.max(self.last_arrival);
+                        self.last_arrival = arrival;
+                        arrival
+                    }
+                }
+            })
+            .collect()
     }
 }
 
@@ -400,6 +499,7 @@ mod tests {
     fn loss_duplicate_and_reorder_rates_match_their_configuration() {
         let mut l = link();
         let dir = Direction {
+            ordering: Ordering::Datagram,
             delay: Delay::Constant(Duration::from_millis(10)),
             reorder: 0.1,
             reorder_delay: Duration::from_millis(500),
@@ -428,6 +528,7 @@ mod tests {
     fn gilbert_elliott_loss_comes_in_bursts_of_the_expected_length() {
         let mut l = link();
         let dir = Direction {
+            ordering: Ordering::Datagram,
             loss: Loss::GilbertElliott {
                 good_to_bad: 0.01,
                 bad_to_good: 0.25,
@@ -453,6 +554,82 @@ mod tests {
         let rate = lost.iter().filter(|x| **x).count() as f64 / lost.len() as f64;
         // Stationary share of the bad state: 0.01 / (0.01 + 0.25).
         assert!((rate - 0.01 / 0.26).abs() < 0.005, "{rate}");
+    }
+
+    #[test]
+    fn a_connection_delivers_in_order_and_loses_nothing_whatever_is_configured() {
+        let mut l = link();
+        let dir = Direction {
+            delay: Delay::LogNormal {
+                median: Duration::from_millis(60),
+                sigma: 1.0,
+            },
+            reorder: 0.5,
+            reorder_delay: Duration::from_millis(500),
+            duplicate: 0.5,
+            duplicate_copies: 2,
+            loss: Loss::Iid(0.5),
+            bandwidth: Some(100_000),
+            ..Default::default()
+        };
+        let mut pipe = Pipe::default();
+        let mut last = Duration::ZERO;
+        let mut held_back = 0;
+        for i in 0..N {
+            let now = Duration::from_millis(i as u64);
+            let plan = l.plan(&dir);
+            assert_eq!(plan.len(), 1, "one copy, never lost");
+            let arrival = pipe.arrivals(&dir, now, 500, &plan, true);
+            assert_eq!(arrival.len(), 1);
+            assert!(
+                arrival[0] >= last,
+                "message {i} overtook the one ahead of it"
+            );
+            if arrival[0] > now + plan[0] + Duration::from_micros(5_000) {
+                held_back += 1;
+            }
+            last = arrival[0];
+        }
+        // Jitter shows as head-of-line delay: messages wait behind a slow one.
+        assert!(held_back > N / 10, "{held_back}");
+    }
+
+    #[test]
+    fn a_datagram_link_lets_messages_overtake_each_other() {
+        let mut l = link();
+        let dir = Direction {
+            ordering: Ordering::Datagram,
+            delay: Delay::Uniform {
+                min: Duration::ZERO,
+                max: Duration::from_millis(50),
+            },
+            ..Default::default()
+        };
+        let mut pipe = Pipe::default();
+        let arrivals: Vec<Duration> = (0..1000)
+            .flat_map(|i| {
+                let plan = l.plan(&dir);
+                pipe.arrivals(&dir, Duration::from_millis(i), 100, &plan, true)
+            })
+            .collect();
+        assert!(arrivals.windows(2).any(|w| w[1] < w[0]));
+    }
+
+    #[test]
+    fn a_limited_link_serialises_messages_before_their_delay() {
+        let dir = Direction {
+            delay: Delay::Constant(Duration::from_millis(10)),
+            bandwidth: Some(1000),
+            ..Default::default()
+        };
+        let mut pipe = Pipe::default();
+        let ms = Duration::from_millis;
+        // 500 bytes at 1000 B/s: half a second on the wire, then 10 ms of delay.
+        assert_eq!(pipe.arrivals(&dir, ms(0), 500, &[ms(10)], true), [ms(510)]);
+        // The next one queues behind it.
+        assert_eq!(pipe.arrivals(&dir, ms(0), 500, &[ms(10)], true), [ms(1010)]);
+        // A recorded fate skips the queue but still keeps the order.
+        assert_eq!(pipe.arrivals(&dir, ms(0), 500, &[ms(1)], false), [ms(1010)]);
     }
 
     #[test]

@@ -63,7 +63,8 @@ pub struct Relay {
     delayed: VecDeque<(Duration, ConnId, Event)>,
     batch: Vec<Event>,
     batch_flush_at: Option<Duration>,
-    outbox: VecDeque<(ConnId, RelayMessage)>,
+    /// Messages to send, and whether each is a stored event replayed to a new subscription.
+    outbox: VecDeque<(ConnId, RelayMessage, bool)>,
     dropped: VecDeque<ConnId>,
     counters: RelayCounters,
     /// Unix time at virtual time zero, for `created_at` checks.
@@ -154,11 +155,11 @@ impl Relay {
             self.dropped.push_back(conn);
         }
         self.delayed.retain(|(_, c, _)| *c != conn);
-        self.outbox.retain(|(c, _)| *c != conn);
+        self.outbox.retain(|(c, _, _)| *c != conn);
     }
 
     fn send(&mut self, conn: ConnId, message: RelayMessage) {
-        self.outbox.push_back((conn, message));
+        self.outbox.push_back((conn, message, false));
     }
 
     fn refuse(&mut self, conn: ConnId, id: EventId, message: String) {
@@ -225,13 +226,11 @@ impl Relay {
             .collect();
         for event in replay {
             self.counters.delivered += 1;
-            self.send(
-                conn,
-                RelayMessage::Event {
-                    sub: sub.clone(),
-                    event: Box::new(event),
-                },
-            );
+            let message = RelayMessage::Event {
+                sub: sub.clone(),
+                event: Box::new(event),
+            };
+            self.outbox.push_back((conn, message, true));
         }
         self.send(conn, RelayMessage::Eose { sub });
     }
@@ -261,7 +260,7 @@ impl Relay {
                 let notice: Vec<_> = self
                     .outbox
                     .iter()
-                    .filter(|(c, _)| *c == conn)
+                    .filter(|(c, _, _)| *c == conn)
                     .cloned()
                     .collect();
                 self.close(conn);
@@ -445,6 +444,14 @@ impl Relay {
 
     /// The next message to a connection.
     pub fn poll_transmit(&mut self) -> Option<(ConnId, RelayMessage)> {
+        self.outbox
+            .pop_front()
+            .map(|(conn, message, _)| (conn, message))
+    }
+
+    /// The next message to a connection, and whether it is a stored event replayed to a new
+    /// subscription (rather than a live broadcast or an answer).
+    pub fn poll_transmit_tagged(&mut self) -> Option<(ConnId, RelayMessage, bool)> {
         self.outbox.pop_front()
     }
 

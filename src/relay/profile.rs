@@ -121,11 +121,32 @@ pub struct RelayProfile {
     /// time: it caps the relay's event rate. Zero for every built-in profile (no source gives
     /// a figure); scenarios set it as an assumption.
     pub processing: Duration,
+    /// How the relay orders work between reading a message and acting on it.
+    pub intake: Intake,
     /// Network behaviour between peers and this relay.
     pub impairments: Impairments,
 }
 
 const KB: usize = 1024;
+
+/// How a relay orders work between reading a client message and acting on it (answering,
+/// storing, broadcasting). The source of relay-internal reordering; see `docs/physics.md`.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub enum Intake {
+    /// One message after another, in the order they arrived (events each taking the
+    /// profile's `processing`): nothing overtakes.
+    #[default]
+    Serial,
+    /// Each message handled by its own task, done after a drawn handling time plus a cost per
+    /// KiB: a message can finish before one that arrived earlier (khatru starts a goroutine
+    /// per message).
+    Concurrent {
+        /// Handling time of any message (scheduling, parsing, verifying).
+        handling: super::impair::Delay,
+        /// Extra time per KiB of message (hashing, parsing).
+        per_kib: Duration,
+    },
+}
 
 impl RelayProfile {
     /// A relay that accepts and broadcasts everything at once: the baseline.
@@ -153,6 +174,7 @@ impl RelayProfile {
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
+            intake: Intake::Serial,
             impairments: Impairments::none(),
         }
     }
@@ -188,6 +210,7 @@ impl RelayProfile {
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),
             processing: Duration::ZERO,
+            intake: Intake::Serial,
             impairments: Impairments::none(),
         }
     }
@@ -244,6 +267,7 @@ impl RelayProfile {
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
+            intake: Intake::Serial,
             impairments: Impairments::none(),
         }
     }
@@ -291,6 +315,7 @@ impl RelayProfile {
             delivery_batch: None,
             ok_message: "broadcasted to {n} listeners".into(),
             processing: Duration::ZERO,
+            intake: Intake::Serial,
             impairments: Impairments {
                 // Concurrent handling: a few milliseconds of jitter on every answer.
                 relay_to_peer: super::impair::Direction {
@@ -357,41 +382,43 @@ impl RelayProfile {
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
+            intake: Intake::Serial,
             impairments: Impairments::none(),
         }
     }
 
-    /// strfry seen from a phone on a mobile network: lognormal latency with a heavy tail,
-    /// 1 % bursty loss, occasional duplicates and a connection drop every few minutes.
+    /// strfry seen from a phone on a mobile network: a WebSocket over a radio link, so
+    /// heavy-tailed head-of-line delay, limited bandwidth and frequent connection drops —
+    /// not single lost or reordered messages, which TCP does not produce.
     pub fn mobile() -> Self {
-        use super::impair::{Delay, Direction, Loss, Outages};
-        let direction = Direction {
-            delay: Delay::LogNormal {
-                median: Duration::from_millis(120),
-                sigma: 0.6,
-            },
-            loss: Loss::GilbertElliott {
-                good_to_bad: 0.005,
-                bad_to_good: 0.3,
-                loss_in_good: 0.002,
-                loss_in_bad: 0.5,
-            },
-            duplicate: 0.005,
-            ..Default::default()
+        use super::impair::{Delay, Direction, Outages};
+        let jitter = Delay::LogNormal {
+            median: Duration::from_millis(60),
+            sigma: 0.8,
         };
         RelayProfile {
             name: "mobile".into(),
             sources: "strfry semantics (see that profile) behind a modelled mobile link: \
-                      lognormal one-way delay (median 120 ms, sigma 0.6), Gilbert-Elliott loss \
-                      (about 1 % in bursts), 0.5 % duplicates, and the client's connection \
-                      dropping about every 5 minutes for 2-8 s (an assumption, not a measurement)"
+                      per-connection in-order delivery with lognormal head-of-line delay \
+                      (median 60 ms, sigma 0.8), 2 MB/s down and 512 KiB/s up, and the \
+                      connection dropping about every 2 minutes (radio handover, NAT timeout, \
+                      app backgrounded) for 1-10 s. The figures are an assumption, not a \
+                      measurement; see docs/physics.md"
                 .into(),
             impairments: Impairments {
-                peer_to_relay: direction.clone(),
-                relay_to_peer: direction,
+                peer_to_relay: Direction {
+                    delay: jitter.clone(),
+                    bandwidth: Some(512 * 1024),
+                    ..Default::default()
+                },
+                relay_to_peer: Direction {
+                    delay: jitter,
+                    bandwidth: Some(2_000_000),
+                    ..Default::default()
+                },
                 outages: Outages {
-                    connection_drop_every: Some(Duration::from_secs(300)),
-                    connection_down_for: (Duration::from_secs(2), Duration::from_secs(8)),
+                    connection_drop_every: Some(Duration::from_secs(120)),
+                    connection_down_for: (Duration::from_secs(1), Duration::from_secs(10)),
                     ..Outages::default()
                 },
             },

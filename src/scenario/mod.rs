@@ -40,11 +40,13 @@ use crate::peer::content::{payload_text, ContentClass};
 use crate::peer::engines::Implementation;
 use crate::peer::server::ServerConfig;
 use crate::peer::tools::ToolCall;
-use crate::relay::impair::{Delay, Direction, Loss, Outage, OutageKind};
+use crate::relay::impair::{Delay, Direction, Loss, Ordering, Outage, OutageKind};
+use crate::relay::profile::Intake;
 use crate::relay::profile::{RateAction, RateLimit, RateScope};
 use crate::relay::RelayProfile;
+use crate::sim::publish::{PublishMode, PublishPipeline};
 use crate::sim::rng::SeededStreams;
-use crate::sim::world::{Call, World};
+use crate::sim::world::{Call, PeerId, World};
 use crate::stats::{Collector, Report, METRICS};
 use sha2::{Digest as _, Sha256};
 use spec::{Bound, DelaySpec, LinkSpec, ScenarioSpec};
@@ -227,6 +229,87 @@ fn delay(spec: &DelaySpec) -> Delay {
     }
 }
 
+fn checked_delay(ctx: &Ctx, key: &str, spec: &DelaySpec) -> Result<Delay, ScenarioError> {
+    let d = delay(spec);
+    d.validate()
+        .map_err(|e| ctx.at(None, key, e.to_string(), None))?;
+    Ok(d)
+}
+
+/// A relay's intake from its `intake` table.
+fn intake(ctx: &Ctx, key: &str, spec: &spec::IntakeSpec) -> Result<Intake, ScenarioError> {
+    match spec.mode.get_ref().as_str() {
+        "serial" => {
+            if spec.handling.is_some() || spec.per_kib.is_some() {
+                return Err(ctx.spanned(
+                    &spec.mode,
+                    key,
+                    "`handling` and `per_kib` apply to a concurrent intake; a serial one \
+                     takes the relay's `processing` time"
+                        .into(),
+                    None,
+                ));
+            }
+            Ok(Intake::Serial)
+        }
+        "concurrent" => Ok(Intake::Concurrent {
+            handling: match &spec.handling {
+                Some(h) => checked_delay(ctx, &format!("{key}.handling"), h)?,
+                None => Delay::Zero,
+            },
+            per_kib: spec.per_kib.map_or(Duration::ZERO, |d| d.0),
+        }),
+        other => {
+            let options = ["serial", "concurrent"];
+            Err(ctx.spanned(
+                &spec.mode,
+                &format!("{key}.mode"),
+                format!(
+                    "unknown intake {other:?}; expected one of {}",
+                    options.join(", ")
+                ),
+                closest(other, options),
+            ))
+        }
+    }
+}
+
+/// A peer's publish pipeline from its `publish` table (instant when absent).
+fn publish(
+    ctx: &Ctx,
+    key: &str,
+    spec: &Option<spec::PublishSpec>,
+) -> Result<PublishPipeline, ScenarioError> {
+    let Some(spec) = spec else {
+        return Ok(PublishPipeline::default());
+    };
+    let mode = match spec.mode.as_ref().map(|m| (m, m.get_ref().as_str())) {
+        None | Some((_, "sequential")) => PublishMode::Sequential,
+        Some((_, "concurrent")) => PublishMode::Concurrent,
+        Some((m, other)) => {
+            let options = ["sequential", "concurrent"];
+            return Err(ctx.spanned(
+                m,
+                &format!("{key}.mode"),
+                format!(
+                    "unknown publish mode {other:?}; expected one of {}",
+                    options.join(", ")
+                ),
+                closest(other, options),
+            ));
+        }
+    };
+    Ok(PublishPipeline {
+        mode,
+        per_event: spec.per_event.map_or(Duration::ZERO, |d| d.0),
+        per_kib: spec.per_kib.map_or(Duration::ZERO, |d| d.0),
+        jitter: match &spec.jitter {
+            Some(j) => checked_delay(ctx, &format!("{key}.jitter"), j)?,
+            None => Delay::Zero,
+        },
+    })
+}
+
 fn link(
     ctx: &Ctx,
     key: &str,
@@ -234,11 +317,58 @@ fn link(
     base: &Direction,
 ) -> Result<Direction, ScenarioError> {
     let mut d = base.clone();
+    if let Some(ordering) = &spec.ordering {
+        d.ordering = match ordering.get_ref().as_str() {
+            "connection" => Ordering::Connection,
+            "datagram" => Ordering::Datagram,
+            other => {
+                let options = ["connection", "datagram"];
+                return Err(ctx.spanned(
+                    ordering,
+                    &format!("{key}.ordering"),
+                    format!(
+                        "unknown ordering {other:?}; expected one of {}",
+                        options.join(", ")
+                    ),
+                    closest(other, options),
+                ));
+            }
+        };
+    }
+    // Per-message disturbances exist only in the stress mode: a WebSocket over TCP delivers
+    // in order and loses nothing while the connection is up.
+    if d.ordering == Ordering::Connection {
+        let per_message = [
+            (
+                "reorder",
+                spec.reorder.is_some() || spec.reorder_delay.is_some(),
+            ),
+            (
+                "duplicate",
+                spec.duplicate.is_some()
+                    || spec.duplicate_copies.is_some()
+                    || spec.duplicate_spacing.is_some(),
+            ),
+            ("loss", spec.loss.is_some()),
+            ("burst_loss", spec.burst_loss.is_some()),
+        ];
+        if let Some((name, _)) = per_message.iter().find(|(_, set)| *set) {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.{name}"),
+                format!(
+                    "`{name}` acts on single messages, but one WebSocket connection never \
+                     reorders, duplicates or loses a message while it is up. For the stress \
+                     mode, add `ordering = \"datagram\"` to this link; for causes a real \
+                     deployment has, use several relays, `connection_drop_every`, outages, \
+                     `concurrency` on the relay or `publish` on the peer (docs/physics.md)"
+                ),
+                None,
+            ));
+        }
+    }
     if let Some(spec) = &spec.delay {
-        d.delay = delay(spec);
-        d.delay
-            .validate()
-            .map_err(|e| ctx.at(None, &format!("{key}.delay"), e.to_string(), None))?;
+        d.delay = checked_delay(ctx, &format!("{key}.delay"), spec)?;
     }
     if spec.reorder.is_some() {
         d.reorder = check_probability(ctx, &format!("{key}.reorder"), spec.reorder)?;
@@ -356,6 +486,7 @@ pub struct Workload {
 }
 
 struct ClientDef {
+    publish: PublishPipeline,
     name: String,
     relays: Vec<usize>,
     server: usize,
@@ -366,6 +497,7 @@ struct ClientDef {
 }
 
 struct ServerDef {
+    publish: PublishPipeline,
     implementation: Implementation,
     name: String,
     relays: Vec<usize>,
@@ -540,6 +672,9 @@ impl Scenario {
             if let Some(p) = r.processing {
                 profile.processing = p.0;
             }
+            if let Some(i) = &r.intake {
+                profile.intake = intake(&ctx, &format!("{key}.intake"), i)?;
+            }
             if let Some(up) = &r.up {
                 profile.impairments.peer_to_relay = link(
                     ctx,
@@ -652,6 +787,7 @@ impl Scenario {
         for (i, s) in spec.servers.iter().enumerate() {
             let implementation = check_impl(&s.r#impl, &format!("servers[{i}].impl"))?;
             servers.push(ServerDef {
+                publish: publish(&ctx, &format!("servers[{i}].publish"), &s.publish)?,
                 implementation,
                 name: s.name.get_ref().clone(),
                 relays: resolve_relays(&s.relays, &format!("servers[{i}].relays"))?,
@@ -694,6 +830,7 @@ impl Scenario {
                     ))
                 }
             };
+            let pipeline = publish(&ctx, &format!("{key}.publish"), &c.publish)?;
             let count = c.count.unwrap_or(1);
             if count == 0 || count > 10_000 {
                 return Err(ctx.spanned(
@@ -712,6 +849,7 @@ impl Scenario {
                 };
                 group.push(clients.len());
                 clients.push(ClientDef {
+                    publish: pipeline.clone(),
                     name,
                     relays: relays.clone(),
                     server,
@@ -996,7 +1134,8 @@ impl Scenario {
                 implementation: s.implementation,
                 ..self.server_config.clone()
             };
-            world.add_server(&s.name, &s.relays, config);
+            let index = world.add_server(&s.name, &s.relays, config);
+            world.set_publish(PeerId::Server(index), s.publish.clone());
         }
         for c in &self.clients {
             let index = world.add_client(&c.name, &c.relays, c.server, |config| {
@@ -1004,8 +1143,9 @@ impl Scenario {
                 config.implementation = c.implementation;
             });
             if let Some(ip) = &c.ip {
-                world.set_ip(crate::sim::world::PeerId::Client(index), ip);
+                world.set_ip(PeerId::Client(index), ip);
             }
+            world.set_publish(PeerId::Client(index), c.publish.clone());
         }
         for (at, client, call) in self.calls(seed) {
             world.schedule_call(at, client, call);

@@ -142,6 +142,8 @@ pub struct RelaySpec {
     pub rate_limit: Option<RateSpec>,
     /// Time the relay spends on each event, one at a time (caps its event rate).
     pub processing: Option<Dur>,
+    /// How the relay orders work between reading a message and acting on it.
+    pub intake: Option<IntakeSpec>,
     /// Peer → relay network.
     pub up: Option<LinkSpec>,
     /// Relay → peer network.
@@ -171,13 +173,42 @@ pub struct RateSpec {
     pub message: Option<String>,
 }
 
+/// A relay's intake: `mode = "serial"` (the default) or `"concurrent"` with a handling time.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IntakeSpec {
+    /// `"serial"` or `"concurrent"`.
+    pub mode: Spanned<String>,
+    /// Concurrent: handling time of each message.
+    pub handling: Option<DelaySpec>,
+    /// Concurrent: extra handling time per KiB.
+    pub per_kib: Option<Dur>,
+}
+
+/// A peer's publish pipeline.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PublishSpec {
+    /// `"sequential"` (the default) or `"concurrent"`.
+    pub mode: Option<Spanned<String>>,
+    /// Fixed cost of each event (signing).
+    pub per_event: Option<Dur>,
+    /// Cost per KiB of event.
+    pub per_kib: Option<Dur>,
+    /// Scheduling jitter of each message.
+    pub jitter: Option<DelaySpec>,
+}
+
 /// One direction of a relay's network.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LinkSpec {
+    /// `"connection"` (the default: a WebSocket, in order, lossless while up) or `"datagram"`
+    /// (a stress mode: per-message reordering, duplication and loss).
+    pub ordering: Option<Spanned<String>>,
     /// Delay distribution.
     pub delay: Option<DelaySpec>,
-    /// Probability an event is held back by `reorder_delay`.
+    /// Datagram mode: probability an event is held back by `reorder_delay`.
     pub reorder: Option<f64>,
     /// Extra delay of a held-back event.
     pub reorder_delay: Option<Dur>,
@@ -278,6 +309,8 @@ pub struct ServerSpec {
     pub relays: Vec<Spanned<String>>,
     /// The endpoint implementation (`relaysim`).
     pub r#impl: Option<Spanned<String>>,
+    /// How its messages reach the wire.
+    pub publish: Option<PublishSpec>,
 }
 
 /// Client peers.
@@ -303,6 +336,8 @@ pub struct ClientSpec {
     pub resumable_streams: bool,
     /// The endpoint implementation (`relaysim`).
     pub r#impl: Option<Spanned<String>>,
+    /// How its messages reach the wire.
+    pub publish: Option<PublishSpec>,
 }
 
 /// Endpoint policies, for every peer.

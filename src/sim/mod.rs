@@ -4,6 +4,8 @@
 pub mod fates;
 pub mod link;
 pub mod loopback;
+pub mod order;
+pub mod publish;
 pub mod rng;
 pub mod transfer;
 pub mod turmoil;

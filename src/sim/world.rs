@@ -14,6 +14,8 @@
 //! deliveries, losses, duplicates, reorders, disconnects, and the client's results.
 
 use super::fates::{FateTracker, RecordedFates};
+use super::order::{OrderTracker, Via};
+use super::publish::PublishPipeline;
 use super::rng::SeededStreams;
 use crate::peer::client::{CallId, CallOptions, ClientConfig, ClientEvent, ContextVmClient};
 use crate::peer::event::Identity;
@@ -21,7 +23,8 @@ use crate::peer::nip01::{ClientMessage, RelayMessage};
 use crate::peer::server::{ContextVmServer, ServerConfig};
 use crate::peer::tools::ToolCall;
 use crate::peer::Peer;
-use crate::relay::impair::{Direction, Impairments, LinkState, OutageKind};
+use crate::relay::impair::{Direction, Impairments, LinkState, Ordering, OutageKind, Pipe};
+use crate::relay::profile::Intake;
 use crate::relay::{ConnId, Relay, RelayProfile};
 use nostr::prelude::EventId;
 use std::collections::{BTreeMap, BTreeSet};
@@ -129,8 +132,13 @@ pub enum Observation {
         event: EventId,
         /// Time since it was first published.
         latency: Duration,
-        /// Whether it arrived after an event published later on the same link.
+        /// A first copy that arrived after a later event of the same author had reached this
+        /// peer (through any relay).
         reordered: bool,
+        /// The peer already had this event id.
+        duplicate: bool,
+        /// Why it is reordered or a duplicate.
+        via: Option<Via>,
     },
     /// A message was lost on a link.
     Lost {
@@ -358,6 +366,14 @@ enum Action {
         peer: PeerId,
         conn: ConnId,
         message: RelayMessage,
+        /// A stored event the relay replayed to a new subscription.
+        replay: bool,
+    },
+    /// A message a peer made earlier reaches the wire (after its publish pipeline).
+    Wire {
+        relay: usize,
+        peer: PeerId,
+        message: ClientMessage,
     },
     Reconnect {
         relay: usize,
@@ -379,10 +395,6 @@ enum Action {
         peer: PeerId,
         duration: Duration,
     },
-    PartitionEnd {
-        relay: usize,
-        peer: PeerId,
-    },
     Call {
         client: usize,
         call: Call,
@@ -398,13 +410,31 @@ struct RelaySlot {
     relay: Relay,
     impairments: Impairments,
     down_until: Option<Duration>,
+    /// Draws of a concurrent intake's handling times.
+    intake_rng: LinkState,
 }
 
+/// One peer's connection to one relay.
 #[derive(Debug, Clone, Copy)]
 struct Link {
     conn: ConnId,
     connected: bool,
-    partitioned: bool,
+    /// A partition stalls the connection until then: TCP retransmits what it holds once the
+    /// path is back, so messages wait; none is lost while the connection stays up.
+    stalled_until: Duration,
+    /// Messages in flight peer → relay.
+    up: Pipe,
+    /// Messages in flight relay → peer.
+    down: Pipe,
+}
+
+impl Link {
+    fn pipe(&mut self, way: Way) -> &mut Pipe {
+        match way {
+            Way::Up => &mut self.up,
+            Way::Down => &mut self.down,
+        }
+    }
 }
 
 /// Decisions a replay imposes on a run instead of the random streams.
@@ -455,7 +485,10 @@ pub struct World {
     next_conn: ConnId,
     published_at: BTreeMap<EventId, (Duration, u64)>,
     publish_seq: u64,
-    newest_delivered: BTreeMap<(usize, PeerId), u64>,
+    order: OrderTracker,
+    publish: BTreeMap<PeerId, PublishPipeline>,
+    /// Per peer and relay: the pipeline's draws and when its last message reached the wire.
+    publish_state: BTreeMap<(PeerId, usize), (LinkState, Duration)>,
     open_streams: BTreeSet<(usize, CallId)>,
     stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
     consume_every: BTreeMap<(usize, CallId), Duration>,
@@ -465,7 +498,6 @@ pub struct World {
     reconnect: ReconnectPolicy,
     overrides: Overrides,
     link_seq: BTreeMap<(usize, PeerId, Way), u64>,
-    link_busy: BTreeMap<(usize, PeerId, Way), Duration>,
     relay_busy: BTreeMap<usize, Duration>,
     outage_seq: u64,
     observer: Option<Box<dyn Observer>>,
@@ -491,7 +523,9 @@ impl World {
             next_conn: 1,
             published_at: BTreeMap::new(),
             publish_seq: 0,
-            newest_delivered: BTreeMap::new(),
+            order: OrderTracker::default(),
+            publish: BTreeMap::new(),
+            publish_state: BTreeMap::new(),
             open_streams: BTreeSet::new(),
             stream_chunk_bytes: BTreeMap::new(),
             consume_every: BTreeMap::new(),
@@ -501,7 +535,6 @@ impl World {
             reconnect: ReconnectPolicy::default(),
             overrides: Overrides::default(),
             link_seq: BTreeMap::new(),
-            link_busy: BTreeMap::new(),
             relay_busy: BTreeMap::new(),
             outage_seq: 0,
             observer: None,
@@ -580,11 +613,13 @@ impl World {
                 },
             );
         }
+        let intake_rng = LinkState::new(self.streams.stream(&format!("intake/{name}")));
         self.relays.push(RelaySlot {
             name: name.to_owned(),
             relay: Relay::new(profile),
             impairments,
             down_until: None,
+            intake_rng,
         });
         index
     }
@@ -645,6 +680,11 @@ impl World {
             .push((name.to_owned(), client, relays.to_vec()));
         self.attach(PeerId::Client(index), name, relays);
         index
+    }
+
+    /// Sets how `peer`'s messages reach the wire (signing time, concurrent tasks).
+    pub fn set_publish(&mut self, peer: PeerId, pipeline: PublishPipeline) {
+        self.publish.insert(peer, pipeline);
     }
 
     /// Makes peers share an IP address (for per-IP rate limits).
@@ -835,7 +875,9 @@ impl World {
             Link {
                 conn,
                 connected: true,
-                partitioned: false,
+                stalled_until: Duration::ZERO,
+                up: Pipe::default(),
+                down: Pipe::default(),
             },
         );
         self.owners.insert((relay, conn), peer);
@@ -954,15 +996,81 @@ impl World {
     }
 
     /// Whether a message sent on connection `conn` between `relay` and `peer` can still arrive:
-    /// the link is up on that same connection and not partitioned.
+    /// the link is up on that same connection.
     fn link_live(&self, relay: usize, peer: PeerId, conn: ConnId) -> bool {
         self.links
             .get(&(relay, peer))
-            .is_some_and(|l| l.connected && l.conn == conn && !l.partitioned)
+            .is_some_and(|l| l.connected && l.conn == conn)
+    }
+
+    /// When a partition holds the link's messages back, the time it ends.
+    fn stalled(&self, relay: usize, peer: PeerId) -> Option<Duration> {
+        self.links
+            .get(&(relay, peer))
+            .map(|l| l.stalled_until)
+            .filter(|t| *t > self.now)
+    }
+
+    /// Whether the relay spends time on `message` before acting on it.
+    fn relay_takes_time(&self, relay: usize, message: &ClientMessage) -> bool {
+        let profile = self.relays[relay].relay.profile();
+        match profile.intake {
+            Intake::Serial => {
+                matches!(message, ClientMessage::Event(_)) && !profile.processing.is_zero()
+            }
+            Intake::Concurrent { .. } => true,
+        }
+    }
+
+    /// When the relay is done handling `message`, which arrived now: after the events before
+    /// it (serial intake), or after its own drawn handling time (concurrent intake), so it can
+    /// finish before a message that arrived earlier.
+    fn handled_at(&mut self, relay: usize, message: &ClientMessage) -> Duration {
+        let now = self.now;
+        let slot = &mut self.relays[relay];
+        match slot.relay.profile().intake.clone() {
+            Intake::Serial => {
+                let busy = self.relay_busy.entry(relay).or_insert(Duration::ZERO);
+                let done = (*busy).max(now) + slot.relay.profile().processing;
+                *busy = done;
+                done
+            }
+            Intake::Concurrent { handling, per_kib } => {
+                let bytes = match message {
+                    ClientMessage::Event(e) => e.as_json().len(),
+                    _ => CONTROL_BYTES,
+                };
+                let took =
+                    slot.intake_rng.sample(&handling) + per_kib.mul_f64(bytes as f64 / 1024.0);
+                now + Duration::from_micros(took.as_micros() as u64)
+            }
+        }
+    }
+
+    /// When a partition holds a message in flight, the time it is let through.
+    fn held_by_partition(&self, action: &Action) -> Option<Duration> {
+        match action {
+            Action::ToRelay {
+                relay,
+                peer,
+                conn,
+                processed: false,
+                ..
+            }
+            | Action::ToPeer {
+                relay, peer, conn, ..
+            } if self.link_live(*relay, *peer, *conn) => self.stalled(*relay, *peer),
+            _ => None,
+        }
     }
 
     fn run(&mut self, action: Action) {
         let now = self.now;
+        if let Some(until) = self.held_by_partition(&action) {
+            // Rescheduled in the order they arrive, so the connection's order holds.
+            self.schedule(until, action);
+            return;
+        }
         match action {
             Action::ToRelay {
                 relay,
@@ -970,14 +1078,8 @@ impl World {
                 conn,
                 message,
                 processed: false,
-            } if matches!(message, ClientMessage::Event(_))
-                && !self.relays[relay].relay.profile().processing.is_zero() =>
-            {
-                // The relay handles one event at a time.
-                let processing = self.relays[relay].relay.profile().processing;
-                let busy = self.relay_busy.entry(relay).or_insert(Duration::ZERO);
-                let done = (*busy).max(now) + processing;
-                *busy = done;
+            } if self.relay_takes_time(relay, &message) => {
+                let done = self.handled_at(relay, &message);
                 self.schedule(
                     done,
                     Action::ToRelay {
@@ -998,9 +1100,11 @@ impl World {
             } => {
                 let live = self.link_live(relay, peer, conn);
                 if live {
-                    if let (ClientMessage::Event(e), true) = (&message, relay == self.fates.relay())
-                    {
-                        self.fates.published(e);
+                    if let ClientMessage::Event(e) = &message {
+                        self.order.received(relay, e.id);
+                        if relay == self.fates.relay() {
+                            self.fates.published(e);
+                        }
                     }
                     self.relays[relay]
                         .relay
@@ -1023,6 +1127,7 @@ impl World {
                 peer,
                 conn,
                 message,
+                replay,
             } => {
                 let live = self.link_live(relay, peer, conn);
                 if !live {
@@ -1038,11 +1143,16 @@ impl World {
                     });
                     return;
                 }
-                self.observe_incoming(relay, peer, &message);
+                self.observe_incoming(relay, peer, &message, replay);
                 let name = self.relays[relay].name.clone();
                 self.peer_mut(peer)
                     .handle_relay_message(&name, message, now);
             }
+            Action::Wire {
+                relay,
+                peer,
+                message,
+            } => self.send_up(relay, peer, message),
             Action::Reconnect { relay, peer } => {
                 if !self.links.get(&(relay, peer)).is_some_and(|l| l.connected) {
                     self.connect(relay, peer);
@@ -1085,14 +1195,8 @@ impl World {
             } => {
                 if self.outage_begins(relay, Some(peer), "partition", duration) {
                     if let Some(link) = self.links.get_mut(&(relay, peer)) {
-                        link.partitioned = true;
+                        link.stalled_until = link.stalled_until.max(now + duration);
                     }
-                    self.schedule(now + duration, Action::PartitionEnd { relay, peer });
-                }
-            }
-            Action::PartitionEnd { relay, peer } => {
-                if let Some(link) = self.links.get_mut(&(relay, peer)) {
-                    link.partitioned = false;
                 }
             }
             Action::RelayRestart {
@@ -1155,24 +1259,35 @@ impl World {
         }
     }
 
-    fn observe_incoming(&mut self, relay: usize, peer: PeerId, message: &RelayMessage) {
+    fn observe_incoming(
+        &mut self,
+        relay: usize,
+        peer: PeerId,
+        message: &RelayMessage,
+        replay: bool,
+    ) {
         match message {
             RelayMessage::Event { event, .. } => {
-                let (published, seq) = self
+                let (published, _) = self
                     .published_at
                     .get(&event.id)
                     .copied()
                     .unwrap_or((self.now, 0));
-                let newest = self.newest_delivered.entry((relay, peer)).or_insert(0);
-                let reordered = seq < *newest;
-                *newest = (*newest).max(seq);
+                let impairments = &self.relays[relay].impairments;
+                let datagram = impairments.relay_to_peer.ordering == Ordering::Datagram
+                    || impairments.peer_to_relay.ordering == Ordering::Datagram;
+                let arrival = self
+                    .order
+                    .delivered(peer, relay, event.id, replay, datagram);
                 let latency = self.now.saturating_sub(published);
                 self.observe(Observation::Delivered {
                     relay,
                     peer,
                     event: event.id,
                     latency,
-                    reordered,
+                    reordered: arrival.reordered,
+                    duplicate: arrival.duplicate,
+                    via: arrival.via,
                 });
             }
             RelayMessage::Ok {
@@ -1216,16 +1331,18 @@ impl World {
                     let Some(relay) = self.relay_index(&relay_name) else {
                         continue;
                     };
-                    self.send_up(relay, peer, message);
+                    self.emit(relay, peer, message);
                 }
             }
             for relay in 0..self.relays.len() {
-                while let Some((conn, message)) = self.relays[relay].relay.poll_transmit() {
+                while let Some((conn, message, replay)) =
+                    self.relays[relay].relay.poll_transmit_tagged()
+                {
                     moved = true;
                     let Some(&peer) = self.owners.get(&(relay, conn)) else {
                         continue;
                     };
-                    self.send_down(relay, peer, conn, message);
+                    self.send_down(relay, peer, conn, message, replay);
                 }
                 while let Some(conn) = self.relays[relay].relay.poll_dropped() {
                     moved = true;
@@ -1359,6 +1476,44 @@ impl World {
         read
     }
 
+    /// A peer made `message` for `relay`: it goes through the peer's publish pipeline to the
+    /// wire.
+    fn emit(&mut self, relay: usize, peer: PeerId, message: ClientMessage) {
+        let bytes = match &message {
+            ClientMessage::Event(e) => {
+                self.order.made(peer, e.id);
+                self.publish_seq += 1;
+                let seq = self.publish_seq;
+                self.published_at.entry(e.id).or_insert((self.now, seq));
+                Some(e.as_json().len())
+            }
+            _ => None,
+        };
+        let Some(pipeline) = self.publish.get(&peer).filter(|p| !p.is_instant()) else {
+            return self.send_up(relay, peer, message);
+        };
+        let now = self.now;
+        let (rng, last) = self.publish_state.entry((peer, relay)).or_insert_with(|| {
+            let name = match peer {
+                PeerId::Client(i) => &self.clients[i].0,
+                PeerId::Server(i) => &self.servers[i].0,
+            };
+            let relay_name = &self.relays[relay].name;
+            let stream = self.streams.stream(&format!("publish/{name}/{relay_name}"));
+            (LinkState::new(stream), Duration::ZERO)
+        });
+        let at = pipeline.wire_time(rng.rng(), now, bytes, *last);
+        *last = (*last).max(at);
+        self.schedule(
+            at,
+            Action::Wire {
+                relay,
+                peer,
+                message,
+            },
+        );
+    }
+
     fn send_up(&mut self, relay: usize, peer: PeerId, message: ClientMessage) {
         let Some(link) = self.links.get(&(relay, peer)).copied() else {
             return;
@@ -1368,9 +1523,6 @@ impl World {
             _ => None,
         };
         let event = event.map(|(id, json)| {
-            self.publish_seq += 1;
-            let seq = self.publish_seq;
-            self.published_at.entry(id).or_insert((self.now, seq));
             let bytes = json.len();
             self.observe(Observation::Published {
                 peer,
@@ -1381,7 +1533,7 @@ impl World {
             });
             (id, bytes)
         });
-        if !link.connected || link.partitioned {
+        if !link.connected {
             self.observe(Observation::Lost {
                 relay,
                 peer,
@@ -1389,6 +1541,9 @@ impl World {
                 event: event.map(|e| e.0),
             });
             return;
+        }
+        if let Some((id, _)) = event {
+            self.order.written(relay, link.conn, id);
         }
         let direction = self.relays[relay].impairments.peer_to_relay.clone();
         // Control messages are small; their exact size does not matter for bandwidth.
@@ -1410,11 +1565,21 @@ impl World {
         );
     }
 
-    fn send_down(&mut self, relay: usize, peer: PeerId, conn: ConnId, message: RelayMessage) {
+    fn send_down(
+        &mut self,
+        relay: usize,
+        peer: PeerId,
+        conn: ConnId,
+        message: RelayMessage,
+        replay: bool,
+    ) {
         let event = match &message {
             RelayMessage::Event { event, .. } => Some(event.id),
             _ => None,
         };
+        if let (Some(id), false) = (event, replay) {
+            self.order.sent(relay, id);
+        }
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
         let bytes = match (&message, direction.bandwidth) {
             (RelayMessage::Event { event, sub }, Some(_)) => {
@@ -1433,6 +1598,7 @@ impl World {
                 peer,
                 conn,
                 message: message.clone(),
+                replay,
             },
             conn,
         );
@@ -1535,22 +1701,19 @@ impl World {
             }),
         }
         let now = self.now;
-        // A limited link sends one message after another: this one leaves when the link is
-        // free and its bytes have gone out, then takes its delay.
-        let queued = match direction.bandwidth {
-            Some(bps) if bps > 0 && !fated => {
-                let busy = self
-                    .link_busy
-                    .entry((relay, peer, way))
-                    .or_insert(Duration::ZERO);
-                let sent = (*busy).max(now) + Duration::from_secs_f64(bytes as f64 / bps as f64);
-                *busy = sent;
-                sent - now
-            }
-            _ => Duration::ZERO,
+        let arrivals = match self
+            .links
+            .get_mut(&(relay, peer))
+            .filter(|l| l.conn == conn)
+        {
+            Some(link) => link
+                .pipe(way)
+                .arrivals(direction, now, bytes, &delays, !fated),
+            // Sent on a connection that is gone: it is reported lost when it would arrive.
+            None => delays.iter().map(|d| now + *d).collect(),
         };
-        for delay in delays {
-            self.schedule(now + queued + delay, make(conn));
+        for at in arrivals {
+            self.schedule(at, make(conn));
         }
     }
 }

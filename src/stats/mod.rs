@@ -11,7 +11,11 @@
 //!
 //! Counters: `events_published`, `bytes_published`, `events_accepted`, `rejected.<prefix>` (the OK prefix:
 //! `invalid`, `rate-limited`, `mute`, `duplicate` is counted apart as `relay_duplicates`),
-//! `notices`, `lost`, `duplicated`, `delivered`, `reordered`, `disconnects`, `outages`.
+//! `notices`, `lost`, `duplicated` (deliveries of an id the peer already had), `delivered`,
+//! `reordered` (first copies that arrived after a later event of the same author),
+//! `reordered.<via>` and `duplicated.<via>` (by mechanism: `other-relay`, `relay-concurrency`,
+//! `publisher-concurrency`, `resubscribe-replay`, `reconnection`, `republish`,
+//! `datagram-link`, `unexplained`), `disconnects`, `outages`.
 
 pub mod output;
 
@@ -246,16 +250,29 @@ impl Observer for Collector {
             }
             Observation::Notice { .. } => self.count("notices", 1),
             Observation::Delivered {
-                latency, reordered, ..
+                latency,
+                reordered,
+                duplicate,
+                via,
+                ..
             } => {
                 self.count("delivered", 1);
-                if *reordered {
-                    self.count("reordered", 1);
+                let counter = match (reordered, duplicate) {
+                    (_, true) => Some("duplicated"),
+                    (true, _) => Some("reordered"),
+                    _ => None,
+                };
+                if let Some(counter) = counter {
+                    self.count(counter, 1);
+                    if let Some(via) = via {
+                        self.count(&format!("{counter}.{}", via.name()), 1);
+                    }
                 }
                 self.record("relay_delivery_latency", *latency);
             }
             Observation::Lost { .. } => self.count("lost", 1),
-            Observation::Duplicated { copies, .. } => self.count("duplicated", *copies as u64),
+            // Counted where the copies arrive, with their mechanism.
+            Observation::Duplicated { .. } => {}
             Observation::Disconnected { .. } => self.count("disconnects", 1),
             Observation::Connected { .. } | Observation::LinkPlan { .. } => {}
             Observation::Outage { suppressed, .. } => {

@@ -17,7 +17,7 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The trace format this relaysim writes and reads.
-pub const FORMAT: u32 = 1;
+pub const FORMAT: u32 = 2;
 
 /// Whether published events are stored whole (needed by `replay --mode inject`) or by id.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -117,7 +117,14 @@ pub enum Line {
         peer: String,
         id: String,
         latency_us: u64,
+        /// A first copy that arrived after a later event of the same author.
         reordered: bool,
+        /// The peer already had this event id.
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        duplicate: bool,
+        /// Why it is reordered or a duplicate (`other-relay`, `relay-concurrency`, ...).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        via: Option<String>,
     },
     /// A message was lost.
     Lost {
@@ -426,6 +433,8 @@ impl Observer for TraceWriter {
                 event,
                 latency,
                 reordered,
+                duplicate,
+                via,
             } => Line::Delivered {
                 t,
                 relay: n.relay(*relay),
@@ -433,6 +442,8 @@ impl Observer for TraceWriter {
                 id: event.to_hex(),
                 latency_us: us(*latency),
                 reordered: *reordered,
+                duplicate: *duplicate,
+                via: via.map(|v| v.name().to_owned()),
             },
             Observation::Lost {
                 relay,
@@ -605,6 +616,21 @@ impl Trace {
                 }
                 match v.get("format").and_then(|f| f.as_u64()) {
                     Some(f) if f == FORMAT as u64 => {}
+                    // A live format-1 trace records what a real relay did; only its
+                    // `delivered` lines lack the (optional) mechanism, so it still reads.
+                    Some(1) if v.get("driver").and_then(|d| d.as_str()) == Some("live") => {}
+                    Some(1) => {
+                        let scenario = v.get("scenario").and_then(|s| s.as_str()).unwrap_or("?");
+                        let seed = v.get("seed").and_then(|s| s.as_u64()).unwrap_or(0);
+                        return Err(err(n, format!(
+                            "trace format 1 was recorded under the old link model, where one \
+                             connection could reorder and lose single messages; this relaysim \
+                             reads format {FORMAT}. Regenerate it from its scenario \
+                             ({scenario:?}, seed {seed}): `relaysim run SCENARIO.toml --seed \
+                             {seed} --trace NEW.jsonl` (add `ordering = \"datagram\"` to a \
+                             link to keep the old per-message behaviour)"
+                        )));
+                    }
                     Some(f) if f > FORMAT as u64 => {
                         return Err(err(n, format!("trace format {f} is newer than this relaysim reads ({FORMAT}); upgrade relaysim")))
                     }
