@@ -22,7 +22,11 @@ pub type ConnId = u64;
 #[derive(Debug)]
 struct Connection {
     ip: String,
-    subscriptions: BTreeMap<String, Filter>,
+    /// Each subscription's filter, and the relay's count of accepted events when it was
+    /// made: stored events accepted before that were replayed to it, so a later live
+    /// broadcast of them (a delivery batch) skips it, as strfry's monitor starts after the
+    /// events its query returned.
+    subscriptions: BTreeMap<String, (Filter, u64)>,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -61,7 +65,7 @@ pub struct Relay {
     stored_order: VecDeque<(Duration, EventId)>,
     buckets: BTreeMap<String, Bucket>,
     delayed: VecDeque<(Duration, ConnId, Event)>,
-    batch: Vec<Event>,
+    batch: Vec<(Event, u64)>,
     batch_flush_at: Option<Duration>,
     /// Messages to send, and whether each is a stored event replayed to a new subscription.
     outbox: VecDeque<(ConnId, RelayMessage, bool)>,
@@ -215,7 +219,8 @@ impl Relay {
             return;
         }
         // A REQ with an existing id replaces it.
-        c.subscriptions.insert(sub.clone(), filter.clone());
+        c.subscriptions
+            .insert(sub.clone(), (filter.clone(), self.counters.accepted));
         // Stored (ephemeral) events still within their lifetime are replayed before EOSE.
         self.expire_stored(now);
         let replay: Vec<Event> = self
@@ -369,7 +374,7 @@ impl Relay {
     fn listeners(&self, event: &Event) -> usize {
         self.connections
             .values()
-            .flat_map(|c| c.subscriptions.values())
+            .flat_map(|c| c.subscriptions.values().map(|(f, _)| f))
             .filter(|f| f.match_event(event, MatchEventOptions::default()))
             .count()
     }
@@ -404,17 +409,23 @@ impl Relay {
         }
         match self.profile.delivery_batch {
             Some(debounce) => {
-                self.batch.push(event);
+                self.batch.push((event, self.counters.accepted));
                 self.batch_flush_at.get_or_insert(now + debounce);
             }
-            None => self.broadcast(&event),
+            None => self.broadcast(&event, self.counters.accepted),
         }
     }
 
-    fn broadcast(&mut self, event: &Event) {
+    /// Sends `event`, the `accepted`-th event accepted, to every matching subscription that
+    /// did not already get it as a stored replay.
+    fn broadcast(&mut self, event: &Event, accepted: u64) {
+        let stored = self.stored.contains_key(&event.id);
         let mut out = Vec::new();
         for (conn, c) in &self.connections {
-            for (sub, filter) in &c.subscriptions {
+            for (sub, (filter, made_after)) in &c.subscriptions {
+                if stored && accepted <= *made_after {
+                    continue;
+                }
                 if filter.match_event(event, MatchEventOptions::default()) {
                     out.push((*conn, sub.clone()));
                 }
@@ -484,8 +495,8 @@ impl Relay {
         }
         if self.batch_flush_at.is_some_and(|t| t <= now) {
             self.batch_flush_at = None;
-            for event in std::mem::take(&mut self.batch) {
-                self.broadcast(&event);
+            for (event, accepted) in std::mem::take(&mut self.batch) {
+                self.broadcast(&event, accepted);
             }
         }
     }

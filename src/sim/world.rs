@@ -1079,6 +1079,9 @@ impl World {
                 message,
                 processed: false,
             } if self.relay_takes_time(relay, &message) => {
+                if let ClientMessage::Event(e) = &message {
+                    self.order.received(relay, e.id);
+                }
                 let done = self.handled_at(relay, &message);
                 self.schedule(
                     done,
@@ -1096,12 +1099,14 @@ impl World {
                 peer,
                 conn,
                 message,
-                ..
+                processed,
             } => {
                 let live = self.link_live(relay, peer, conn);
                 if live {
                     if let ClientMessage::Event(e) = &message {
-                        self.order.received(relay, e.id);
+                        if !processed {
+                            self.order.received(relay, e.id);
+                        }
                         if relay == self.fates.relay() {
                             self.fates.published(e);
                         }
