@@ -160,8 +160,10 @@ fn one_seed_gives_one_outcome_and_another_seed_another() {
 
 #[test]
 fn a_1_mib_escape_heavy_response_crosses_strfry_with_jitter_and_reordering() {
+    // The datagram stress mode: per-message reordering and duplicates on one connection.
     let mut profile = RelayProfile::strfry();
     profile.impairments.relay_to_peer = Direction {
+        ordering: relaysim::relay::impair::Ordering::Datagram,
         delay: Delay::LogNormal {
             median: MS(80),
             sigma: 0.5,

@@ -361,7 +361,7 @@ fn link(
                      reorders, duplicates or loses a message while it is up. For the stress \
                      mode, add `ordering = \"datagram\"` to this link; for causes a real \
                      deployment has, use several relays, `connection_drop_every`, outages, \
-                     `concurrency` on the relay or `publish` on the peer (docs/physics.md)"
+                     `[relays.intake]` or `publish` on a peer (docs/physics.md)"
                 ),
                 None,
             ));
@@ -1606,9 +1606,37 @@ mod tests {
 
     #[test]
     fn probabilities_out_of_range_are_refused() {
-        let d = err("[relays.down]\nloss = 1.5\n");
+        let d = err("[relays.down]\nordering = \"datagram\"\nloss = 1.5\n");
         assert_eq!(d.key, "relays[0].down.loss");
         assert!(d.message.contains("between 0 and 1"));
+    }
+
+    #[test]
+    fn per_message_disturbances_need_the_datagram_mode() {
+        for key in [
+            "loss = 0.1",
+            "reorder = 0.1",
+            "duplicate = 0.1",
+            "reorder_delay = \"1s\"",
+        ] {
+            let d = err(&format!("[relays.down]\n{key}\n"));
+            assert!(d.key.starts_with("relays[0].down."), "{}", d.key);
+            assert!(
+                d.message.contains("ordering = \"datagram\""),
+                "{}",
+                d.message
+            );
+        }
+        let d = err("[relays.up]\nordering = \"datagrm\"\n");
+        assert_eq!(d.suggestion.as_deref(), Some("datagram"));
+    }
+
+    #[test]
+    fn intake_and_publish_tables_are_checked() {
+        let d = err("[relays.intake]\nmode = \"concurent\"\n");
+        assert_eq!(d.suggestion.as_deref(), Some("concurrent"));
+        let d = err("[relays.intake]\nmode = \"serial\"\nper_kib = \"1us\"\n");
+        assert!(d.message.contains("concurrent intake"), "{}", d.message);
     }
 
     #[test]
@@ -1659,7 +1687,9 @@ mod tests {
             };
             assert!(d.message.contains("duration"), "{}", d.message);
         }
-        let d = err("[relays.down]\nduplicate = 1.0\nduplicate_copies = 4000000000\n");
+        let d = err(
+            "[relays.down]\nordering = \"datagram\"\nduplicate = 1.0\nduplicate_copies = 4000000000\n",
+        );
         assert!(d.message.contains("at most 100"), "{}", d.message);
         let d = err("[[workloads]]\nkind = \"request\"\ncount = 0\n");
         assert!(d.message.contains("between 1 and 1000000"), "{}", d.message);
