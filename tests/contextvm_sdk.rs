@@ -97,7 +97,7 @@ fn the_shipped_difference_traces_replay_to_their_outcome_byte_for_byte() {
     let dir = root().join("traces/contextvm-sdk");
     let expected: BTreeMap<String, String> =
         toml::from_str(&std::fs::read_to_string(dir.join("expected.toml")).unwrap()).unwrap();
-    assert_eq!(expected.len(), 6);
+    assert_eq!(expected.len(), 4);
     for (file, outcome) in &expected {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         let trace = Trace::parse(&text, file).unwrap_or_else(|e| panic!("{e}"));

@@ -108,9 +108,20 @@ fn broken_traces_say_which_line_is_wrong() {
     let truncated: String = good.lines().take(10).map(|l| format!("{l}\n")).collect();
     let e = Trace::parse(&truncated, "t.jsonl").unwrap_err().to_string();
     assert!(e.contains("t.jsonl:10: truncated"), "{e}");
-    let future = good.replacen("\"format\":1", "\"format\":9", 1);
+    let future = good.replacen("\"format\":2", "\"format\":9", 1);
     let e = Trace::parse(&future, "f.jsonl").unwrap_err().to_string();
     assert!(e.contains("f.jsonl:1: trace format 9 is newer"), "{e}");
+    // A des trace from the old link model is refused with the way to regenerate it; a live
+    // one (a record of a real relay) still reads.
+    let old = good.replacen("\"format\":2", "\"format\":1", 1);
+    let e = Trace::parse(&old, "o.jsonl").unwrap_err().to_string();
+    assert!(
+        e.contains("o.jsonl:1: trace format 1 was recorded under the old link model"),
+        "{e}"
+    );
+    assert!(e.contains("--seed 1 --trace"), "{e}");
+    let old_live = old.replacen("\"driver\":\"des\"", "\"driver\":\"live\"", 1);
+    assert!(Trace::parse(&old_live, "l.jsonl").is_ok());
     let mut lines: Vec<&str> = good.lines().collect();
     lines[3] = "{\"type\":\"delivered\",\"t\":\"soon\"}";
     let e = Trace::parse(&lines.join("\n"), "c.jsonl")

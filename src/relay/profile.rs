@@ -1,4 +1,4 @@
-//! Relay profiles: every way real relays differ (`../shared/relays.md`) is a knob, and the
+//! Relay profiles: every way real relays differ (`docs/relays.md`) is a knob, and the
 //! built-in profiles set the knobs the way the named relay does.
 
 use super::impair::Impairments;

@@ -1,4 +1,4 @@
-//! Each profile's documented behaviour (`../shared/relays.md`), asserted against the model.
+//! Each profile's documented behaviour (`docs/relays.md`), asserted against the model.
 
 use super::*;
 use crate::peer::event::Identity;
