@@ -673,7 +673,7 @@ impl Scenario {
                 profile.processing = p.0;
             }
             if let Some(i) = &r.intake {
-                profile.intake = intake(&ctx, &format!("{key}.intake"), i)?;
+                profile.intake = intake(ctx, &format!("{key}.intake"), i)?;
             }
             if let Some(up) = &r.up {
                 profile.impairments.peer_to_relay = link(
@@ -787,7 +787,7 @@ impl Scenario {
         for (i, s) in spec.servers.iter().enumerate() {
             let implementation = check_impl(&s.r#impl, &format!("servers[{i}].impl"))?;
             servers.push(ServerDef {
-                publish: publish(&ctx, &format!("servers[{i}].publish"), &s.publish)?,
+                publish: publish(ctx, &format!("servers[{i}].publish"), &s.publish)?,
                 implementation,
                 name: s.name.get_ref().clone(),
                 relays: resolve_relays(&s.relays, &format!("servers[{i}].relays"))?,
@@ -830,7 +830,7 @@ impl Scenario {
                     ))
                 }
             };
-            let pipeline = publish(&ctx, &format!("{key}.publish"), &c.publish)?;
+            let pipeline = publish(ctx, &format!("{key}.publish"), &c.publish)?;
             let count = c.count.unwrap_or(1);
             if count == 0 || count > 10_000 {
                 return Err(ctx.spanned(
