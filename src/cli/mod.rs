@@ -101,8 +101,10 @@ enum Command {
     /// Send one CEP-22 oversized transfer through a seeded, impaired link in virtual time.
     ///
     /// Every frame is published as a real signed kind-25910 event; the link delays, reorders,
-    /// duplicates and loses events; the report tells whether the receiver rebuilt the exact
-    /// message. The same arguments always print the same report.
+    /// duplicates and loses single events, as the datagram stress mode does (no real WebSocket
+    /// does that: for relay physics, write a scenario and use `relaysim run`); the report tells
+    /// whether the receiver rebuilt the exact message. The same arguments always print the same
+    /// report.
     #[command(after_help = "Examples:\n  \
         relaysim transfer --size 1MiB --content escape-heavy\n  \
         relaysim transfer --size 10MiB --budget 60000 --jitter-ms 400 --duplicate 0.1 --seed 7\n  \

@@ -7,11 +7,19 @@
 //! polled. The clock jumps to the next action, so idle time costs nothing.
 //!
 //! Every random draw comes from a stream named after what it is for
-//! (`link/<relay>/<peer>/<direction>`, `outage/<relay>/<peer>`), so adding a relay or a peer
-//! never changes another one's draws, and one seed gives one outcome.
+//! (`link/<relay>/<peer>/<direction>`, `outage/<relay>/<peer>`, `intake/<relay>`,
+//! `publish/<peer>/<relay>`), so adding a relay or a peer never changes another one's draws,
+//! and one seed gives one outcome.
+//!
+//! Each peer–relay link is one connection: per direction its messages arrive in the order they
+//! were written ([`Pipe`]), and they are lost only with the connection. Reordering and
+//! duplicates come from the mechanisms a deployment has — several relays, a relay's concurrent
+//! intake, a peer's concurrent publish pipeline, a new subscription's replay — or from a link
+//! in the datagram stress mode, and the [`OrderTracker`] names the mechanism of each.
 //!
 //! An observer sees every action as an [`Observation`]: publishes, relay verdicts,
-//! deliveries, losses, duplicates, reorders, disconnects, and the client's results.
+//! deliveries (with their mechanism when out of order or duplicate), losses, disconnects, and
+//! the client's results.
 
 use super::fates::{FateTracker, RecordedFates};
 use super::order::{OrderTracker, Via};
