@@ -6,7 +6,7 @@
 //! them with `["e", request_event_id]`.
 
 use super::capabilities::Capabilities;
-use super::core::{PeerCore, PublishOutcome};
+use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
@@ -59,6 +59,8 @@ pub struct ClientConfig {
     pub follower: FollowerConfig,
     /// Whose CEP-22 and CEP-41 engines the client runs.
     pub implementation: Implementation,
+    /// Its clock skew and whether it subscribes with `since`.
+    pub clock: Clock,
 }
 
 /// How long a client with resumable streams lets a CEP-41 keepalive probe go unanswered: a
@@ -86,6 +88,7 @@ impl ClientConfig {
             stream_policy: StreamPolicy::default(),
             follower: FollowerConfig::default(),
             implementation: Implementation::Relaysim,
+            clock: Clock::default(),
         }
     }
 
@@ -248,7 +251,8 @@ impl ContextVmClient {
     pub fn new(identity: Identity, relays: Vec<RelayName>, config: ClientConfig) -> Self {
         let frame_envelope =
             SignedEventEnvelope::measure(&identity, &config.server, None, EPOCH_SECS);
-        let core = PeerCore::new(identity, relays);
+        let mut core = PeerCore::new(identity, relays);
+        core.set_clock(config.clock);
         ContextVmClient {
             follower: StreamFollower::new(config.follower.clone()),
             stream_calls: BTreeMap::new(),
@@ -865,7 +869,7 @@ impl Peer for ContextVmClient {
 
     fn connected(&mut self, relay: &str, now: Duration) {
         self.now = now;
-        self.core.subscribe(relay);
+        self.core.subscribe(relay, now);
         if !self.connected_once.insert(relay.to_owned()) {
             self.awaiting_eose.insert(relay.to_owned());
         }

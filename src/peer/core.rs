@@ -33,6 +33,18 @@ struct Publication {
     first_reason: Option<String>,
 }
 
+/// A peer's clock as relays see it: the `created_at` of its events and the `since` of its
+/// subscriptions. Events are stamped in whole seconds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Clock {
+    /// Seconds this peer's clock runs ahead of the true time (behind when negative).
+    pub skew_secs: i64,
+    /// Subscribe with `since` set to the peer's own now, as the ContextVM SDKs do: events
+    /// stamped earlier (by a peer whose clock is behind, or earlier in the same second before
+    /// a resubscription) are filtered out by the relay, live ones included.
+    pub subscribe_since: bool,
+}
+
 /// The relay-facing half of a peer.
 #[derive(Debug)]
 pub struct PeerCore {
@@ -42,6 +54,7 @@ pub struct PeerCore {
     /// `now`. Simulations use [`EPOCH_SECS`]; live drivers the wall clock at start, because
     /// real relays reject events whose `created_at` is far from their own clock.
     epoch_secs: u64,
+    clock: Clock,
     seen: BTreeSet<EventId>,
     seen_order: VecDeque<EventId>,
     outbox: VecDeque<(RelayName, ClientMessage)>,
@@ -58,6 +71,7 @@ impl PeerCore {
             identity,
             relays,
             epoch_secs: EPOCH_SECS,
+            clock: Clock::default(),
             seen: BTreeSet::new(),
             seen_order: VecDeque::new(),
             outbox: VecDeque::new(),
@@ -83,6 +97,16 @@ impl PeerCore {
         self.epoch_secs = secs;
     }
 
+    /// Sets the peer's clock skew and subscription `since`.
+    pub fn set_clock(&mut self, clock: Clock) {
+        self.clock = clock;
+    }
+
+    /// The peer's idea of the Unix time at virtual time `now`, in whole seconds.
+    fn unix_secs(&self, now: Duration) -> u64 {
+        (self.epoch_secs + now.as_secs()).saturating_add_signed(self.clock.skew_secs)
+    }
+
     /// Relays this peer uses.
     pub fn relays(&self) -> &[RelayName] {
         &self.relays
@@ -93,11 +117,15 @@ impl PeerCore {
         self.duplicates_dropped
     }
 
-    /// Subscribes on `relay` (after connecting or reconnecting) to ContextVM events for us.
-    pub fn subscribe(&mut self, relay: &str) {
-        let filter = Filter::new()
+    /// Subscribes on `relay` (after connecting or reconnecting at `now`) to ContextVM events
+    /// for us.
+    pub fn subscribe(&mut self, relay: &str, now: Duration) {
+        let mut filter = Filter::new()
             .kind(Kind::from(CONTEXTVM_KIND))
             .pubkey(self.public_key());
+        if self.clock.subscribe_since {
+            filter = filter.since(nostr::prelude::Timestamp::from_secs(self.unix_secs(now)));
+        }
         self.outbox.push_back((
             relay.to_owned(),
             ClientMessage::Req {
@@ -108,9 +136,9 @@ impl PeerCore {
     }
 
     /// Subscribes on every relay.
-    pub fn subscribe_all(&mut self) {
+    pub fn subscribe_all(&mut self, now: Duration) {
         for relay in self.relays.clone() {
-            self.subscribe(&relay);
+            self.subscribe(&relay, now);
         }
     }
 
@@ -128,12 +156,8 @@ impl PeerCore {
             tags.push(Tag::event(*e));
         }
         tags.extend(extra_tags);
-        self.identity.sign(
-            CONTEXTVM_KIND,
-            self.epoch_secs + now.as_secs(),
-            tags,
-            content,
-        )
+        self.identity
+            .sign(CONTEXTVM_KIND, self.unix_secs(now), tags, content)
     }
 
     /// Publishes `event` to every relay and starts tallying their verdicts.
@@ -246,4 +270,52 @@ impl PeerCore {
 /// The id of the event an event replies to (its first `e` tag).
 pub fn reply_to(event: &Event) -> Option<EventId> {
     event.tags.event_ids().next()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn core(clock: Clock) -> PeerCore {
+        let mut core = PeerCore::new(Identity::derive(1, "p"), vec!["r".into()]);
+        core.set_clock(clock);
+        core
+    }
+
+    fn since_of_next_req(core: &mut PeerCore) -> Option<u64> {
+        match core.poll_transmit() {
+            Some((_, ClientMessage::Req { filter, .. })) => filter.since.map(|t| t.as_secs()),
+            other => panic!("expected a REQ, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_skewed_clock_stamps_events_in_whole_seconds_off_true_time() {
+        let behind = core(Clock {
+            skew_secs: -3,
+            subscribe_since: false,
+        });
+        let other = Identity::derive(1, "q").public_key();
+        let e = behind.sign(
+            &other,
+            None,
+            vec![],
+            "x".into(),
+            Duration::from_millis(10_900),
+        );
+        assert_eq!(e.created_at.as_secs(), EPOCH_SECS + 10 - 3);
+    }
+
+    #[test]
+    fn subscriptions_carry_since_only_when_asked() {
+        let mut plain = core(Clock::default());
+        plain.subscribe("r", Duration::from_secs(7));
+        assert_eq!(since_of_next_req(&mut plain), None);
+        let mut sdk_like = core(Clock {
+            skew_secs: 2,
+            subscribe_since: true,
+        });
+        sdk_like.subscribe("r", Duration::from_millis(7_500));
+        assert_eq!(since_of_next_req(&mut sdk_like), Some(EPOCH_SECS + 7 + 2));
+    }
 }

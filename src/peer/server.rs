@@ -23,7 +23,7 @@
 use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
 use super::content::payload_text;
-use super::core::{PeerCore, PublishOutcome};
+use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
 use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
 use super::nip01::{ClientMessage, RelayMessage, RelayName};
@@ -76,6 +76,8 @@ pub struct ServerConfig {
     pub streams: StoreConfig,
     /// Whose CEP-22 and CEP-41 engines the server runs.
     pub implementation: Implementation,
+    /// Its clock skew and whether it subscribes with `since`.
+    pub clock: Clock,
 }
 
 impl Default for ServerConfig {
@@ -87,6 +89,7 @@ impl Default for ServerConfig {
             writer: WriterConfig::default(),
             streams: StoreConfig::default(),
             implementation: Implementation::Relaysim,
+            clock: Clock::default(),
         }
     }
 }
@@ -234,7 +237,11 @@ impl ContextVmServer {
             store,
             stream_origin: BTreeMap::new(),
             reported_stats: StoreStats::default(),
-            core: PeerCore::new(identity, relays),
+            core: {
+                let mut core = PeerCore::new(identity, relays);
+                core.set_clock(config.clock);
+                core
+            },
             uploads: config
                 .implementation
                 .transfer_receiver(config.oversized.clone()),
@@ -937,7 +944,7 @@ impl Peer for ContextVmServer {
 
     fn connected(&mut self, relay: &str, now: Duration) {
         self.now = now;
-        self.core.subscribe(relay);
+        self.core.subscribe(relay, now);
     }
 
     fn handle_relay_message(&mut self, relay: &str, message: RelayMessage, now: Duration) {

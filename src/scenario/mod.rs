@@ -37,6 +37,7 @@ pub mod spec;
 
 use crate::peer::client::ClientConfig;
 use crate::peer::content::{payload_text, ContentClass};
+use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
 use crate::peer::server::ServerConfig;
 use crate::peer::tools::ToolCall;
@@ -274,6 +275,29 @@ fn intake(ctx: &Ctx, key: &str, spec: &spec::IntakeSpec) -> Result<Intake, Scena
     }
 }
 
+/// A peer's clock from its `clock_skew_secs` and `subscribe_since` keys.
+fn clock(
+    ctx: &Ctx,
+    key: &str,
+    skew: Option<i64>,
+    subscribe_since: bool,
+) -> Result<Clock, ScenarioError> {
+    const DAY: i64 = 86_400;
+    let skew_secs = skew.unwrap_or(0);
+    if !(-DAY..=DAY).contains(&skew_secs) {
+        return Err(ctx.at(
+            None,
+            &format!("{key}.clock_skew_secs"),
+            format!("must be within a day (-86400..=86400 seconds), got {skew_secs}"),
+            None,
+        ));
+    }
+    Ok(Clock {
+        skew_secs,
+        subscribe_since,
+    })
+}
+
 /// A peer's publish pipeline from its `publish` table (instant when absent).
 fn publish(
     ctx: &Ctx,
@@ -487,6 +511,7 @@ pub struct Workload {
 
 struct ClientDef {
     publish: PublishPipeline,
+    clock: Clock,
     name: String,
     relays: Vec<usize>,
     server: usize,
@@ -498,6 +523,7 @@ struct ClientDef {
 
 struct ServerDef {
     publish: PublishPipeline,
+    clock: Clock,
     implementation: Implementation,
     name: String,
     relays: Vec<usize>,
@@ -788,6 +814,12 @@ impl Scenario {
             let implementation = check_impl(&s.r#impl, &format!("servers[{i}].impl"))?;
             servers.push(ServerDef {
                 publish: publish(ctx, &format!("servers[{i}].publish"), &s.publish)?,
+                clock: clock(
+                    ctx,
+                    &format!("servers[{i}]"),
+                    s.clock_skew_secs,
+                    s.subscribe_since,
+                )?,
                 implementation,
                 name: s.name.get_ref().clone(),
                 relays: resolve_relays(&s.relays, &format!("servers[{i}].relays"))?,
@@ -831,6 +863,7 @@ impl Scenario {
                 }
             };
             let pipeline = publish(ctx, &format!("{key}.publish"), &c.publish)?;
+            let peer_clock = clock(ctx, &key, c.clock_skew_secs, c.subscribe_since)?;
             let count = c.count.unwrap_or(1);
             if count == 0 || count > 10_000 {
                 return Err(ctx.spanned(
@@ -850,6 +883,7 @@ impl Scenario {
                 group.push(clients.len());
                 clients.push(ClientDef {
                     publish: pipeline.clone(),
+                    clock: peer_clock,
                     name,
                     relays: relays.clone(),
                     server,
@@ -1132,6 +1166,7 @@ impl Scenario {
         for s in &self.servers {
             let config = ServerConfig {
                 implementation: s.implementation,
+                clock: s.clock,
                 ..self.server_config.clone()
             };
             let index = world.add_server(&s.name, &s.relays, config);
@@ -1141,6 +1176,7 @@ impl Scenario {
             let index = world.add_client(&c.name, &c.relays, c.server, |config| {
                 self.client_config(config, c.stateless, c.resumable);
                 config.implementation = c.implementation;
+                config.clock = c.clock;
             });
             if let Some(ip) = &c.ip {
                 world.set_ip(PeerId::Client(index), ip);
@@ -1218,6 +1254,7 @@ impl Scenario {
                 .map(|s| {
                     let config = ServerConfig {
                         implementation: s.implementation,
+                        clock: s.clock,
                         ..self.server_config.clone()
                     };
                     (s.name.clone(), s.relays.clone(), config)
@@ -1233,6 +1270,7 @@ impl Scenario {
                     let mut config = ClientConfig::new(key);
                     self.client_config(&mut config, c.stateless, c.resumable);
                     config.implementation = c.implementation;
+                    config.clock = c.clock;
                     (c.name.clone(), c.relays.clone(), config)
                 })
                 .collect(),

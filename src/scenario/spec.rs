@@ -311,6 +311,11 @@ pub struct ServerSpec {
     pub r#impl: Option<Spanned<String>>,
     /// How its messages reach the wire.
     pub publish: Option<PublishSpec>,
+    /// Seconds its clock runs ahead of true time (behind when negative).
+    pub clock_skew_secs: Option<i64>,
+    /// Subscribe with `since` = its own now, as the ContextVM SDKs do.
+    #[serde(default)]
+    pub subscribe_since: bool,
 }
 
 /// Client peers.
@@ -338,6 +343,11 @@ pub struct ClientSpec {
     pub r#impl: Option<Spanned<String>>,
     /// How its messages reach the wire.
     pub publish: Option<PublishSpec>,
+    /// Seconds its clock runs ahead of true time (behind when negative).
+    pub clock_skew_secs: Option<i64>,
+    /// Subscribe with `since` = its own now, as the ContextVM SDKs do.
+    #[serde(default)]
+    pub subscribe_since: bool,
 }
 
 /// Endpoint policies, for every peer.
