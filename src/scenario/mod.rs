@@ -1391,6 +1391,8 @@ impl Scenario {
                 let way = match way.as_str() {
                     "up" => Some(Way::Up),
                     "down" => Some(Way::Down),
+                    "intake" => Some(Way::Intake),
+                    "publish" => Some(Way::Publish),
                     _ => None,
                 };
                 if let (Some(relay), Some(peer), Some(way)) = (relay, peer, way) {

@@ -59,6 +59,12 @@ pub enum Way {
     Up,
     /// Relay → peer.
     Down,
+    /// Not a link: a concurrent relay intake's handling of a peer's message. A plan is the
+    /// handling time; an empty plan means "in order" (done no earlier than the message before).
+    Intake,
+    /// Not a link: a peer's publish pipeline to a relay. A plan is the time from making a
+    /// message to writing it; an empty plan means "in order".
+    Publish,
 }
 
 /// Something the world did, for traces and statistics.
@@ -437,10 +443,12 @@ struct Link {
 }
 
 impl Link {
-    fn pipe(&mut self, way: Way) -> &mut Pipe {
+    /// The messages in flight in one direction (none for decisions that are not links).
+    fn pipe(&mut self, way: Way) -> Option<&mut Pipe> {
         match way {
-            Way::Up => &mut self.up,
-            Way::Down => &mut self.down,
+            Way::Up => Some(&mut self.up),
+            Way::Down => Some(&mut self.down),
+            Way::Intake | Way::Publish => None,
         }
     }
 }
@@ -507,6 +515,8 @@ pub struct World {
     overrides: Overrides,
     link_seq: BTreeMap<(usize, PeerId, Way), u64>,
     relay_busy: BTreeMap<usize, Duration>,
+    /// Per relay and peer: when a concurrent intake last finished one of the peer's messages.
+    intake_done: BTreeMap<(usize, PeerId), Duration>,
     outage_seq: u64,
     observer: Option<Box<dyn Observer>>,
     actions: u64,
@@ -544,6 +554,7 @@ impl World {
             overrides: Overrides::default(),
             link_seq: BTreeMap::new(),
             relay_busy: BTreeMap::new(),
+            intake_done: BTreeMap::new(),
             outage_seq: 0,
             observer: None,
             actions: 0,
@@ -1033,7 +1044,7 @@ impl World {
     /// When the relay is done handling `message`, which arrived now: after the events before
     /// it (serial intake), or after its own drawn handling time (concurrent intake), so it can
     /// finish before a message that arrived earlier.
-    fn handled_at(&mut self, relay: usize, message: &ClientMessage) -> Duration {
+    fn handled_at(&mut self, relay: usize, peer: PeerId, message: &ClientMessage) -> Duration {
         let now = self.now;
         let slot = &mut self.relays[relay];
         match slot.relay.profile().intake.clone() {
@@ -1050,9 +1061,62 @@ impl World {
                 };
                 let took =
                     slot.intake_rng.sample(&handling) + per_kib.mul_f64(bytes as f64 / 1024.0);
-                now + Duration::from_micros(took.as_micros() as u64)
+                let last = self
+                    .intake_done
+                    .get(&(relay, peer))
+                    .copied()
+                    .unwrap_or_default();
+                let event = matches!(message, ClientMessage::Event(_));
+                let done = self.decide((relay, peer, Way::Intake), event, took, last);
+                self.intake_done.insert((relay, peer), last.max(done));
+                done
             }
         }
+    }
+
+    /// The number of the next decision of this kind on (relay, peer), from 0.
+    fn next_seq(&mut self, relay: usize, peer: PeerId, way: Way) -> u64 {
+        let n = self.link_seq.entry((relay, peer, way)).or_insert(0);
+        *n += 1;
+        *n - 1
+    }
+
+    /// Decides when the `seq`-th decision of kind `way` on (relay, peer), made now, takes
+    /// effect: after the recorded plan when a replay has one, in order when a shrink removed
+    /// it (or a replay runs past the recording undisturbed), else after the drawn delay. An
+    /// in-order decision takes effect no earlier than the previous one (`last`). Observed as a
+    /// `link` line, so replays repeat it and `shrink` can remove it.
+    fn decide(
+        &mut self,
+        (relay, peer, way): (usize, PeerId, Way),
+        event: bool,
+        drawn: Duration,
+        last: Duration,
+    ) -> Duration {
+        let now = self.now;
+        let seq = self.next_seq(relay, peer, way);
+        let drawn = Duration::from_micros(drawn.as_micros() as u64);
+        let plan = self
+            .overrides
+            .plans
+            .get(&(relay, peer, way))
+            .and_then(|plans| plans.get(seq as usize))
+            .cloned()
+            .or_else(|| self.overrides.undisturbed_beyond.then(Vec::new))
+            .unwrap_or_else(|| vec![drawn]);
+        let at = match plan.first() {
+            Some(d) => now + *d,
+            None => last.max(now),
+        };
+        self.observe(Observation::LinkPlan {
+            relay,
+            peer,
+            way,
+            seq,
+            event,
+            delays: plan,
+        });
+        at
     }
 
     /// When a partition holds a message in flight, the time it is let through.
@@ -1090,7 +1154,7 @@ impl World {
                 if let ClientMessage::Event(e) = &message {
                     self.order.received(relay, e.id);
                 }
-                let done = self.handled_at(relay, &message);
+                let done = self.handled_at(relay, peer, &message);
                 self.schedule(
                     done,
                     Action::ToRelay {
@@ -1515,8 +1579,17 @@ impl World {
             let stream = self.streams.stream(&format!("publish/{name}/{relay_name}"));
             (LinkState::new(stream), Duration::ZERO)
         });
-        let at = pipeline.wire_time(rng.rng(), now, bytes, *last);
-        *last = (*last).max(at);
+        let drawn = pipeline.wire_time(rng.rng(), now, bytes, *last) - now;
+        let previous = *last;
+        let at = self.decide(
+            (relay, peer, Way::Publish),
+            bytes.is_some(),
+            drawn,
+            previous,
+        );
+        if let Some((_, last)) = self.publish_state.get_mut(&(peer, relay)) {
+            *last = (*last).max(at);
+        }
         self.schedule(
             at,
             Action::Wire {
@@ -1657,11 +1730,7 @@ impl World {
             };
             state.plan(&control)
         };
-        let seq = {
-            let n = self.link_seq.entry((relay, peer, way)).or_insert(0);
-            *n += 1;
-            *n - 1
-        };
+        let seq = self.next_seq(relay, peer, way);
         // Whole microseconds, the unit traces record, so a replay is exact.
         let drawn: Vec<Duration> = drawn
             .into_iter()
@@ -1714,14 +1783,13 @@ impl World {
             }),
         }
         let now = self.now;
-        let arrivals = match self
+        let pipe = self
             .links
             .get_mut(&(relay, peer))
             .filter(|l| l.conn == conn)
-        {
-            Some(link) => link
-                .pipe(way)
-                .arrivals(direction, now, bytes, &delays, !fated),
+            .and_then(|l| l.pipe(way));
+        let arrivals = match pipe {
+            Some(pipe) => pipe.arrivals(direction, now, bytes, &delays, !fated),
             // Sent on a connection that is gone: it is reported lost when it would arrive.
             None => delays.iter().map(|d| now + *d).collect(),
         };

@@ -248,6 +248,8 @@ fn way_name(way: Way) -> String {
     match way {
         Way::Up => "up".into(),
         Way::Down => "down".into(),
+        Way::Intake => "intake".into(),
+        Way::Publish => "publish".into(),
     }
 }
 

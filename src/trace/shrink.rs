@@ -1,10 +1,12 @@
 //! Shrinking a failing trace to the few disturbances that cause its failure (delta debugging,
 //! Zeller's ddmin).
 //!
-//! A disturbance is one thing the network or a relay did that a clean run would not have done:
-//! a lost message, a duplicated one, a message held more than twice its relay's median delay
-//! (which is what reorders), or an outage. Removing a disturbance replaces that message's plan
-//! with a single copy at the median delay, or suppresses the outage. Every other link decision
+//! A disturbance is one thing the network, a relay or a publisher did that a clean run would
+//! not have done: a lost message, a duplicated one, a message held more than twice its relay's
+//! median delay, a message a concurrent relay intake or publish pipeline let a later one
+//! overtake, or an outage. Removing a disturbance replaces that message's plan with a single
+//! copy at the median delay (an intake or publish decision: in order), or suppresses the
+//! outage. Every other link decision
 //! stays as recorded, so each candidate run differs from the trace only where asked; messages
 //! the trace never saw (a candidate run can last longer than the failing one) are undisturbed
 //! too, so no fresh random disturbance can stand in for a removed one.
@@ -12,6 +14,7 @@
 use super::replay::{plans_of, scenario_of, NamedPlans, ReplayError};
 use super::{EventsMode, Line, ShrinkInfo, Trace};
 use crate::stats::Outcome;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// One disturbance in a trace.
@@ -23,7 +26,7 @@ pub enum Disturbance {
         link: (String, String, String),
         /// Its number on the link.
         seq: usize,
-        /// `drop`, `duplicate` or `delay`.
+        /// `drop`, `duplicate`, `delay` or `overtaken`.
         what: &'static str,
     },
     /// An outage.
@@ -96,8 +99,26 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         Duration::from_micros(median.as_micros() as u64)
     };
     let mut all = Vec::new();
+    // Intake and publish decisions per stream: (seq, when made, when done).
+    let mut decisions: BTreeMap<(String, String, String), Vec<(usize, u64)>> = BTreeMap::new();
     for line in &trace.lines {
         match line {
+            Line::Link {
+                t,
+                relay,
+                peer,
+                way,
+                seq,
+                delays_us,
+                ..
+            } if is_decision(way) => {
+                if let Some(d) = delays_us.first() {
+                    decisions
+                        .entry((relay.clone(), peer.clone(), way.clone()))
+                        .or_default()
+                        .push((*seq as usize, t + d));
+                }
+            }
             Line::Link {
                 relay,
                 peer,
@@ -133,6 +154,24 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
             _ => {}
         }
     }
+    // A decision is a disturbance when a later one on the same stream finished first.
+    for (stream, done) in decisions {
+        let mut earliest_later = u64::MAX;
+        let mut overtaken = Vec::new();
+        for (seq, at) in done.iter().rev() {
+            if *at > earliest_later {
+                overtaken.push(*seq);
+            }
+            earliest_later = earliest_later.min(*at);
+        }
+        for seq in overtaken.into_iter().rev() {
+            all.push(Disturbance::Link {
+                link: stream.clone(),
+                seq,
+                what: "overtaken",
+            });
+        }
+    }
     let config = |kept: &[usize]| -> (NamedPlans, Vec<u64>) {
         let mut plans = recorded.clone();
         let mut off: Vec<u64> = suppressed.to_vec();
@@ -142,9 +181,13 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
             }
             match d {
                 Disturbance::Link { link, seq, .. } => {
-                    let c = clean(link);
+                    let undisturbed = if is_decision(&link.2) {
+                        Vec::new()
+                    } else {
+                        vec![clean(link)]
+                    };
                     if let Some(plan) = plans.get_mut(link).and_then(|l| l.get_mut(*seq)) {
-                        *plan = vec![c];
+                        *plan = undisturbed;
                     }
                 }
                 Disturbance::Outage { index } => off.push(*index),
@@ -187,6 +230,11 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         cause,
         text,
     })
+}
+
+/// Whether a `link` line's `way` is a relay intake or publish decision rather than a link.
+fn is_decision(way: &str) -> bool {
+    way == "intake" || way == "publish"
 }
 
 /// Zeller's ddmin: a 1-minimal subset of `items` on which `fails` still holds (as far as
