@@ -221,14 +221,20 @@ impl Relay {
         // A REQ with an existing id replaces it.
         c.subscriptions
             .insert(sub.clone(), (filter.clone(), self.counters.accepted));
-        // Stored (ephemeral) events still within their lifetime are replayed before EOSE.
+        // Stored (ephemeral) events still within their lifetime are replayed before EOSE,
+        // newest first: strfry's DBScan sorts by created_at descending, ties by newest insert
+        // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
+        // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
         self.expire_stored(now);
-        let replay: Vec<Event> = self
-            .stored
-            .values()
+        let mut replay: Vec<Event> = self
+            .stored_order
+            .iter()
+            .rev()
+            .filter_map(|(_, id)| self.stored.get(id))
             .filter(|(e, _)| filter.match_event(e, MatchEventOptions::default()))
             .map(|(e, _)| e.clone())
             .collect();
+        replay.sort_by(|a, b| b.created_at.cmp(&a.created_at));
         for event in replay {
             self.counters.delivered += 1;
             let message = RelayMessage::Event {

@@ -189,7 +189,9 @@ impl RelayProfile {
                       \"duplicate: have this event\" and not re-broadcast, replayed to new REQs; \
                       ephemeral older than 60 s rejected; created_at more than 900 s ahead \
                       rejected; 200 subscriptions (NOTICE \"ERROR: too many concurrent REQs\"); \
-                      live delivery after commit with a 100 ms debounce"
+                      live delivery after commit with a 100 ms debounce; one ingester thread per \
+                      connection and one writer, so a connection's events keep their order \
+                      (serial intake); stored events replayed newest first"
                 .into(),
             max_event_bytes: Some(64 * KB),
             size_measure: SizeMeasure::EventJson,

@@ -140,6 +140,29 @@ fn strfry_replays_stored_ephemeral_events_to_a_new_req_for_five_minutes() {
 }
 
 #[test]
+fn strfry_replays_stored_events_newest_first_and_not_again_live() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    // Three events in two seconds: created_at 10, 11, 11 (the last two tie on the second).
+    let events = [b.event(1, s(10)), b.event(1, s(11)), b.event(1, s(11))];
+    for (i, e) in events.iter().enumerate() {
+        b.publish(e, s(10) + Duration::from_millis(400 * i as u64));
+    }
+    // Subscribed before the delivery batch is flushed: the replay has them all.
+    let replay: Vec<EventId> = b
+        .subscribe(B, Duration::from_millis(11_000))
+        .into_iter()
+        .filter_map(|m| match m {
+            RelayMessage::Event { event, .. } => Some(event.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(replay, vec![events[2].id, events[1].id, events[0].id]);
+    // The batch flush that follows does not send them to that subscription again.
+    b.relay.handle_timeout(s(12));
+    assert_eq!(deliveries(&b.drain()), 0);
+}
+
+#[test]
 fn strfry_rejects_a_70_kb_event_as_too_large() {
     let mut b = Bench::new(RelayProfile::strfry());
     let e = b.event(70_000, s(0));
