@@ -234,7 +234,7 @@ impl Relay {
             .filter(|(e, _)| filter.match_event(e, MatchEventOptions::default()))
             .map(|(e, _)| e.clone())
             .collect();
-        replay.sort_by(|a, b| b.created_at.cmp(&a.created_at));
+        replay.sort_by_key(|e| std::cmp::Reverse(e.created_at));
         for event in replay {
             self.counters.delivered += 1;
             let message = RelayMessage::Event {
