@@ -47,15 +47,15 @@ async fn next_text(
     }
 }
 
-#[tokio::test]
-async fn publishes_and_delivers_over_websocket_with_oks() {
-    let relay = serve(config(RelayProfile::ideal())).await.unwrap();
-    let url = format!("ws://{}", relay.local_addr);
-    let (mut sub, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
-    let bob = Identity::derive(1, "bob");
+/// A connection to `url` subscribed (as "s") to ContextVM events for `to`, after its EOSE.
+async fn subscribed(
+    url: &str,
+    to: &Identity,
+) -> tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>> {
+    let (mut sub, _) = tokio_tungstenite::connect_async(url).await.unwrap();
     let filter = Filter::new()
         .kind(Kind::from(CONTEXTVM_KIND))
-        .pubkey(bob.public_key());
+        .pubkey(to.public_key());
     sub.send(Message::text(
         serde_json::json!(["REQ", "s", filter]).to_string(),
     ))
@@ -65,6 +65,14 @@ async fn publishes_and_delivers_over_websocket_with_oks() {
         next_text(&mut sub).await.unwrap(),
         serde_json::json!(["EOSE", "s"])
     );
+    sub
+}
+
+#[tokio::test]
+async fn publishes_and_delivers_over_websocket_with_oks() {
+    let relay = serve(config(RelayProfile::ideal())).await.unwrap();
+    let url = format!("ws://{}", relay.local_addr);
+    let mut sub = subscribed(&url, &Identity::derive(1, "bob")).await;
     let (mut publisher, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     let e = event(10);
     publisher
@@ -303,18 +311,9 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
 async fn order_through(profile: RelayProfile, n: usize) -> Vec<usize> {
     let relay = serve(config(profile)).await.unwrap();
     let url = format!("ws://{}", relay.local_addr);
-    let (mut sub, _) = tokio_tungstenite::connect_async(&url).await.unwrap();
     let alice = Identity::derive(1, "alice");
     let bob = Identity::derive(1, "bob");
-    let filter = Filter::new()
-        .kind(Kind::from(CONTEXTVM_KIND))
-        .pubkey(bob.public_key());
-    sub.send(Message::text(
-        serde_json::json!(["REQ", "s", filter]).to_string(),
-    ))
-    .await
-    .unwrap();
-    assert_eq!(next_text(&mut sub).await.unwrap()[0], "EOSE");
+    let mut sub = subscribed(&url, &bob).await;
     let now = SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .unwrap()
