@@ -5,7 +5,8 @@
 //! (sender construction) and reassembly (receiver, digest and JSON-RPC validation included) in
 //! MB/s of payload; and CEP-41 writer → session frames per second.
 
-use relaysim::peer::event::{Identity, SignedEventEnvelope};
+use relaysim::nip01::Identity;
+use relaysim::peer::event::SignedEventEnvelope;
 use relaysim::protocol::jsonrpc::{Message, RequestId};
 use relaysim::protocol::open_stream::{
     OpenStreamRegistry, OpenStreamWriter, StreamPolicy, WriterConfig,

@@ -76,7 +76,7 @@ pub struct Comparison {
 
 /// Every pairing of the implementations in this build, relaysim/relaysim first.
 pub fn pairings() -> Vec<Pairing> {
-    let all = Implementation::all();
+    let all = crate::implementations::all();
     let mut out = Vec::new();
     for server in &all {
         for client in &all {

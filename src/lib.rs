@@ -45,12 +45,17 @@
 pub mod adapter;
 pub mod cli;
 pub mod compare;
+pub mod implementations;
 pub mod live;
+pub mod nip01;
 pub mod peer;
 pub mod protocol;
 pub mod relay;
+pub mod replay;
+pub mod rng;
 pub mod scenario;
 pub mod sim;
 pub mod stats;
 pub mod sweep;
 pub mod trace;
+pub mod turmoil_driver;

@@ -5,10 +5,11 @@
 #![cfg(feature = "contextvm-sdk")]
 
 use proptest::prelude::*;
+use relaysim::adapter::contextvm_sdk::IMPLEMENTATION as SDK;
 use relaysim::compare::{compare, pairings};
-use relaysim::peer::engines::Implementation;
+use relaysim::replay;
 use relaysim::scenario::Scenario;
-use relaysim::trace::{replay, Trace};
+use relaysim::trace::Trace;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -41,8 +42,7 @@ fn four_pairings_and_over_an_ideal_relay_they_all_complete_everything() {
 fn the_sdk_writer_keeps_a_silent_stream_alive_in_virtual_time() {
     // Ten simulated minutes of silence: the SDK's writer pings through its own `ping()`, on the
     // simulator's clock, and relaysim's reader answers (and the other way round).
-    let s = scenario("scenarios/silent-stream-keepalive.toml")
-        .with_implementations(Implementation::ContextvmSdk, Implementation::ContextvmSdk);
+    let s = scenario("scenarios/silent-stream-keepalive.toml").with_implementations(SDK, SDK);
     let report = s.run_all();
     assert_eq!(report.completion_ratio(), 1.0, "{:?}", report.failures());
     assert!(s.check(&report).is_empty(), "{:?}", s.check(&report));
@@ -224,12 +224,12 @@ fn shrinking_finds_the_one_publish_that_overtook_another() {
         .iter()
         .any(|i| i.outcome == relaysim::stats::Outcome::Failed("stream-sequence".into())));
     let trace = Trace::parse(&text, "publisher-concurrency.jsonl").unwrap();
-    let shrunk = relaysim::trace::shrink::shrink(&trace, Some("stream-sequence"), 500).unwrap();
+    let shrunk = relaysim::replay::shrink::shrink(&trace, Some("stream-sequence"), 500).unwrap();
     assert!(shrunk.before > 10, "{}", shrunk.before);
     assert!(
         matches!(
             shrunk.kept.as_slice(),
-            [relaysim::trace::shrink::Disturbance::Link { link, what: "overtaken", .. }]
+            [relaysim::replay::shrink::Disturbance::Link { link, what: "overtaken", .. }]
                 if link.2 == "publish"
         ),
         "{:?}",

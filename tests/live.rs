@@ -4,7 +4,9 @@
 use futures_util::{SinkExt, StreamExt};
 use nostr::prelude::{Event, Filter, Kind, Tag};
 use relaysim::live::{serve, ServeConfig};
-use relaysim::peer::event::{Identity, CONTEXTVM_KIND};
+use relaysim::nip01::Identity;
+use relaysim::peer::event::ContextVmEvents;
+use relaysim::peer::event::CONTEXTVM_KIND;
 use relaysim::relay::RelayProfile;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -197,7 +199,8 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
     use relaysim::protocol::envelope::EscapedContentEnvelope;
     use relaysim::protocol::jsonrpc::{Message as Rpc, RequestId};
     use relaysim::protocol::oversized::{OversizedSender, SenderConfig};
-    use relaysim::trace::{replay, Trace};
+    use relaysim::replay;
+    use relaysim::trace::Trace;
 
     let relay = serve(config(RelayProfile::ideal())).await.unwrap();
     let out = std::env::temp_dir().join(format!("relaysim-record-{}.jsonl", std::process::id()));
@@ -274,7 +277,7 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
     // A schedule replay needs the scenario the recorded peers ran, and refuses one whose
     // peers are not the recorded ones, or whose calls are not (these peers had a scenario's
     // names and seed, but made a call by hand).
-    use relaysim::trace::live_schedule::schedule_live;
+    use relaysim::replay::live_schedule::schedule_live;
     assert!(matches!(
         schedule_live(&trace, None),
         Err(replay::ReplayError::LiveRecording)

@@ -4,11 +4,11 @@
 
 use relaysim::live::driver::PeerDriver;
 use relaysim::live::{serve, LiveRelay, ServeConfig};
+use relaysim::nip01::Identity;
 use relaysim::peer::client::{CallOptions, ClientConfig, ClientEvent, ContextVmClient};
-use relaysim::peer::event::Identity;
 use relaysim::peer::server::{ContextVmServer, ServerConfig};
 use relaysim::relay::RelayProfile;
-use relaysim::sim::rng::SeededStreams;
+use relaysim::rng::SeededStreams;
 use serde_json::json;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -259,11 +259,12 @@ at = "1s"
 async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outcome() {
     use nostr_relay_builder::{LocalRelay, RelayBuilder};
     use relaysim::live::record::{record, RecordConfig};
+    use relaysim::replay::{self, live_schedule};
     use relaysim::scenario::Scenario;
-    use relaysim::trace::{live_schedule, replay, Trace};
+    use relaysim::trace::Trace;
 
     let scenario = Scenario::from_toml_str(INTEROP_SCENARIO, "interop").unwrap();
-    let plan = scenario.turmoil_plan(5);
+    let plan = scenario.plan(5);
     let upstream = LocalRelay::new(RelayBuilder::default());
     upstream.run().await.unwrap();
     let out = std::env::temp_dir().join(format!("relaysim-interop-{}.jsonl", std::process::id()));

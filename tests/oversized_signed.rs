@@ -1,7 +1,9 @@
 //! Frames built for a 64 KiB relay limit never exceed it once enveloped in a real, signed
 //! kind-25910 event (nostr crate, deterministic keys and signatures).
 
-use relaysim::peer::event::{Identity, SignedEventEnvelope};
+use relaysim::nip01::Identity;
+use relaysim::peer::event::ContextVmEvents;
+use relaysim::peer::event::SignedEventEnvelope;
 use relaysim::protocol::envelope::Envelope;
 use relaysim::protocol::jsonrpc::{Message, RequestId};
 use relaysim::protocol::oversized::{OversizedSender, SenderConfig};

@@ -3,16 +3,17 @@
 //! driven with hand-made requests.
 
 use nostr::prelude::{Event, Tag};
+use relaysim::nip01::Identity;
+use relaysim::nip01::{ClientMessage, RelayMessage};
 use relaysim::peer::client::{ClientConfig, ClientEvent};
-use relaysim::peer::event::{Identity, CONTEXTVM_KIND};
-use relaysim::peer::nip01::{ClientMessage, RelayMessage};
+use relaysim::peer::event::CONTEXTVM_KIND;
 use relaysim::peer::server::{ContextVmServer, ServerConfig};
 use relaysim::peer::streams::stream_position;
 use relaysim::peer::Peer;
 use relaysim::protocol::resumable::messages::codes;
 use relaysim::relay::RelayProfile;
+use relaysim::rng::SeededStreams;
 use relaysim::sim::loopback::{Loopback, Side};
-use relaysim::sim::rng::SeededStreams;
 use serde_json::{json, Value};
 use std::time::Duration;
 

@@ -1,8 +1,9 @@
 //! Every shipped trace replays to its recorded outcome, byte for byte; shrunk traces keep their
 //! failure; broken traces give clear errors; every shipped scenario traces deterministically.
 
+use relaysim::replay;
 use relaysim::scenario::Scenario;
-use relaysim::trace::{replay, EventsMode, Line, Trace};
+use relaysim::trace::{EventsMode, Line, Trace};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -66,12 +67,12 @@ fn shrunk_traces_keep_few_disturbances() {
 #[test]
 fn shrinking_a_recorded_failure_finds_the_one_lost_chunk() {
     let trace = Trace::from_file(&root().join("traces/lossy-download.jsonl")).unwrap();
-    let shrunk = relaysim::trace::shrink::shrink(&trace, None, 500).unwrap();
+    let shrunk = relaysim::replay::shrink::shrink(&trace, None, 500).unwrap();
     assert_eq!(shrunk.cause, "download-gap-at-end");
     assert!(
         matches!(
             shrunk.kept.as_slice(),
-            [relaysim::trace::shrink::Disturbance::Link { what: "drop", .. }]
+            [relaysim::replay::shrink::Disturbance::Link { what: "drop", .. }]
         ),
         "{:?}",
         shrunk.kept

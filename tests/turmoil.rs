@@ -5,11 +5,11 @@
 
 use relaysim::live::driver::{PeerDriver, TurmoilTcp};
 use relaysim::live::{serve_on, ServeConfig};
+use relaysim::nip01::{Identity, EPOCH_SECS};
 use relaysim::peer::client::{CallOptions, ClientConfig, ClientEvent, ContextVmClient};
-use relaysim::peer::event::{Identity, EPOCH_SECS};
 use relaysim::peer::server::{ContextVmServer, ServerConfig};
 use relaysim::relay::RelayProfile;
-use relaysim::sim::rng::SeededStreams;
+use relaysim::rng::SeededStreams;
 use serde_json::json;
 use sha2::{Digest, Sha256};
 use std::net::SocketAddr;
@@ -168,7 +168,8 @@ fn the_turmoil_engine_agrees_with_des_on_the_shipped_scenarios() {
     for file in files {
         let scenario = relaysim::scenario::Scenario::from_file(&file).unwrap();
         let des = scenario.run(scenario.seed);
-        let turmoil = scenario.run_turmoil(scenario.seed, None).unwrap();
+        let turmoil =
+            relaysim::turmoil_driver::run_scenario(&scenario, scenario.seed, None).unwrap();
         assert!(!des.items.is_empty(), "{}", file.display());
         assert_eq!(
             outcomes(&des),
@@ -192,8 +193,8 @@ fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
         dir.join(format!("relaysim-turmoil-a-{pid}.jsonl")),
         dir.join(format!("relaysim-turmoil-b-{pid}.jsonl")),
     );
-    let a = scenario.run_turmoil(3, Some(&ta)).unwrap();
-    let b = scenario.run_turmoil(3, Some(&tb)).unwrap();
+    let a = relaysim::turmoil_driver::run_scenario(&scenario, 3, Some(&ta)).unwrap();
+    let b = relaysim::turmoil_driver::run_scenario(&scenario, 3, Some(&tb)).unwrap();
     let (trace_a, trace_b) = (std::fs::read(&ta).unwrap(), std::fs::read(&tb).unwrap());
     let _ = (std::fs::remove_file(&ta), std::fs::remove_file(&tb));
     assert!(
@@ -205,7 +206,7 @@ fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     // The relay-side trace replays: our receivers complete what crossed the relay.
     let trace =
         relaysim::trace::Trace::parse(std::str::from_utf8(&trace_a).unwrap(), "a.jsonl").unwrap();
-    let injected = relaysim::trace::replay::inject(&trace).unwrap();
+    let injected = relaysim::replay::inject(&trace).unwrap();
     assert!(!injected.is_empty());
     assert!(
         injected.iter().all(|i| i.outcome == "completed"),
@@ -213,7 +214,7 @@ fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     );
     // And in schedule mode: the des world reruns the scenario (from the trace's header) with
     // every delivery as the recorded relay made it, and the stream ends as it did.
-    let rerun = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    let rerun = relaysim::replay::live_schedule::schedule_live(&trace, None).unwrap();
     assert_eq!(rerun.seed, 3);
     assert!(!rerun.recorded.is_empty());
     assert!(
@@ -246,11 +247,11 @@ fn a_live_schedule_replay_follows_the_recorded_deliveries() {
     .unwrap();
     let path =
         std::env::temp_dir().join(format!("relaysim-turmoil-cut-{}.jsonl", std::process::id()));
-    scenario.run_turmoil(1, Some(&path)).unwrap();
+    relaysim::turmoil_driver::run_scenario(&scenario, 1, Some(&path)).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     let trace = relaysim::trace::Trace::parse(&text, "full.jsonl").unwrap();
-    let clean = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    let clean = relaysim::replay::live_schedule::schedule_live(&trace, None).unwrap();
     assert!(clean.same_outcome());
     assert!(
         clean.recorded.values().all(|o| o == "completed"),
@@ -278,7 +279,7 @@ fn a_live_schedule_replay_follows_the_recorded_deliveries() {
         .collect();
     assert!(delivered > 140, "{delivered} deliveries");
     let trace = relaysim::trace::Trace::parse(&cut, "cut.jsonl").unwrap();
-    let rerun = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    let rerun = relaysim::replay::live_schedule::schedule_live(&trace, None).unwrap();
     assert!(
         rerun.recorded.values().any(|o| o != "completed"),
         "the cut recording injects to a failure: {:?}",
@@ -315,7 +316,7 @@ fn a_live_schedule_replay_keeps_identical_frames_to_two_clients_apart() {
     .unwrap();
     let path =
         std::env::temp_dir().join(format!("relaysim-turmoil-two-{}.jsonl", std::process::id()));
-    let report = scenario.run_turmoil(1, Some(&path)).unwrap();
+    let report = relaysim::turmoil_driver::run_scenario(&scenario, 1, Some(&path)).unwrap();
     let text = std::fs::read_to_string(&path).unwrap();
     let _ = std::fs::remove_file(&path);
     assert!(
@@ -327,7 +328,7 @@ fn a_live_schedule_replay_keeps_identical_frames_to_two_clients_apart() {
         report.items
     );
     let trace = relaysim::trace::Trace::parse(&text, "two.jsonl").unwrap();
-    let rerun = relaysim::trace::live_schedule::schedule_live(&trace, None).unwrap();
+    let rerun = relaysim::replay::live_schedule::schedule_live(&trace, None).unwrap();
     assert_eq!(rerun.recorded.len(), 2);
     assert!(
         rerun.same_outcome(),

@@ -44,7 +44,10 @@
 //! - Async methods (the writer's, the registry's `process_frame`) only await the adapter's
 //!   publish closure, which is ready at once, so they are polled to completion in place.
 
-use crate::protocol::endpoint::{StreamReading, StreamWriting, TransferReceiving, TransferSending};
+use crate::peer::engines::Implementation;
+use crate::protocol::endpoint::{
+    EngineFactory, StreamReading, StreamWriting, TransferReceiving, TransferSending,
+};
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::{Message, ProgressToken};
 use crate::protocol::open_stream::{
@@ -70,6 +73,45 @@ use futures_util::{FutureExt, StreamExt};
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+
+/// The contextvm-sdk crate's engines (version 0.2.2), as `impl = "contextvm-sdk"` names them.
+pub const IMPLEMENTATION: Implementation = Implementation::new(&SdkEngines);
+
+/// Builds the contextvm-sdk crate's engines behind relaysim's endpoint traits.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SdkEngines;
+
+impl EngineFactory<nostr::prelude::PublicKey> for SdkEngines {
+    fn name(&self) -> &'static str {
+        "contextvm-sdk"
+    }
+    fn transfer_receiver(
+        &self,
+        config: ReceiverConfig,
+    ) -> Box<dyn TransferReceiving<nostr::prelude::PublicKey>> {
+        Box::new(SdkTransferReceiver::new(config))
+    }
+    fn transfer_sender(
+        &self,
+        token: ProgressToken,
+        payload: String,
+        config: SenderConfig,
+        envelope: &dyn Envelope,
+    ) -> Result<Box<dyn TransferSending>, ChunkingError> {
+        Ok(Box::new(SdkTransferSender::new(
+            token, payload, config, envelope,
+        )?))
+    }
+    fn stream_writer(&self, token: ProgressToken, config: WriterConfig) -> Box<dyn StreamWriting> {
+        Box::new(SdkStreamWriter::new(token, config))
+    }
+    fn stream_reader(
+        &self,
+        policy: StreamPolicy,
+    ) -> Box<dyn StreamReading<nostr::prelude::PublicKey>> {
+        Box::new(SdkStreamReader::new(policy))
+    }
+}
 
 /// Virtual time as the SDK's `Instant`s: a fixed base plus the simulator's time.
 #[derive(Debug, Clone, Copy)]

@@ -2,12 +2,13 @@
 
 use crate::peer::content::ContentClass;
 use crate::protocol::oversized::ReceiverConfig;
+use crate::replay;
 use crate::scenario::Scenario;
 use crate::sim::link::Impairments;
 use crate::sim::transfer::TransferRun;
 use crate::stats::output;
 use crate::sweep::Sweep;
-use crate::trace::{first_difference, replay, EventsMode, Trace};
+use crate::trace::{first_difference, EventsMode, Trace};
 use anyhow::{bail, Context, Result};
 use clap::{Parser, Subcommand};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -435,16 +436,19 @@ fn run_scenario(args: RunArgs) -> Result<Exit> {
                 runs: Vec::new(),
             };
             for i in 0..runs {
-                let run = scenario
-                    .run_turmoil(seed.wrapping_add(i as u64), args.trace.as_deref())
-                    .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
+                let run = crate::turmoil_driver::run_scenario(
+                    &scenario,
+                    seed.wrapping_add(i as u64),
+                    args.trace.as_deref(),
+                )
+                .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
                 report.runs.push(run);
                 bar.set_position(i as u64 + 1);
             }
             if let Some(trace) = &args.trace {
-                let relays = scenario.turmoil_plan(seed).relays;
+                let relays = scenario.plan(seed).relays;
                 for (name, _) in &relays {
-                    let path = crate::sim::turmoil::relay_trace_path(trace, name, relays.len());
+                    let path = crate::turmoil_driver::relay_trace_path(trace, name, relays.len());
                     eprintln!("trace of relay {name} written to {}", path.display());
                 }
             }
@@ -505,7 +509,7 @@ fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
         }
         None => None,
     };
-    let r = crate::trace::live_schedule::schedule_live(trace, given)?;
+    let r = crate::replay::live_schedule::schedule_live(trace, given)?;
     println!(
         "scenario {} (seed {}), relay {} as recorded: {} of {} publications replayed as the recording delivered them",
         r.scenario, r.seed, r.relay, r.matched_publications, r.replayed_publications
@@ -651,7 +655,7 @@ fn short(line: &str) -> String {
 
 fn shrink(args: ShrinkArgs) -> Result<Exit> {
     let trace = Trace::from_file(&args.trace)?;
-    let result = crate::trace::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
+    let result = crate::replay::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
     std::fs::write(&args.out, &result.text)
         .with_context(|| format!("cannot write {}", args.out.display()))?;
     println!(
@@ -663,13 +667,15 @@ fn shrink(args: ShrinkArgs) -> Result<Exit> {
     );
     for d in &result.kept {
         match d {
-            crate::trace::shrink::Disturbance::Link { link, seq, what } => {
+            crate::replay::shrink::Disturbance::Link { link, seq, what } => {
                 println!(
                     "  {what:<9} message {seq} on {} -> {} ({})",
                     link.1, link.0, link.2
                 )
             }
-            crate::trace::shrink::Disturbance::Outage { index } => println!("  outage    #{index}"),
+            crate::replay::shrink::Disturbance::Outage { index } => {
+                println!("  outage    #{index}")
+            }
         }
     }
     println!("shrunk trace written to {}", args.out.display());

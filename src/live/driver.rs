@@ -13,7 +13,7 @@
 //! # async fn demo() {
 //! use relaysim::live::driver::PeerDriver;
 //! use relaysim::peer::client::{ClientConfig, ContextVmClient};
-//! use relaysim::peer::event::Identity;
+//! use relaysim::nip01::Identity;
 //! use std::time::Duration;
 //!
 //! let url = "ws://127.0.0.1:7777".to_string();
@@ -37,7 +37,7 @@
 //! ```
 
 use super::wire::{client_to_wire, relay_from_wire};
-use crate::peer::nip01::{RelayMessage, RelayName};
+use crate::nip01::{RelayMessage, RelayName};
 use crate::peer::Peer;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;

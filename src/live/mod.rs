@@ -14,10 +14,10 @@ pub mod wire;
 
 use wire::{to_model, to_wire};
 
-use crate::peer::nip01::RelayMessage;
+use crate::nip01::RelayMessage;
 use crate::relay::impair::{LinkState, Pipe};
 use crate::relay::{ConnId, Relay, RelayProfile};
-use crate::sim::rng::SeededStreams;
+use crate::rng::SeededStreams;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
 use std::net::SocketAddr;

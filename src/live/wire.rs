@@ -2,7 +2,7 @@
 //! need it: the relay server reads client frames and writes relay frames, the peer driver the
 //! reverse. Parsing goes through the `nostr` crate so both sides agree with real relays.
 
-use crate::peer::nip01::{ClientMessage, RelayMessage};
+use crate::nip01::{ClientMessage, RelayMessage};
 use nostr::prelude::SubscriptionId;
 
 /// A client frame as the relay model's message; `None` for anything the model does not take
@@ -99,7 +99,8 @@ pub fn relay_from_wire(text: &str) -> Option<RelayMessage> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::peer::event::{Identity, CONTEXTVM_KIND};
+    use crate::nip01::Identity;
+    use crate::peer::event::CONTEXTVM_KIND;
     use nostr::prelude::{Filter, Kind};
 
     #[test]

@@ -8,10 +8,11 @@
 use super::capabilities::Capabilities;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
-use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
-use super::nip01::{ClientMessage, RelayMessage, RelayName};
+use super::event::SignedEventEnvelope;
 use super::streams::stream_position;
 use super::Peer;
+use crate::nip01::{ClientMessage, RelayMessage, RelayName};
+use crate::nip01::{Identity, EPOCH_SECS};
 use crate::protocol::endpoint::{StreamReading, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
 use crate::protocol::open_stream::{
@@ -87,7 +88,7 @@ impl ClientConfig {
             oversized: ReceiverConfig::default(),
             stream_policy: StreamPolicy::default(),
             follower: FollowerConfig::default(),
-            implementation: Implementation::Relaysim,
+            implementation: Implementation::default(),
             clock: Clock::default(),
         }
     }

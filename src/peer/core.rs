@@ -1,8 +1,9 @@
 //! What every ContextVM peer does with relays: sign, publish to every relay, subscribe to its
 //! own `#p`, drop events it has already seen, and tally each publication's OK verdicts.
 
-use super::event::{Identity, CONTEXTVM_KIND, EPOCH_SECS};
-use super::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
+use super::event::CONTEXTVM_KIND;
+use crate::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
+use crate::nip01::{Identity, EPOCH_SECS};
 use nostr::prelude::{Event, EventId, Filter, Kind, PublicKey, Tag};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;

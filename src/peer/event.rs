@@ -1,93 +1,26 @@
-//! Deterministic identities and signed kind-25910 events.
-//!
-//! Determinism rules (`DESIGN.md`, principle 3): keys derive from the scenario seed and a peer
-//! name, `created_at` comes from the virtual clock, and BIP-340 signatures use a fixed auxiliary
-//! value, so the same run produces byte-identical events. Nothing here reads the wall clock or
-//! the OS random source (`nostr`'s `Keys::generate`, `Timestamp::now` and `sign_schnorr` do).
+//! Signed kind-25910 ContextVM events: every MCP message and every CEP-22/CEP-41 frame is one.
 
+use crate::nip01::Identity;
 use crate::protocol::envelope::{escaped_str_len, Envelope};
-use nostr::prelude::{
-    Event, EventId, Keys, Kind, PublicKey, SecretKey, Tag, Timestamp, UnsignedEvent,
-};
-use secp256k1::{Secp256k1, SignOnly};
-use sha2::{Digest as _, Sha256};
-use std::sync::LazyLock;
+use nostr::prelude::{Event, EventId, PublicKey, Tag};
 
 /// The ContextVM message kind: every MCP message and every CEP-22/CEP-41 frame is one event.
 pub const CONTEXTVM_KIND: u16 = 25910;
 
-/// `created_at` at virtual time zero: a fixed epoch keeps runs reproducible.
-pub const EPOCH_SECS: u64 = 1_700_000_000;
-
-/// The fixed BIP-340 auxiliary value that makes signatures reproducible.
-const AUX_RAND: [u8; 32] = *b"relaysim deterministic aux v1...";
-
-static SIGNER: LazyLock<Secp256k1<SignOnly>> = LazyLock::new(Secp256k1::signing_only);
-
-/// A peer's signing identity, derived from a seed and a name.
-#[derive(Debug, Clone)]
-pub struct Identity {
-    keys: Keys,
+/// ContextVM events signed by an [`Identity`].
+pub trait ContextVmEvents {
+    /// A kind-25910 ContextVM event to `recipient`, replying to `reply_to` if given.
+    fn contextvm_event(
+        &self,
+        recipient: &PublicKey,
+        reply_to: Option<&EventId>,
+        created_at: u64,
+        content: String,
+    ) -> Event;
 }
 
-impl Identity {
-    /// The identity named `name` in a run seeded with `seed`: the secret key is
-    /// SHA-256(`"relaysim/key/v1"`, seed, name, counter), with the counter bumped in the
-    /// (astronomically unlikely) case the hash is not a valid secret key.
-    pub fn derive(seed: u64, name: &str) -> Self {
-        for counter in 0u32.. {
-            let mut h = Sha256::new();
-            h.update(b"relaysim/key/v1");
-            h.update(seed.to_le_bytes());
-            h.update((name.len() as u64).to_le_bytes());
-            h.update(name.as_bytes());
-            h.update(counter.to_le_bytes());
-            if let Ok(secret) = SecretKey::from_slice(&h.finalize()) {
-                return Identity {
-                    keys: Keys::new(secret),
-                };
-            }
-        }
-        unreachable!("a valid secret key is found long before the counter wraps")
-    }
-
-    /// The public key.
-    pub fn public_key(&self) -> PublicKey {
-        self.keys.public_key()
-    }
-
-    /// A 32-byte secret for `purpose`, derived from the secret key (SHA-256 of both): for
-    /// values others must not guess, such as resume tokens, without drawing randomness.
-    pub fn derived_secret(&self, purpose: &str) -> [u8; 32] {
-        let mut h = Sha256::new();
-        h.update(self.keys.secret_key().as_secret_bytes());
-        h.update(purpose.as_bytes());
-        h.finalize().into()
-    }
-
-    /// Builds and signs an event, deterministically.
-    pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
-        let created_at = Timestamp::from_secs(created_at);
-        let kind = Kind::from(kind);
-        let unsigned =
-            UnsignedEvent::new(self.public_key(), created_at, kind, tags.clone(), content);
-        let id: EventId = unsigned.compute_id();
-        let sig = self
-            .keys
-            .sign_schnorr_with_aux_rand(&SIGNER, id.as_bytes(), &AUX_RAND);
-        Event::new(
-            id,
-            self.public_key(),
-            created_at,
-            kind,
-            tags,
-            unsigned.content,
-            sig,
-        )
-    }
-
-    /// A kind-25910 ContextVM event to `recipient`, replying to `reply_to` if given.
-    pub fn contextvm_event(
+impl ContextVmEvents for Identity {
+    fn contextvm_event(
         &self,
         recipient: &PublicKey,
         reply_to: Option<&EventId>,
@@ -142,14 +75,7 @@ impl Envelope for SignedEventEnvelope {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn identities_are_derived_deterministically() {
-        let a = Identity::derive(7, "client");
-        assert_eq!(a.public_key(), Identity::derive(7, "client").public_key());
-        assert_ne!(a.public_key(), Identity::derive(8, "client").public_key());
-        assert_ne!(a.public_key(), Identity::derive(7, "server").public_key());
-    }
+    use nostr::prelude::Kind;
 
     #[test]
     fn signed_events_are_byte_identical_and_verify() {

@@ -3,7 +3,7 @@
 //! A peer is sans-IO like the engines: it takes relay messages and time, and gives back relay
 //! messages and wake-ups through the [`Peer`] trait, which every driver uses.
 
-use nip01::{ClientMessage, RelayMessage, RelayName};
+use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use std::time::Duration;
 
 /// What a driver does with a peer.
@@ -19,7 +19,7 @@ pub trait Peer {
     /// Runs timers due at `now`.
     fn handle_timeout(&mut self, now: Duration);
     /// Sets the Unix time (seconds) of virtual time zero, from which events' `created_at` is
-    /// counted. Simulated drivers leave the fixed default, [`event::EPOCH_SECS`]; the live
+    /// counted. Simulated drivers leave the fixed default, [`crate::nip01::EPOCH_SECS`]; the live
     /// driver sets the wall clock so real relays accept the events.
     fn set_epoch_secs(&mut self, secs: u64);
 }
@@ -30,7 +30,6 @@ pub mod content;
 pub mod core;
 pub mod engines;
 pub mod event;
-pub mod nip01;
 pub mod server;
 pub mod streams;
 pub mod tools;

@@ -25,13 +25,14 @@ use super::client::PROTOCOL_VERSION;
 use super::content::payload_text;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
-use super::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
-use super::nip01::{ClientMessage, RelayMessage, RelayName};
+use super::event::SignedEventEnvelope;
 use super::streams::{stream_tag, STREAM_TAG_ROOM};
 use super::tools::{
     digest_of, digested_result, stream_chunk_text, text_result, tool_list, ToolCall,
 };
 use super::Peer;
+use crate::nip01::{ClientMessage, RelayMessage, RelayName};
+use crate::nip01::{Identity, EPOCH_SECS};
 use crate::protocol::endpoint::{StreamWriting, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
 use crate::protocol::open_stream::{StreamFrame, WriterConfig, WriterState};
@@ -88,7 +89,7 @@ impl Default for ServerConfig {
             oversized: ReceiverConfig::default(),
             writer: WriterConfig::default(),
             streams: StoreConfig::default(),
-            implementation: Implementation::Relaysim,
+            implementation: Implementation::default(),
             clock: Clock::default(),
         }
     }

@@ -49,7 +49,7 @@ pub fn stream_position(event: &Event) -> Option<(String, u64)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::peer::event::Identity;
+    use crate::nip01::Identity;
 
     #[test]
     fn the_tag_round_trips_and_a_replay_is_another_event() {

@@ -5,15 +5,70 @@
 //! The currency is relaysim's frame types ([`TransferFrame`], [`StreamFrame`]) and virtual time
 //! (`now: Duration` since the start of the run); an adapter converts at the boundary.
 
+use super::envelope::Envelope;
 use super::jsonrpc::ProgressToken;
 use super::open_stream::{
-    OpenStreamRegistry, OpenStreamWriter, RegistryEvent, StreamChunk, StreamFrame, WriteError,
-    WriterState,
+    OpenStreamRegistry, OpenStreamWriter, RegistryEvent, StreamChunk, StreamFrame, StreamPolicy,
+    WriteError, WriterConfig, WriterState,
 };
 use super::oversized::{
-    OversizedReceiver, OversizedSender, ReceiverEvent, SenderState, TransferFrame,
+    ChunkingError, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
+    SenderState, TransferFrame,
 };
 use std::time::Duration;
+
+/// Builds one implementation's CEP-22 and CEP-41 engines for peers keyed by `P`, so a peer
+/// takes its engines without naming them. relaysim's are [`OwnEngines`]; other implementations
+/// live in `adapter` and are registered by name at the composition root (`implementations`).
+pub trait EngineFactory<P>: Send + Sync {
+    /// The implementation's name in scenarios (`impl = "..."`) and reports.
+    fn name(&self) -> &'static str;
+    /// A CEP-22 receiver.
+    fn transfer_receiver(&self, config: ReceiverConfig) -> Box<dyn TransferReceiving<P>>;
+    /// A CEP-22 sender of `payload`, every frame publishing within `config.budget` under
+    /// `envelope`.
+    fn transfer_sender(
+        &self,
+        token: ProgressToken,
+        payload: String,
+        config: SenderConfig,
+        envelope: &dyn Envelope,
+    ) -> Result<Box<dyn TransferSending>, ChunkingError>;
+    /// A CEP-41 writer.
+    fn stream_writer(&self, token: ProgressToken, config: WriterConfig) -> Box<dyn StreamWriting>;
+    /// A CEP-41 reader.
+    fn stream_reader(&self, policy: StreamPolicy) -> Box<dyn StreamReading<P>>;
+}
+
+/// relaysim's own engines.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct OwnEngines;
+
+impl<P: Clone + Ord + Send + 'static> EngineFactory<P> for OwnEngines {
+    fn name(&self) -> &'static str {
+        "relaysim"
+    }
+    fn transfer_receiver(&self, config: ReceiverConfig) -> Box<dyn TransferReceiving<P>> {
+        Box::new(OversizedReceiver::new(config))
+    }
+    fn transfer_sender(
+        &self,
+        token: ProgressToken,
+        payload: String,
+        config: SenderConfig,
+        envelope: &dyn Envelope,
+    ) -> Result<Box<dyn TransferSending>, ChunkingError> {
+        Ok(Box::new(OversizedSender::new(
+            token, payload, config, envelope,
+        )?))
+    }
+    fn stream_writer(&self, token: ProgressToken, config: WriterConfig) -> Box<dyn StreamWriting> {
+        Box::new(OpenStreamWriter::new(token, config))
+    }
+    fn stream_reader(&self, policy: StreamPolicy) -> Box<dyn StreamReading<P>> {
+        Box::new(OpenStreamRegistry::new(policy))
+    }
+}
 
 /// The receiving side of CEP-22 transfers from peers `P`.
 pub trait TransferReceiving<P>: Send {

@@ -438,7 +438,7 @@ impl Pipe {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::rng::SeededStreams;
+    use crate::rng::SeededStreams;
 
     const N: usize = 20_000;
 

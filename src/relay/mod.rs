@@ -8,8 +8,8 @@
 pub mod impair;
 pub mod profile;
 
-use crate::peer::event::EPOCH_SECS;
-use crate::peer::nip01::{ClientMessage, RelayMessage};
+use crate::nip01::EPOCH_SECS;
+use crate::nip01::{ClientMessage, RelayMessage};
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
 pub use profile::RelayProfile;
 use profile::{FrameOversizeReaction, OversizeReaction, RateAction, RateScope, SizeMeasure};

@@ -1,8 +1,9 @@
 //! Each profile's documented behaviour (`docs/relays.md`), asserted against the model.
 
 use super::*;
-use crate::peer::event::Identity;
-use crate::peer::event::CONTEXTVM_KIND;
+use crate::nip01::Identity;
+/// Any kind works for the relay model; ContextVM's is the one relaysim carries.
+const CONTEXTVM_KIND: u16 = 25910;
 use nostr::prelude::{Kind, Tag};
 
 const A: ConnId = 1; // publisher

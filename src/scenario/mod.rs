@@ -33,7 +33,10 @@
 //! assert_eq!(report.completion_ratio(), 1.0);
 //! ```
 
+mod plan;
 pub mod spec;
+
+pub use plan::Plan;
 
 use crate::peer::client::ClientConfig;
 use crate::peer::content::{payload_text, ContentClass};
@@ -45,8 +48,8 @@ use crate::relay::impair::{Delay, Direction, Loss, Ordering, Outage, OutageKind}
 use crate::relay::profile::Intake;
 use crate::relay::profile::{RateAction, RateLimit, RateScope};
 use crate::relay::RelayProfile;
+use crate::rng::SeededStreams;
 use crate::sim::publish::{PublishMode, PublishPipeline};
-use crate::sim::rng::SeededStreams;
 use crate::sim::world::{Call, PeerId, World};
 use crate::stats::{Collector, Report, METRICS};
 use sha2::{Digest as _, Sha256};
@@ -790,13 +793,13 @@ impl Scenario {
         let check_impl =
             |i: &Option<Spanned<String>>, key: &str| -> Result<Implementation, ScenarioError> {
                 match i {
-                    None => Ok(Implementation::Relaysim),
-                    Some(s) => Implementation::parse(s.get_ref()).map_err(|e| {
+                    None => Ok(Implementation::default()),
+                    Some(s) => crate::implementations::parse(s.get_ref()).map_err(|e| {
                         ctx.spanned(
                             s,
                             key,
                             e.to_string(),
-                            closest(s.get_ref(), crate::peer::engines::NAMES),
+                            closest(s.get_ref(), crate::implementations::NAMES),
                         )
                     }),
                 }
@@ -1242,58 +1245,6 @@ impl Scenario {
         calls
     }
 
-    /// The run with `seed` as a plan for the turmoil driver.
-    pub fn turmoil_plan(&self, seed: u64) -> crate::sim::turmoil::Plan {
-        crate::sim::turmoil::Plan {
-            seed,
-            duration: self.duration,
-            relays: self.relays.clone(),
-            servers: self
-                .servers
-                .iter()
-                .map(|s| {
-                    let config = ServerConfig {
-                        implementation: s.implementation,
-                        clock: s.clock,
-                        ..self.server_config.clone()
-                    };
-                    (s.name.clone(), s.relays.clone(), config)
-                })
-                .collect(),
-            clients: self
-                .clients
-                .iter()
-                .map(|c| {
-                    // Identities derive from the seed and the name, as in the des world.
-                    let server = &self.servers[c.server].name;
-                    let key = crate::peer::event::Identity::derive(seed, server).public_key();
-                    let mut config = ClientConfig::new(key);
-                    self.client_config(&mut config, c.stateless, c.resumable);
-                    config.implementation = c.implementation;
-                    config.clock = c.clock;
-                    (c.name.clone(), c.relays.clone(), config)
-                })
-                .collect(),
-            calls: self.calls(seed),
-            origin: Some(crate::trace::ScenarioOrigin {
-                name: self.name.clone(),
-                hash: self.hash.clone(),
-                toml: self.source.clone(),
-                seed,
-            }),
-        }
-    }
-
-    /// Runs once with `seed` in the turmoil driver (see [`crate::sim::turmoil`]), writing each
-    /// relay's trace next to `trace` when given.
-    pub fn run_turmoil(
-        &self,
-        seed: u64,
-        trace: Option<&Path>,
-    ) -> Result<crate::stats::RunReport, crate::sim::turmoil::TurmoilError> {
-        crate::sim::turmoil::run(&self.turmoil_plan(seed), trace)
-    }
-
     fn client_config(&self, config: &mut ClientConfig, stateless: bool, resumable: bool) {
         let p = &self.policy;
         config.stateless = stateless;
@@ -1355,7 +1306,7 @@ impl Scenario {
     pub fn run_traced(
         &self,
         seed: u64,
-        plans: &crate::trace::replay::NamedPlans,
+        plans: &crate::trace::NamedPlans,
         suppressed: &[u64],
         events: crate::trace::EventsMode,
         shrunk: Option<crate::trace::ShrinkInfo>,
@@ -1368,7 +1319,7 @@ impl Scenario {
     pub fn run_traced_with(
         &self,
         seed: u64,
-        plans: &crate::trace::replay::NamedPlans,
+        plans: &crate::trace::NamedPlans,
         suppressed: &[u64],
         undisturbed_beyond: bool,
         events: crate::trace::EventsMode,

@@ -158,7 +158,7 @@ impl FateTracker {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::peer::event::Identity;
+    use crate::nip01::Identity;
 
     fn event(who: &Identity, content: &str, created_at: u64) -> Event {
         who.sign(25910, created_at, Vec::new(), content.into())

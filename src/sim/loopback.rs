@@ -2,13 +2,13 @@
 //! message delivered at once (optionally twice), virtual time jumping to the next wake-up. It
 //! exercises the peers' lifecycles without impairments and records every published event.
 
+use crate::nip01::Identity;
+use crate::nip01::{ClientMessage, RelayMessage};
 use crate::peer::client::{ClientConfig, ContextVmClient};
-use crate::peer::event::Identity;
-use crate::peer::nip01::{ClientMessage, RelayMessage};
 use crate::peer::server::{ContextVmServer, ServerConfig};
 use crate::peer::Peer;
 use crate::relay::{ConnId, Relay, RelayProfile};
-use crate::sim::rng::SeededStreams;
+use crate::rng::SeededStreams;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

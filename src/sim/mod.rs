@@ -6,7 +6,5 @@ pub mod link;
 pub mod loopback;
 pub mod order;
 pub mod publish;
-pub mod rng;
 pub mod transfer;
-pub mod turmoil;
 pub mod world;

@@ -77,7 +77,7 @@ impl PublishPipeline {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::rng::SeededStreams;
+    use crate::rng::SeededStreams;
 
     fn rng() -> ChaCha8Rng {
         SeededStreams::new(3).stream("publish-test")

@@ -4,14 +4,16 @@
 //! clock jumps to the next action, and its report compares what arrived with what was sent.
 
 use super::link::{Impairments, Link};
-use super::rng::SeededStreams;
+use crate::nip01::{Identity, EPOCH_SECS};
 use crate::peer::content::{payload_text, ContentClass};
-use crate::peer::event::{Identity, SignedEventEnvelope, EPOCH_SECS};
+use crate::peer::event::ContextVmEvents;
+use crate::peer::event::SignedEventEnvelope;
 use crate::protocol::jsonrpc::{Message, RequestId};
 use crate::protocol::oversized::{
     ChunkingError, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
     TransferFrame,
 };
+use crate::rng::SeededStreams;
 use std::collections::BTreeMap;
 use std::time::Duration;
 

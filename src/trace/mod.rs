@@ -5,10 +5,6 @@
 //! line per observation in the order the world made it, with virtual time `t` in microseconds,
 //! then a `summary` line with every call's outcome.
 
-pub mod live_schedule;
-pub mod replay;
-pub mod shrink;
-
 use crate::peer::client::ClientEvent;
 use crate::sim::world::{Observation, Observer, PeerId, Way};
 use crate::stats::{Outcome, RunReport};
@@ -723,4 +719,36 @@ pub fn first_difference(a: &str, b: &str) -> Option<(usize, String, String)> {
             }
         }
     }
+}
+
+/// Link decisions by (relay, peer, way) names: the delays of the copies of each message.
+pub type NamedPlans = BTreeMap<(String, String, String), Vec<Vec<Duration>>>;
+
+/// The link decisions recorded in a trace.
+pub fn plans_of(trace: &Trace) -> NamedPlans {
+    let mut plans = NamedPlans::new();
+    for line in &trace.lines {
+        if let Line::Link {
+            relay,
+            peer,
+            way,
+            seq,
+            delays_us,
+            ..
+        } = line
+        {
+            let list = plans
+                .entry((relay.clone(), peer.clone(), way.clone()))
+                .or_default();
+            let seq = *seq as usize;
+            if list.len() <= seq {
+                list.resize(seq + 1, Vec::new());
+            }
+            list[seq] = delays_us
+                .iter()
+                .map(|d| Duration::from_micros(*d))
+                .collect();
+        }
+    }
+    plans
 }

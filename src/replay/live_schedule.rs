@@ -6,11 +6,11 @@
 //! from the user, for recordings of relaysim's peers made with `relaysim record`. Its peers
 //! must be the recorded ones: same names and seed, hence the same keys.
 
-use super::replay::{inject, ReplayError};
-use super::{Line, OutcomeLine, Trace};
-use crate::peer::event::Identity;
+use super::{inject, ReplayError};
+use crate::nip01::Identity;
 use crate::scenario::Scenario;
 use crate::sim::fates::{PublicationKey, RecordedFates};
+use crate::trace::{Line, OutcomeLine, Trace};
 use nostr::prelude::PublicKey;
 use std::collections::BTreeMap;
 use std::str::FromStr;
@@ -186,7 +186,7 @@ pub fn schedule_live(
         }
     };
     let recording = recording_of(trace);
-    let plan = scenario.turmoil_plan(seed);
+    let plan = scenario.plan(seed);
     let relay_names: Vec<&str> = plan.relays.iter().map(|(n, _)| n.as_str()).collect();
     let relay = match relay_names.iter().position(|n| *n == recording.relay) {
         Some(i) => i,

@@ -9,7 +9,11 @@
 //!   receivers at their recorded times; each transfer's and stream's outcome is reported. This
 //!   is how someone else's traffic is replayed into our receivers.
 
-use super::{first_difference, Line, OutcomeLine, Trace};
+use crate::trace::{first_difference, Line, OutcomeLine, Trace};
+pub use crate::trace::{plans_of, NamedPlans};
+
+pub mod live_schedule;
+pub mod shrink;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::open_stream::{OpenStreamRegistry, RegistryEvent, StreamFrame, StreamPolicy};
 use crate::protocol::oversized::{OversizedReceiver, ReceiverConfig, ReceiverEvent, TransferFrame};
@@ -17,9 +21,6 @@ use crate::scenario::{Scenario, ScenarioError};
 use nostr::prelude::Event;
 use std::collections::BTreeMap;
 use std::time::Duration;
-
-/// Link decisions by (relay, peer, way) names: the delays of the copies of each message.
-pub type NamedPlans = BTreeMap<(String, String, String), Vec<Vec<Duration>>>;
 
 /// Why a replay cannot run.
 #[derive(Debug, thiserror::Error)]
@@ -59,35 +60,6 @@ pub enum ReplayError {
     /// Inject mode needs events stored whole.
     #[error("this trace stores events by id only; record with --trace-events full to replay it with --mode inject")]
     NeedsFullEvents,
-}
-
-/// The link decisions recorded in a trace.
-pub fn plans_of(trace: &Trace) -> NamedPlans {
-    let mut plans = NamedPlans::new();
-    for line in &trace.lines {
-        if let Line::Link {
-            relay,
-            peer,
-            way,
-            seq,
-            delays_us,
-            ..
-        } = line
-        {
-            let list = plans
-                .entry((relay.clone(), peer.clone(), way.clone()))
-                .or_default();
-            let seq = *seq as usize;
-            if list.len() <= seq {
-                list.resize(seq + 1, Vec::new());
-            }
-            list[seq] = delays_us
-                .iter()
-                .map(|d| Duration::from_micros(*d))
-                .collect();
-        }
-    }
-    plans
 }
 
 /// The scenario a trace was recorded from.
@@ -176,7 +148,7 @@ fn token_text(t: &crate::protocol::jsonrpc::ProgressToken) -> String {
 /// Feeds a trace's deliveries to fresh receivers (inject mode).
 pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
     let (_, _, events, _) = trace.header();
-    if events != super::EventsMode::Full {
+    if events != crate::trace::EventsMode::Full {
         return Err(ReplayError::NeedsFullEvents);
     }
     let mut bodies: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();

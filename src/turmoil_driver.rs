@@ -10,16 +10,16 @@
 //! What it does not model (the des driver does): peer→relay link impairments and outages,
 //! per-peer IP addresses, and slow consumers (clients read streams as chunks arrive). Its traces
 //! are relay-side `live` traces (what crossed each relay) whose headers carry the scenario, so
-//! they replay in both modes (see [`crate::trace::live_schedule`]).
+//! they replay in both modes (see [`crate::replay::live_schedule`]).
 
 use crate::live::driver::{PeerDriver, TurmoilTcp};
 use crate::live::{serve_on, ServeConfig};
-use crate::peer::client::{call_of_token, ClientConfig, ClientEvent, ContextVmClient};
-use crate::peer::event::{Identity, EPOCH_SECS};
-use crate::peer::server::{ContextVmServer, ServerConfig, ServerEvent};
+use crate::nip01::{Identity, EPOCH_SECS};
+use crate::peer::client::{call_of_token, ClientEvent, ContextVmClient};
+use crate::peer::server::{ContextVmServer, ServerEvent};
 use crate::peer::tools::stream_chunk_text;
-use crate::relay::RelayProfile;
-use crate::sim::rng::SeededStreams;
+use crate::rng::SeededStreams;
+use crate::scenario::{Plan, Scenario};
 use crate::sim::world::{Call, Observation, Observer};
 use crate::stats::{Collector, RunReport};
 use std::cell::RefCell;
@@ -34,26 +34,6 @@ const RELAY_PORT: u16 = 7777;
 /// world starts with peers connected; over TCP, a call published before the server's REQ
 /// landed would be lost (ContextVM events are ephemeral). Reported times exclude it.
 const SETTLE: Duration = Duration::from_secs(1);
-
-/// Everything one turmoil run needs, built from a scenario.
-#[derive(Debug, Clone)]
-pub struct Plan {
-    /// The run's seed.
-    pub seed: u64,
-    /// Simulated time limit.
-    pub duration: Duration,
-    /// Relays by name.
-    pub relays: Vec<(String, RelayProfile)>,
-    /// Servers: name, relay indices, configuration.
-    pub servers: Vec<(String, Vec<usize>, ServerConfig)>,
-    /// Clients: name, relay indices, configuration (naming the server's key, derived from the
-    /// seed and the server's name).
-    pub clients: Vec<(String, Vec<usize>, ClientConfig)>,
-    /// Workload calls: when, which client, what.
-    pub calls: Vec<(Duration, usize, Call)>,
-    /// The scenario this plan was built from, for the relays' trace headers.
-    pub origin: Option<crate::trace::ScenarioOrigin>,
-}
 
 /// Why a turmoil run could not run.
 #[derive(Debug, thiserror::Error)]
@@ -361,6 +341,7 @@ async fn run_client(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::relay::RelayProfile;
 
     #[test]
     fn names_that_cannot_be_hosts_are_refused_before_running() {
@@ -396,4 +377,14 @@ mod tests {
             PathBuf::from("run.b")
         );
     }
+}
+
+/// Runs `scenario` once with `seed` in the turmoil driver, writing each relay's trace next to
+/// `trace` when given.
+pub fn run_scenario(
+    scenario: &Scenario,
+    seed: u64,
+    trace: Option<&Path>,
+) -> Result<RunReport, TurmoilError> {
+    run(&scenario.plan(seed), trace)
 }

@@ -11,9 +11,9 @@
 //! the trace never saw (a candidate run can last longer than the failing one) are undisturbed
 //! too, so no fresh random disturbance can stand in for a removed one.
 
-use super::replay::{plans_of, scenario_of, NamedPlans, ReplayError};
-use super::{EventsMode, Line, ShrinkInfo, Trace};
+use super::{plans_of, scenario_of, NamedPlans, ReplayError};
 use crate::stats::Outcome;
+use crate::trace::{EventsMode, Line, ShrinkInfo, Trace};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
