@@ -43,7 +43,6 @@
 #![warn(missing_docs)]
 
 pub mod adapter;
-pub mod cli;
 pub mod compare;
 pub mod implementations;
 pub mod live;

@@ -1,10 +1,13 @@
-//! The `relaysim` command: a thin front end over the library.
+//! The `relaysim` command: a thin front end over the library (`src/cli/`, one file per
+//! subcommand). It is not part of the library, so a library user does not build it.
 
-use relaysim::cli::Exit;
+mod cli;
+
+use cli::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
-    match relaysim::cli::run() {
+    match cli::run() {
         Ok(Exit::Success) => ExitCode::SUCCESS,
         Ok(Exit::ExpectationFailed) => ExitCode::from(1),
         Err(e) => {

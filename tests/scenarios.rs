@@ -78,5 +78,5 @@ fn the_built_in_default_is_the_shipped_default() {
         Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/default.toml"),
     )
     .unwrap();
-    assert_eq!(relaysim::cli::DEFAULT_SCENARIO, shipped);
+    assert_eq!(relaysim::scenario::DEFAULT_SCENARIO, shipped);
 }

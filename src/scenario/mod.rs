@@ -38,6 +38,10 @@ pub mod spec;
 
 pub use plan::Plan;
 
+/// The built-in default scenario: what `relaysim run` runs without a file (also shipped as
+/// `scenarios/default.toml`).
+pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
+
 use crate::peer::client::ClientConfig;
 use crate::peer::content::{payload_text, ContentClass};
 use crate::peer::core::Clock;

@@ -461,3 +461,20 @@ pub struct ExpectSpec {
     #[serde(default)]
     pub outcomes: BTreeMap<String, String>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::parse_size;
+
+    #[test]
+    fn sizes_parse_with_units_and_bad_ones_explain_themselves() {
+        assert_eq!(parse_size("65536"), Ok(65536));
+        assert_eq!(parse_size("64KiB"), Ok(65536));
+        assert_eq!(parse_size("10MiB"), Ok(10 * 1024 * 1024));
+        assert_eq!(parse_size("2MB"), Ok(2_000_000));
+        assert!(parse_size("ten").unwrap_err().contains("not a size"));
+        assert!(parse_size("3GiB")
+            .unwrap_err()
+            .contains("unknown size unit"));
+    }
+}

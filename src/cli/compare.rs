@@ -1,0 +1,61 @@
+//! `relaysim compare`: a scenario under every pairing of endpoint implementations.
+
+use super::Exit;
+use anyhow::{Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use relaysim::scenario::Scenario;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct CompareArgs {
+    /// Scenario files (TOML).
+    #[arg(required = true)]
+    scenarios: Vec<std::path::PathBuf>,
+    /// First seed (overrides each scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Runs per pairing (overrides each scenario's).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Where to write compare.csv (default results/compare/<scenario>/).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
+    let pairings = relaysim::compare::pairings().len();
+    if pairings == 1 {
+        eprintln!(
+            "note: this relaysim was built without the contextvm-sdk feature, so relaysim/relaysim \
+             is the only pairing; build with `--features contextvm-sdk` to compare"
+        );
+    }
+    for path in &args.scenarios {
+        let scenario = Scenario::from_file(path)?;
+        let seed = args.seed.unwrap_or(scenario.seed);
+        let runs = args.runs.unwrap_or(scenario.runs).max(1);
+        let bar = ProgressBar::with_draw_target(
+            Some((runs as usize * pairings) as u64),
+            ProgressDrawTarget::stderr(),
+        );
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, eta {eta}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(scenario.name.clone());
+        let comparison = relaysim::compare::compare(&scenario, seed, runs, || bar.inc(1));
+        bar.finish_and_clear();
+        print!("{}", comparison.text());
+        let dir = match (&args.out, args.scenarios.len()) {
+            (Some(out), 1) => out.clone(),
+            (Some(out), _) => out.join(&scenario.name),
+            (None, _) => std::path::Path::new("results/compare").join(&scenario.name),
+        };
+        comparison
+            .write_csv(&dir)
+            .with_context(|| format!("cannot write {}", dir.display()))?;
+        println!("compare.csv written to {}", dir.display());
+        println!();
+    }
+    Ok(Exit::Success)
+}

@@ -1,0 +1,193 @@
+//! `relaysim replay`: a trace's disturbances against the endpoints again, or its deliveries into
+//! fresh receivers.
+
+use super::Exit;
+use anyhow::{bail, Context, Result};
+use relaysim::replay;
+use relaysim::scenario::Scenario;
+use relaysim::trace::Trace;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct ReplayArgs {
+    /// The trace file.
+    trace: std::path::PathBuf,
+    /// `schedule`: rerun the endpoints under the recorded disturbances (for a live trace: the
+    /// recorded relay's deliveries); `inject`: feed the recorded deliveries to fresh receivers.
+    #[arg(long, value_enum, default_value = "schedule")]
+    mode: ReplayMode,
+    /// Exit 1 if the outcome differs from the recorded one.
+    #[arg(long)]
+    check: bool,
+    /// Write the replay's own trace here (schedule mode).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Schedule mode, live traces: the scenario the recorded peers ran (default: the one in
+    /// the trace's header).
+    #[arg(long)]
+    scenario: Option<std::path::PathBuf>,
+    /// With --scenario: the seed the recorded peers' keys derive from (default: the
+    /// scenario's).
+    #[arg(long, requires = "scenario")]
+    seed: Option<u64>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum ReplayMode {
+    Schedule,
+    Inject,
+}
+
+/// Schedule replay of a live trace: prints each received transfer's and stream's outcome as
+/// recorded and as replayed.
+pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
+    let given = match &args.scenario {
+        Some(path) => {
+            let scenario = Scenario::from_file(path)?;
+            let seed = args.seed.unwrap_or(scenario.seed);
+            Some((scenario, seed))
+        }
+        None => None,
+    };
+    let r = relaysim::replay::live_schedule::schedule_live(trace, given)?;
+    println!(
+        "scenario {} (seed {}), relay {} as recorded: {} of {} publications replayed as the recording delivered them",
+        r.scenario, r.seed, r.relay, r.matched_publications, r.replayed_publications
+    );
+    println!("the rerun's calls:");
+    println!("{:<24} {:<8} {:<12} outcome", "workload", "call", "tool");
+    for c in &r.calls {
+        println!(
+            "{:<24} {:<8} {:<12} {}",
+            c.workload, c.call, c.tool, c.outcome
+        );
+    }
+    println!("what fresh receivers make of each trace's deliveries to the clients:");
+    println!(
+        "{:<16} {:<10} {:<30} replayed",
+        "client", "token", "recorded"
+    );
+    for ((client, token), recorded) in &r.recorded {
+        let new = r
+            .replayed
+            .get(&(client.clone(), token.clone()))
+            .map_or("<missing>", String::as_str);
+        println!("{client:<16} {token:<10} {recorded:<30} {new}");
+    }
+    if let Some(path) = &args.out {
+        std::fs::write(path, &r.text)
+            .with_context(|| format!("cannot write {}", path.display()))?;
+    }
+    if !r.compared() {
+        println!("nothing to compare: no transfer or stream reached a client in the recording");
+        if args.check {
+            bail!("--check has nothing to check: the recording shows no transfer or stream reaching a client");
+        }
+        return Ok(Exit::Success);
+    }
+    let same = r.same_outcome();
+    println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
+    Ok(if args.check && !same {
+        Exit::ExpectationFailed
+    } else {
+        Exit::Success
+    })
+}
+
+pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
+    let text = std::fs::read_to_string(&args.trace)
+        .with_context(|| format!("cannot read {}", args.trace.display()))?;
+    let trace = Trace::parse(&text, &args.trace.display().to_string())?;
+    let live =
+        matches!(&trace.lines[0], relaysim::trace::Line::Header { driver, .. } if driver == "live");
+    if args.scenario.is_some() && !(live && args.mode == ReplayMode::Schedule) {
+        bail!("--scenario is for schedule replays (--mode schedule) of live traces; this is a des trace or an inject replay");
+    }
+    match args.mode {
+        ReplayMode::Schedule if live => replay_live(&args, &trace),
+        ReplayMode::Schedule => {
+            let r = replay::schedule(&trace, &text)?;
+            println!(
+                "{:<24} {:<8} {:<12} {:<30} replayed",
+                "workload", "call", "tool", "recorded"
+            );
+            for (rec, new) in r
+                .recorded
+                .iter()
+                .zip(r.replayed.iter().map(Some).chain(std::iter::repeat(None)))
+            {
+                let new = new.map_or("<missing>", |n| n.outcome.as_str());
+                println!(
+                    "{:<24} {:<8} {:<12} {:<30} {new}",
+                    rec.workload, rec.call, rec.tool, rec.outcome
+                );
+            }
+            if let Some(path) = &args.out {
+                std::fs::write(path, &r.text)
+                    .with_context(|| format!("cannot write {}", path.display()))?;
+            }
+            match (&r.first_difference, r.same_outcome()) {
+                (None, _) => println!("the replay is identical to the trace, byte for byte"),
+                (Some((line, old, new)), same) => {
+                    println!("the replay first differs from the trace at line {line}:");
+                    println!("  recorded: {}", short(old));
+                    println!("  replayed: {}", short(new));
+                    println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
+                }
+            }
+            Ok(if args.check && !r.same_outcome() {
+                Exit::ExpectationFailed
+            } else {
+                Exit::Success
+            })
+        }
+        ReplayMode::Inject => {
+            let injected = replay::inject(&trace)?;
+            let recorded = replay::recorded_receiver_outcomes(&trace);
+            let mut differs = false;
+            println!(
+                "{:<12} {:<10} {:<9} {:>7}  {:<28} recorded",
+                "receiver", "token", "kind", "chunks", "injected"
+            );
+            for i in &injected {
+                let rec = recorded.get(&(i.receiver.clone(), i.token.clone()));
+                if rec.is_some_and(|r| *r != i.outcome) {
+                    differs = true;
+                }
+                println!(
+                    "{:<12} {:<10} {:<9} {:>7}  {:<28} {}",
+                    i.receiver,
+                    i.token,
+                    i.kind,
+                    i.chunks,
+                    i.outcome,
+                    rec.map_or("-", String::as_str)
+                );
+            }
+            println!(
+                "{}",
+                if differs {
+                    "outcome CHANGED for at least one receiver"
+                } else {
+                    "every injected outcome matches the recorded one"
+                }
+            );
+            Ok(if args.check && differs {
+                Exit::ExpectationFailed
+            } else {
+                Exit::Success
+            })
+        }
+    }
+}
+
+pub(super) fn short(line: &str) -> String {
+    if line.len() > 200 {
+        let cut = (0..=200)
+            .rev()
+            .find(|i| line.is_char_boundary(*i))
+            .unwrap_or(0);
+        format!("{}…", &line[..cut])
+    } else {
+        line.to_owned()
+    }
+}

@@ -1,0 +1,146 @@
+//! `relaysim run`: one scenario, one or many seeds, in the des or turmoil engine.
+
+use super::Exit;
+use anyhow::{bail, Context, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use relaysim::scenario::Scenario;
+use relaysim::stats::output;
+use relaysim::trace::EventsMode;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct RunArgs {
+    /// The scenario file (TOML). Default: the built-in default scenario.
+    scenario: Option<std::path::PathBuf>,
+    /// First seed (overrides the scenario's).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Number of runs, with seeds seed, seed+1, ... (overrides the scenario's).
+    #[arg(long)]
+    runs: Option<u32>,
+    /// Where to write summary.csv, latency.csv and failures.csv (default results/<scenario>/).
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+    /// Print the report as JSON instead of the table.
+    #[arg(long)]
+    json: bool,
+    /// Record a trace of the run to this file (JSON Lines; one run only).
+    #[arg(long)]
+    trace: Option<std::path::PathBuf>,
+    /// Store events whole (needed to replay with --mode inject) or by id.
+    #[arg(long, value_enum, default_value = "full")]
+    trace_events: EventsMode,
+    /// `des`: the discrete-event simulator. `turmoil`: relays as WebSocket servers and peers as
+    /// async tasks on turmoil's simulated TCP (slower; reports calls and latencies only, no
+    /// relay counters; peer→relay impairments and outages are not applied; --trace writes each
+    /// relay's live trace, which `replay` takes in both modes).
+    #[arg(long, value_enum, default_value = "des")]
+    engine: Engine,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(super) enum Engine {
+    Des,
+    Turmoil,
+}
+
+pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
+    let scenario = load_scenario(&args.scenario)?;
+    let seed = args.seed.unwrap_or(scenario.seed);
+    let runs = args.runs.unwrap_or(scenario.runs).max(1);
+    if args.engine == Engine::Turmoil && args.trace_events == EventsMode::Ids {
+        bail!("the turmoil engine's traces store events whole; drop --trace-events ids");
+    }
+    if args.trace.is_some() && runs > 1 {
+        bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
+    }
+    if let (Some(path), Engine::Des) = (&args.trace, args.engine) {
+        let (_, text) =
+            scenario.run_traced(seed, &Default::default(), &[], args.trace_events, None);
+        std::fs::write(path, text)
+            .with_context(|| format!("cannot write the trace to {}", path.display()))?;
+        eprintln!("trace written to {}", path.display());
+    }
+    let bar = ProgressBar::with_draw_target(Some(runs as u64), ProgressDrawTarget::stderr());
+    if runs > 1 {
+        bar.set_style(
+            ProgressStyle::with_template("{msg} [{bar:30}] {pos}/{len} runs, eta {eta}")
+                .expect("a valid template")
+                .progress_chars("=> "),
+        );
+        bar.set_message(scenario.name.clone());
+    } else {
+        bar.set_draw_target(ProgressDrawTarget::hidden());
+    }
+    let report = match args.engine {
+        Engine::Des => scenario.run_seeds(seed, runs, |done| bar.set_position(done as u64)),
+        Engine::Turmoil => {
+            let mut report = relaysim::stats::Report {
+                scenario: scenario.name.clone(),
+                runs: Vec::new(),
+            };
+            for i in 0..runs {
+                let run = relaysim::turmoil_driver::run_scenario(
+                    &scenario,
+                    seed.wrapping_add(i as u64),
+                    args.trace.as_deref(),
+                )
+                .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
+                report.runs.push(run);
+                bar.set_position(i as u64 + 1);
+            }
+            if let Some(trace) = &args.trace {
+                let relays = scenario.plan(seed).relays;
+                for (name, _) in &relays {
+                    let path =
+                        relaysim::turmoil_driver::relay_trace_path(trace, name, relays.len());
+                    eprintln!("trace of relay {name} written to {}", path.display());
+                }
+            }
+            report
+        }
+    };
+    bar.finish_and_clear();
+    let names = scenario.workload_names();
+    let failed = scenario.check_observed(&report, args.engine == Engine::Des);
+    let out = args
+        .out
+        .clone()
+        .unwrap_or_else(|| std::path::Path::new("results").join(&scenario.name));
+    output::write_csv(&report, &names, &out)
+        .with_context(|| format!("cannot write results to {}", out.display()))?;
+    if args.json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&output::to_json(&report, &names, &failed))?
+        );
+    } else {
+        if !scenario.description.is_empty() {
+            println!("{}\n", scenario.description.trim());
+        }
+        print!("{}", output::summary_text(&report, &names));
+        println!("results written to {}", out.display());
+        if failed.is_empty() {
+            println!("expectations: all hold");
+        } else {
+            println!("expectations FAILED:");
+            for f in &failed {
+                println!("  - {f}");
+            }
+        }
+    }
+    Ok(if failed.is_empty() {
+        Exit::Success
+    } else {
+        Exit::ExpectationFailed
+    })
+}
+
+pub(super) fn load_scenario(path: &Option<std::path::PathBuf>) -> Result<Scenario> {
+    Ok(match path {
+        Some(path) => Scenario::from_file(path)?,
+        None => Scenario::from_toml_str(
+            relaysim::scenario::DEFAULT_SCENARIO,
+            "scenarios/default.toml (built in)",
+        )?,
+    })
+}

@@ -1,0 +1,49 @@
+//! `relaysim shrink`: a failing trace down to the disturbances that still cause its failure.
+
+use super::Exit;
+use anyhow::{Context, Result};
+use relaysim::trace::Trace;
+
+#[derive(clap::Args, Debug)]
+pub(super) struct ShrinkArgs {
+    /// The failing trace.
+    trace: std::path::PathBuf,
+    /// Where to write the shrunk trace.
+    #[arg(long)]
+    out: std::path::PathBuf,
+    /// The failure cause to keep (default: the first one recorded).
+    #[arg(long)]
+    cause: Option<String>,
+    /// At most this many candidate runs.
+    #[arg(long, default_value_t = 2000)]
+    max_runs: usize,
+}
+
+pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
+    let trace = Trace::from_file(&args.trace)?;
+    let result = relaysim::replay::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
+    std::fs::write(&args.out, &result.text)
+        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    println!(
+        "kept {} of {} disturbances that still cause {:?} ({} candidate runs)",
+        result.kept.len(),
+        result.before,
+        result.cause,
+        result.runs
+    );
+    for d in &result.kept {
+        match d {
+            relaysim::replay::shrink::Disturbance::Link { link, seq, what } => {
+                println!(
+                    "  {what:<9} message {seq} on {} -> {} ({})",
+                    link.1, link.0, link.2
+                )
+            }
+            relaysim::replay::shrink::Disturbance::Outage { index } => {
+                println!("  outage    #{index}")
+            }
+        }
+    }
+    println!("shrunk trace written to {}", args.out.display());
+    Ok(Exit::Success)
+}
