@@ -59,10 +59,43 @@ fn the_same_seed_prints_the_same_report_and_another_seed_does_not() {
 #[test]
 fn a_lossy_link_fails_with_a_typed_cause_and_surfaces_nothing() {
     let out = relaysim(&["transfer", "--size", "4MiB", "--loss", "0.2", "--seed", "3"]);
-    assert!(out.status.success());
+    assert_eq!(out.status.code(), Some(1), "a failed transfer exits 1");
     let text = stdout(&out);
-    assert!(text.contains("failed ("), "{text}");
+    assert!(text.contains("failed: "), "{text}");
     assert!(text.contains("nothing surfaced"), "{text}");
+}
+
+#[test]
+fn a_jittered_connection_delays_a_transfer_but_never_reorders_it() {
+    let out = relaysim(&["transfer", "--size", "1MiB", "--jitter-ms", "400"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(text.contains("lost 0, duplicated 0, reordered 0"), "{text}");
+}
+
+#[test]
+fn a_transfer_is_a_scenario_that_run_repeats() {
+    let args = ["transfer", "--size", "200KiB", "--bootstrap", "--seed", "4"];
+    let out = relaysim(&args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let mut print = args.to_vec();
+    print.push("--print-scenario");
+    let text = stdout(&relaysim(&print));
+    assert!(text.contains("kind = \"upload\""), "{text}");
+    let path = scenario_file("transfer.toml", &text);
+    let dir = std::env::temp_dir().join(format!("relaysim-cli-transfer-{}", std::process::id()));
+    let run = relaysim(&[
+        "run",
+        path.to_str().unwrap(),
+        "--out",
+        dir.to_str().unwrap(),
+    ]);
+    assert!(run.status.success(), "{}", stderr(&run));
+    assert!(
+        stdout(&run).contains("completion 100.0%"),
+        "{}",
+        stdout(&run)
+    );
 }
 
 #[test]

@@ -99,17 +99,20 @@ enum Command {
         after_help = "Example:\n  relaysim check-determinism scenarios/default.toml --seed 3"
     )]
     CheckDeterminism(determinism::DeterminismArgs),
-    /// Send one CEP-22 oversized transfer through a seeded, impaired link in virtual time.
+    /// Send one CEP-22 transfer through one relay, in virtual time, from flags.
     ///
-    /// Every frame is published as a real signed kind-25910 event; the link delays, reorders,
-    /// duplicates and loses single events, as the datagram stress mode does (no real WebSocket
-    /// does that: for relay physics, write a scenario and use `relaysim run`); the report tells
-    /// whether the receiver rebuilt the exact message. The same arguments always print the same
-    /// report.
+    /// The flags make a one-workload scenario (`--print-scenario` shows it) that runs like any
+    /// other: real signed kind-25910 events, a relay profile, a relay→peer link that keeps
+    /// order per connection. `--duplicate` and `--loss` switch that link to the datagram
+    /// stress mode, which no WebSocket reproduces. The same arguments always print the same
+    /// report. Exit code: 0 when the transfer completes exactly, 1 when it fails, 2 for bad
+    /// input.
     #[command(after_help = "Examples:\n  \
         relaysim transfer --size 1MiB --content escape-heavy\n  \
-        relaysim transfer --size 10MiB --budget 60000 --jitter-ms 400 --duplicate 0.1 --seed 7\n  \
-        relaysim transfer --size 2MiB --loss 0.01 --bootstrap")]
+        relaysim transfer --size 10MiB --budget 60000 --jitter-ms 400 --profile strfry --seed 7\n  \
+        relaysim transfer --size 2MiB --bootstrap\n  \
+        relaysim transfer --size 4MiB --loss 0.01 --trace t.jsonl   # stress mode, then shrink t.jsonl\n  \
+        relaysim transfer --size 300KiB --print-scenario > my.toml")]
     Transfer(transfer::TransferArgs),
 }
 
@@ -135,6 +138,6 @@ pub fn run() -> Result<Exit> {
         Command::Serve(args) => serve::serve(args),
         Command::Record(args) => record::record(args),
         Command::Merge(args) => sweep::merge(args),
-        Command::Transfer(args) => transfer::transfer(args).map(|()| Exit::Success),
+        Command::Transfer(args) => transfer::transfer(args),
     }
 }

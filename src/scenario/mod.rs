@@ -38,6 +38,10 @@ pub mod spec;
 
 pub use plan::Plan;
 
+/// The smallest `policy.budget` accepted: a signed kind-25910 event with an empty content is
+/// about 650 bytes and a CEP-22 frame's JSON-RPC wrapper about 200 more.
+pub const MIN_BUDGET: usize = 1024;
+
 /// The built-in default scenario: what `relaysim run` runs without a file (also shipped as
 /// `scenarios/default.toml`).
 pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
@@ -1089,6 +1093,18 @@ impl Scenario {
         }
         let mut server_config = ServerConfig::default();
         if let Some(b) = spec.policy.budget {
+            if b.0 < MIN_BUDGET {
+                return Err(ctx.at(
+                    None,
+                    "policy.budget",
+                    format!(
+                        "budget {} is too small: a signed kind-25910 event with an empty content \
+                         already publishes as about 650 bytes; use at least {MIN_BUDGET}",
+                        b.0
+                    ),
+                    None,
+                ));
+            }
             server_config.budget = b.0;
         }
         apply_oversized_policy(&spec.policy, &mut server_config.oversized);

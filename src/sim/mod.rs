@@ -1,10 +1,8 @@
-//! The simulated world and its drivers. So far: seeded randomness split into named streams,
-//! an impaired one-way link, and a single-transfer run used by `relaysim transfer`.
+//! The des world: virtual time, relays and peers on a network of connections, and what a run
+//! observes. Every command that runs a scenario in virtual time runs it here.
 
 pub mod fates;
-pub mod link;
 pub mod loopback;
 pub mod order;
 pub mod publish;
-pub mod transfer;
 pub mod world;

@@ -53,6 +53,11 @@ impl PublishPipeline {
 
     /// When a message of `bytes` bytes made at `now` reaches the wire, given when the previous
     /// one did (`last`); events pay the signing cost, control messages only the jitter.
+    ///
+    /// A sequential pipeline is one writer: a message's work starts when it is scheduled and the
+    /// writer is free, so costs add up (ten 48 KB events made at once leave one signing time
+    /// apart). A concurrent one starts every message's work at once, so a cheap message can
+    /// finish before an expensive one made earlier.
     pub fn wire_time(
         &self,
         rng: &mut ChaCha8Rng,
@@ -64,13 +69,13 @@ impl PublishPipeline {
             Some(b) => self.per_event + self.per_kib.mul_f64(b as f64 / 1024.0),
             None => Duration::ZERO,
         };
-        let ready = now + cost + self.jitter.sample(rng);
+        let scheduled = now + self.jitter.sample(rng);
+        let start = match self.mode {
+            PublishMode::Sequential => scheduled.max(last),
+            PublishMode::Concurrent => scheduled,
+        };
         // Whole microseconds, the unit traces record.
-        let ready = Duration::from_micros(ready.as_micros() as u64);
-        match self.mode {
-            PublishMode::Sequential => ready.max(last),
-            PublishMode::Concurrent => ready,
-        }
+        Duration::from_micros((start + cost).as_micros() as u64)
     }
 }
 
@@ -95,6 +100,24 @@ mod tests {
         let small = p.wire_time(&mut r, Duration::ZERO, Some(600), big);
         assert!(big > Duration::from_millis(4));
         assert!(small >= big);
+    }
+
+    #[test]
+    fn a_sequential_pipeline_adds_up_the_costs_of_messages_made_together() {
+        let p = PublishPipeline {
+            per_event: Duration::from_millis(5),
+            ..Default::default()
+        };
+        let mut r = rng();
+        let mut last = Duration::ZERO;
+        let mut wire = Vec::new();
+        for _ in 0..3 {
+            last = p.wire_time(&mut r, Duration::ZERO, Some(600), last);
+            wire.push(last.as_millis());
+        }
+        assert_eq!(wire, [5, 10, 15]);
+        // A control message (no signing) waits for the writer but costs nothing itself.
+        assert_eq!(p.wire_time(&mut r, Duration::ZERO, None, last), last);
     }
 
     #[test]
