@@ -30,7 +30,7 @@ fn a_transfer_through_an_impaired_link_completes_exactly() {
         String::from_utf8_lossy(&out.stderr)
     );
     let text = stdout(&out);
-    assert!(text.contains("completed at"), "{text}");
+    assert!(text.contains("completed in"), "{text}");
     assert!(
         text.contains("exact: the delivered message is byte-identical"),
         "{text}"
