@@ -338,6 +338,16 @@ async fn run_client(
     Ok(())
 }
 
+/// Runs `scenario` once with `seed` in the turmoil driver, writing each relay's trace next to
+/// `trace` when given.
+pub fn run_scenario(
+    scenario: &Scenario,
+    seed: u64,
+    trace: Option<&Path>,
+) -> Result<RunReport, TurmoilError> {
+    run(&scenario.plan(seed), trace)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -377,14 +387,4 @@ mod tests {
             PathBuf::from("run.b")
         );
     }
-}
-
-/// Runs `scenario` once with `seed` in the turmoil driver, writing each relay's trace next to
-/// `trace` when given.
-pub fn run_scenario(
-    scenario: &Scenario,
-    seed: u64,
-    trace: Option<&Path>,
-) -> Result<RunReport, TurmoilError> {
-    run(&scenario.plan(seed), trace)
 }
