@@ -212,13 +212,7 @@ fn shrinking_finds_the_one_publish_that_overtook_another() {
     // SDK's CEP-41 reader fails on it. The trace records every publish decision, so shrinking
     // can put them back in order one by one and keep the one swap that causes the failure.
     let s = scenario("scenarios/physics/publisher-concurrency.toml");
-    let (report, text) = s.run_traced(
-        1,
-        &replay::NamedPlans::new(),
-        &[],
-        relaysim::trace::EventsMode::Ids,
-        None,
-    );
+    let (report, text) = s.run_traced(1, relaysim::trace::EventsMode::Ids);
     assert!(report
         .items
         .iter()

@@ -142,7 +142,7 @@ fn broken_traces_say_which_line_is_wrong() {
 fn a_trace_stored_by_id_cannot_be_injected_and_says_why() {
     let scenario =
         Scenario::from_file(Path::new(&root().join("traces/src/lossy-download.toml"))).unwrap();
-    let (_, text) = scenario.run_traced(1, &Default::default(), &[], EventsMode::Ids, None);
+    let (_, text) = scenario.run_traced(1, EventsMode::Ids);
     let trace = Trace::parse(&text, "ids").unwrap();
     let e = replay::inject(&trace).unwrap_err().to_string();
     assert!(e.contains("--trace-events full"), "{e}");
@@ -154,17 +154,7 @@ fn every_shipped_scenario_traces_deterministically() {
     let files = relaysim::scenario::scenario_files(&dirs).unwrap();
     for path in files {
         let scenario = Scenario::from_file(&path).unwrap();
-        let run = || {
-            scenario
-                .run_traced(
-                    scenario.seed,
-                    &Default::default(),
-                    &[],
-                    EventsMode::Ids,
-                    None,
-                )
-                .1
-        };
+        let run = || scenario.run_traced(scenario.seed, EventsMode::Ids).1;
         let (a, b) = (run(), run());
         assert_eq!(
             relaysim::trace::first_difference(&a, &b),

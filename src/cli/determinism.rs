@@ -18,11 +18,7 @@ pub(super) struct DeterminismArgs {
 pub(super) fn check_determinism(args: DeterminismArgs) -> Result<Exit> {
     let scenario = load_scenario(&args.scenario)?;
     let seed = args.seed.unwrap_or(scenario.seed);
-    let run = || {
-        scenario
-            .run_traced(seed, &Default::default(), &[], EventsMode::Full, None)
-            .1
-    };
+    let run = || scenario.run_traced(seed, EventsMode::Full).1;
     let (a, b) = (run(), run());
     match first_difference(&a, &b) {
         None => {

@@ -54,8 +54,7 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
         bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
     }
     if let (Some(path), Engine::Des) = (&args.trace, args.engine) {
-        let (_, text) =
-            scenario.run_traced(seed, &Default::default(), &[], args.trace_events, None);
+        let (_, text) = scenario.run_traced(seed, args.trace_events);
         std::fs::write(path, text)
             .with_context(|| format!("cannot write the trace to {}", path.display()))?;
         eprintln!("trace written to {}", path.display());

@@ -143,8 +143,7 @@ pub(super) fn transfer(args: TransferArgs) -> Result<Exit> {
     let scenario = Scenario::from_toml_str(&text, "the scenario of `relaysim transfer`")?;
     let report = match &args.trace {
         Some(path) => {
-            let (report, trace) =
-                scenario.run_traced(args.seed, &Default::default(), &[], EventsMode::Full, None);
+            let (report, trace) = scenario.run_traced(args.seed, EventsMode::Full);
             std::fs::write(path, trace)
                 .with_context(|| format!("cannot write the trace to {}", path.display()))?;
             eprintln!("trace written to {}", path.display());

@@ -222,6 +222,58 @@ pub fn stream_chunk_text(index: u64, bytes: usize) -> String {
     text
 }
 
+/// What a correct result of a call looks like, so every delivery can be checked against what
+/// was sent.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expected {
+    /// This exact text (echo, and the digest an upload must come back with).
+    Text(String),
+    /// A text that matches the digest in its own `_meta.sha256` (large_result).
+    SelfDigest,
+    /// `streamed N chunks`, after N intact chunks.
+    Stream {
+        /// Chunks written.
+        chunks: u64,
+    },
+    /// Any successful result (slow).
+    Done,
+    /// A JSON-RPC error (fail).
+    Error,
+}
+
+impl Expected {
+    /// What `tool` should answer.
+    pub fn of(tool: &ToolCall) -> Self {
+        match tool {
+            ToolCall::Echo { text } => Expected::Text(text.clone()),
+            ToolCall::Upload { data } => Expected::Text(digest_of(data)),
+            ToolCall::LargeResult { .. } => Expected::SelfDigest,
+            ToolCall::Stream { chunks, .. } => Expected::Stream { chunks: *chunks },
+            ToolCall::Slow { .. } => Expected::Done,
+            ToolCall::Fail { .. } => Expected::Error,
+        }
+    }
+
+    /// Whether a successful result is intact.
+    pub fn matches(&self, result: &serde_json::Value) -> bool {
+        let text = result_text(result);
+        match self {
+            Expected::Text(t) => text == Some(t.as_str()),
+            Expected::SelfDigest => {
+                let claimed = result
+                    .pointer("/_meta/sha256")
+                    .and_then(serde_json::Value::as_str);
+                text.is_some_and(|t| Some(digest_of(t).as_str()) == claimed)
+            }
+            Expected::Stream { chunks } => {
+                text == Some(format!("streamed {chunks} chunks").as_str())
+            }
+            Expected::Done => text.is_some(),
+            Expected::Error => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

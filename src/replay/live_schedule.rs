@@ -235,7 +235,12 @@ pub fn schedule_live(
     let recorded = received(trace, &|c| connection_names.get(c).map(|n| (*n).to_owned()))?;
     let recorded_publications = recording.fates.by_publication.len();
     let fates = recording.fates.clone();
-    let (_, text) = scenario.run_against_recording(seed, relay, fates);
+    let (_, text) = scenario.run_planned(
+        seed,
+        crate::trace::EventsMode::Full,
+        crate::scenario::TraceContext::default(),
+        |_| vec![Box::new(crate::sim::planner::Fates::new(relay, fates))],
+    );
     let replay = Trace::parse(&text, "<replay>").expect("relaysim reads its own traces");
     let replayed_recording = recording_of(&replay);
     let replayed_publications = replayed_recording.fates.by_publication.len();

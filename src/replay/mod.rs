@@ -9,7 +9,11 @@
 //!   receivers at their recorded times; each transfer's and stream's outcome is reported. This
 //!   is how someone else's traffic is replayed into our receivers.
 
-use crate::trace::{first_difference, Line, OutcomeLine, Trace};
+use crate::scenario::TraceContext;
+use crate::sim::planner::{LinkPlanner, Recorded, Undisturbed};
+use crate::sim::world::Way;
+use crate::stats::RunReport;
+use crate::trace::{first_difference, EventsMode, Line, Names, OutcomeLine, ShrinkInfo, Trace};
 pub use crate::trace::{plans_of, NamedPlans};
 
 pub mod live_schedule;
@@ -96,6 +100,60 @@ impl ScheduleReplay {
     }
 }
 
+/// Reruns `scenario` with `seed`, each decision the n-th of its (relay, peer, way) in `plans`
+/// (by names) and the outages in `suppressed` suppressed; decisions past the plans are drawn,
+/// or undisturbed when `undisturbed_beyond` is set (for shrinking). Returns the report and the
+/// trace text, whose header carries `suppressed` and `shrunk`.
+pub fn rerun(
+    scenario: &Scenario,
+    seed: u64,
+    plans: &NamedPlans,
+    suppressed: &[u64],
+    undisturbed_beyond: bool,
+    events: EventsMode,
+    shrunk: Option<ShrinkInfo>,
+) -> (RunReport, String) {
+    let context = TraceContext {
+        suppressed_outages: suppressed.to_vec(),
+        shrunk,
+    };
+    scenario.run_planned(seed, events, context, |names| {
+        let mut planners: Vec<Box<dyn LinkPlanner>> =
+            vec![Box::new(recorded(names, plans, suppressed))];
+        if undisturbed_beyond {
+            planners.push(Box::new(Undisturbed));
+        }
+        planners
+    })
+}
+
+/// The recorded decisions `plans` (by names) as a planner of the world `names` describes.
+fn recorded(names: &Names, plans: &NamedPlans, suppressed: &[u64]) -> Recorded {
+    let mut recorded = Recorded {
+        suppress_outages: suppressed.iter().copied().collect(),
+        ..Recorded::default()
+    };
+    for ((relay, peer, way), list) in plans {
+        let relay = names.relays.iter().position(|r| r == relay);
+        let peer = names
+            .peers
+            .iter()
+            .find(|(_, n)| *n == peer)
+            .map(|(p, _)| *p);
+        let way = match way.as_str() {
+            "up" => Some(Way::Up),
+            "down" => Some(Way::Down),
+            "intake" => Some(Way::Intake),
+            "publish" => Some(Way::Publish),
+            _ => None,
+        };
+        if let (Some(relay), Some(peer), Some(way)) = (relay, peer, way) {
+            recorded.plans.insert((relay, peer, way), list.clone());
+        }
+    }
+    recorded
+}
+
 /// Replays `trace` (whose text is `original`) in schedule mode.
 pub fn schedule(trace: &Trace, original: &str) -> Result<ScheduleReplay, ReplayError> {
     let scenario = scenario_of(trace)?;
@@ -104,7 +162,15 @@ pub fn schedule(trace: &Trace, original: &str) -> Result<ScheduleReplay, ReplayE
         Line::Header { shrunk, .. } => shrunk.clone(),
         _ => None,
     };
-    let (_, text) = scenario.run_traced(seed, &plans_of(trace), suppressed, events, shrunk);
+    let (_, text) = rerun(
+        &scenario,
+        seed,
+        &plans_of(trace),
+        suppressed,
+        false,
+        events,
+        shrunk,
+    );
     let replayed = Trace::parse(&text, "<replay>")
         .expect("relaysim reads its own traces")
         .outcomes()

@@ -201,7 +201,7 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
     let mut fails = |kept: &[usize]| -> bool {
         runs += 1;
         let (plans, off) = config(kept);
-        let (report, _) = scenario.run_traced_with(seed, &plans, &off, true, EventsMode::Ids, None);
+        let (report, _) = super::rerun(&scenario, seed, &plans, &off, true, EventsMode::Ids, None);
         report
             .items
             .iter()
@@ -222,7 +222,7 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         disturbances_after: kept.len(),
         cause: cause.clone(),
     };
-    let (_, text) = scenario.run_traced_with(seed, &plans, &off, true, events, Some(info));
+    let (_, text) = super::rerun(&scenario, seed, &plans, &off, true, events, Some(info));
     Ok(Shrunk {
         before: all.len(),
         kept: kept.iter().map(|&i| all[i].clone()).collect(),

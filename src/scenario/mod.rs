@@ -38,6 +38,16 @@ pub mod spec;
 
 pub use plan::Plan;
 
+/// What the header of a rerun's trace says about it: the outages its planners suppress and,
+/// for a shrunk trace, the shrink it came from.
+#[derive(Debug, Clone, Default)]
+pub struct TraceContext {
+    /// Outages (by number) that did not happen.
+    pub suppressed_outages: Vec<u64>,
+    /// The shrink this trace is the result of.
+    pub shrunk: Option<crate::trace::ShrinkInfo>,
+}
+
 /// The smallest `policy.budget` accepted: a signed kind-25910 event with an empty content is
 /// about 650 bytes and a CEP-22 frame's JSON-RPC wrapper about 200 more.
 pub const MIN_BUDGET: usize = 1024;
@@ -1320,95 +1330,39 @@ impl Scenario {
         collector.finish(seed)
     }
 
-    /// Runs once with `seed` and records a trace. Link decisions in `plans` (by relay, peer and
-    /// way names) and the outages in `suppressed` replace the run's own random draws; `shrunk`
-    /// goes into the header of a shrunk trace. Returns the report and the trace text.
+    /// Runs once with `seed` and records a trace; returns the report and the trace text.
     pub fn run_traced(
         &self,
         seed: u64,
-        plans: &crate::trace::NamedPlans,
-        suppressed: &[u64],
         events: crate::trace::EventsMode,
-        shrunk: Option<crate::trace::ShrinkInfo>,
     ) -> (crate::stats::RunReport, String) {
-        self.run_traced_with(seed, plans, suppressed, false, events, shrunk)
+        self.run_planned(seed, events, TraceContext::default(), |_| Vec::new())
     }
 
-    /// [`Scenario::run_traced`], and when `undisturbed_beyond` is set, messages without a plan
-    /// travel undisturbed instead of drawing their own fate (for shrinking).
-    pub fn run_traced_with(
+    /// Runs once with `seed`, the fates of messages decided by the planners `make` builds from
+    /// the world's names (schedule replays, shrinking, recorded fates; see
+    /// [`crate::sim::planner`]) before the random draws, writing a des trace whose header
+    /// carries `context`.
+    pub fn run_planned(
         &self,
         seed: u64,
-        plans: &crate::trace::NamedPlans,
-        suppressed: &[u64],
-        undisturbed_beyond: bool,
         events: crate::trace::EventsMode,
-        shrunk: Option<crate::trace::ShrinkInfo>,
+        context: TraceContext,
+        make: impl FnOnce(&crate::trace::Names) -> Vec<Box<dyn crate::sim::planner::LinkPlanner>>,
     ) -> (crate::stats::RunReport, String) {
-        use crate::sim::world::{Overrides, Way};
-        self.run_overridden(seed, suppressed, events, shrunk, |names| {
-            let mut overrides = Overrides {
-                suppress_outages: suppressed.iter().copied().collect(),
-                undisturbed_beyond,
-                ..Overrides::default()
-            };
-            for ((relay, peer, way), list) in plans {
-                let relay = names.relays.iter().position(|r| r == relay);
-                let peer = names
-                    .peers
-                    .iter()
-                    .find(|(_, n)| *n == peer)
-                    .map(|(p, _)| *p);
-                let way = match way.as_str() {
-                    "up" => Some(Way::Up),
-                    "down" => Some(Way::Down),
-                    "intake" => Some(Way::Intake),
-                    "publish" => Some(Way::Publish),
-                    _ => None,
-                };
-                if let (Some(relay), Some(peer), Some(way)) = (relay, peer, way) {
-                    overrides.plans.insert((relay, peer, way), list.clone());
-                }
-            }
-            overrides
-        })
-    }
-
-    /// Runs once with `seed`, relay `relay`'s deliveries following what a recorded relay did
-    /// with the same publications (see [`crate::sim::fates`]); returns the report and the
-    /// trace, events stored whole.
-    pub fn run_against_recording(
-        &self,
-        seed: u64,
-        relay: usize,
-        fates: crate::sim::fates::RecordedFates,
-    ) -> (crate::stats::RunReport, String) {
-        let overrides = crate::sim::world::Overrides {
-            fates: Some((relay, fates)),
-            ..Default::default()
-        };
-        self.run_overridden(seed, &[], crate::trace::EventsMode::Full, None, |_| {
-            overrides
-        })
-    }
-
-    /// Runs once with `seed` under the overrides `make` builds from the world's names, writing
-    /// a des trace.
-    fn run_overridden(
-        &self,
-        seed: u64,
-        suppressed: &[u64],
-        events: crate::trace::EventsMode,
-        shrunk: Option<crate::trace::ShrinkInfo>,
-        make: impl FnOnce(&crate::trace::Names) -> crate::sim::world::Overrides,
-    ) -> (crate::stats::RunReport, String) {
+        let TraceContext {
+            suppressed_outages: suppressed,
+            shrunk,
+        } = context;
         use crate::trace::{Line, Names, TraceWriter};
         let mut world = self.build(seed);
         let names = Names {
             relays: world.relay_names_all(),
             peers: world.peers().into_iter().collect(),
         };
-        world.set_overrides(make(&names));
+        for planner in make(&names) {
+            world.add_planner(planner);
+        }
         let header = Line::Header {
             format: crate::trace::FORMAT,
             relaysim: env!("CARGO_PKG_VERSION").into(),
@@ -1417,7 +1371,7 @@ impl Scenario {
             seed,
             driver: "des".into(),
             events,
-            suppressed_outages: suppressed.to_vec(),
+            suppressed_outages: suppressed,
             shrunk,
             scenario_toml: self.source.clone(),
         };

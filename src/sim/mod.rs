@@ -4,5 +4,6 @@
 pub mod fates;
 pub mod loopback;
 pub mod order;
+pub mod planner;
 pub mod publish;
 pub mod world;

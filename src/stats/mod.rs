@@ -20,7 +20,8 @@
 pub mod output;
 
 use crate::peer::client::{CallId, ClientEvent};
-use crate::sim::world::{Expected, Observation, Observer};
+use crate::peer::tools::Expected;
+use crate::sim::world::{Observation, Observer};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::Duration;

@@ -1,0 +1,426 @@
+//! What each action does: a message reaching a relay or a peer, a reconnection, an outage, a
+//! workload call; then what relays and peers have to send, and what clients report.
+
+use super::{Action, Observation, PeerId, Way, World};
+use crate::nip01::{ClientMessage, RelayMessage};
+use crate::peer::client::{CallId, ClientEvent};
+use crate::relay::impair::Ordering;
+
+impl World {
+    pub(super) fn run(&mut self, action: Action) {
+        let now = self.now;
+        if let Some(until) = self.held_by_partition(&action) {
+            // Rescheduled in the order they arrive, so the connection's order holds.
+            self.schedule(until, action);
+            return;
+        }
+        match action {
+            Action::ToRelay {
+                relay,
+                peer,
+                conn,
+                message,
+                processed: false,
+            } if self.relay_takes_time(relay, &message) => {
+                if let ClientMessage::Event(e) = &message {
+                    self.order.received(relay, e.id);
+                }
+                let done = self.handled_at(relay, peer, &message);
+                self.schedule(
+                    done,
+                    Action::ToRelay {
+                        relay,
+                        peer,
+                        conn,
+                        message,
+                        processed: true,
+                    },
+                );
+            }
+            Action::ToRelay {
+                relay,
+                peer,
+                conn,
+                message,
+                processed,
+            } => {
+                let live = self.link_live(relay, peer, conn);
+                if live {
+                    if let ClientMessage::Event(e) = &message {
+                        if !processed {
+                            self.order.received(relay, e.id);
+                        }
+                        for planner in &mut self.planners {
+                            planner.relay_received(relay, e);
+                        }
+                    }
+                    self.relays[relay]
+                        .relay
+                        .handle_client_message(conn, message, now);
+                } else {
+                    let event = match &message {
+                        ClientMessage::Event(e) => Some(e.id),
+                        _ => None,
+                    };
+                    self.observe(Observation::Lost {
+                        relay,
+                        peer,
+                        way: Way::Up,
+                        event,
+                    });
+                }
+            }
+            Action::ToPeer {
+                relay,
+                peer,
+                conn,
+                message,
+                replay,
+            } => {
+                let live = self.link_live(relay, peer, conn);
+                if !live {
+                    let event = match &message {
+                        RelayMessage::Event { event, .. } => Some(event.id),
+                        _ => None,
+                    };
+                    self.observe(Observation::Lost {
+                        relay,
+                        peer,
+                        way: Way::Down,
+                        event,
+                    });
+                    return;
+                }
+                self.observe_incoming(relay, peer, &message, replay);
+                let name = self.relays[relay].name.clone();
+                self.peer_mut(peer)
+                    .handle_relay_message(&name, message, now);
+            }
+            Action::Wire {
+                relay,
+                peer,
+                message,
+            } => self.send_up(relay, peer, message),
+            Action::Reconnect { relay, peer } => {
+                if !self.links.get(&(relay, peer)).is_some_and(|l| l.connected) {
+                    self.connect(relay, peer);
+                }
+            }
+            Action::DropConnection {
+                relay,
+                peer,
+                down_for,
+                random,
+            } => {
+                if self.outage_begins(relay, Some(peer), "connection-drop", down_for) {
+                    self.disconnect(relay, peer, "outage");
+                    self.schedule(now + down_for, Action::Reconnect { relay, peer });
+                }
+                if random {
+                    let mean = self.relays[relay].impairments.outages.connection_drop_every;
+                    let range = self.relays[relay].impairments.outages.connection_down_for;
+                    if let (Some(mean), Some(rng)) =
+                        (mean, self.outage_rng.get_mut(&(relay, Some(peer))))
+                    {
+                        let at = now + down_for + rng.exponential(mean);
+                        let down_for = rng.uniform(range);
+                        self.schedule(
+                            at,
+                            Action::DropConnection {
+                                relay,
+                                peer,
+                                down_for,
+                                random: true,
+                            },
+                        );
+                    }
+                }
+            }
+            Action::PartitionStart {
+                relay,
+                peer,
+                duration,
+            } => {
+                if self.outage_begins(relay, Some(peer), "partition", duration) {
+                    if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                        link.stalled_until = link.stalled_until.max(now + duration);
+                    }
+                }
+            }
+            Action::RelayRestart {
+                relay,
+                down_for,
+                random,
+            } if !self.outage_begins(relay, None, "relay-restart", down_for) => {
+                self.reschedule_restart(relay, now, down_for, random);
+            }
+            Action::RelayRestart {
+                relay,
+                down_for,
+                random,
+            } => {
+                self.relays[relay].relay.restart();
+                self.relays[relay].down_until = Some(now + down_for);
+                let peers: Vec<PeerId> = self
+                    .links
+                    .keys()
+                    .filter(|(r, _)| *r == relay)
+                    .map(|(_, p)| *p)
+                    .collect();
+                for peer in peers {
+                    if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                        if link.connected {
+                            link.connected = false;
+                            self.observe(Observation::Disconnected {
+                                relay,
+                                peer,
+                                reason: "relay-restart",
+                            });
+                        }
+                    }
+                    self.schedule(now + down_for, Action::Reconnect { relay, peer });
+                }
+                while self.relays[relay].relay.poll_dropped().is_some() {}
+                self.reschedule_restart(relay, now, down_for, random);
+            }
+            Action::Consume { client, call } => {
+                // One chunk, then the next read one interval later, for as long as the
+                // stream may still hold chunks.
+                let read = self.read_one(client, call);
+                let ended = !self.clients[client].1.stream_alive(call);
+                if read || !ended {
+                    if let Some(every) = self.consume_every.get(&(client, call)).copied() {
+                        self.schedule(now + every, Action::Consume { client, call });
+                    }
+                }
+            }
+            Action::Call { client, call } => {
+                let (id, chunk_bytes) = call.start(&mut self.clients[client].1, now);
+                if let Some(bytes) = chunk_bytes {
+                    self.stream_chunk_bytes.insert((client, id), bytes);
+                }
+                if let Some(every) = call.consume_every {
+                    self.consume_every.insert((client, id), every);
+                }
+                self.observe(call.called(client, id));
+            }
+        }
+    }
+
+    pub(super) fn observe_incoming(
+        &mut self,
+        relay: usize,
+        peer: PeerId,
+        message: &RelayMessage,
+        replay: bool,
+    ) {
+        match message {
+            RelayMessage::Event { event, .. } => {
+                let (published, _) = self
+                    .published_at
+                    .get(&event.id)
+                    .copied()
+                    .unwrap_or((self.now, 0));
+                let impairments = &self.relays[relay].impairments;
+                let datagram = impairments.relay_to_peer.ordering == Ordering::Datagram
+                    || impairments.peer_to_relay.ordering == Ordering::Datagram;
+                let arrival = self
+                    .order
+                    .delivered(peer, relay, event.id, replay, datagram);
+                let latency = self.now.saturating_sub(published);
+                self.observe(Observation::Delivered {
+                    relay,
+                    peer,
+                    event: event.id,
+                    latency,
+                    reordered: arrival.reordered,
+                    duplicate: arrival.duplicate,
+                    via: arrival.via,
+                });
+            }
+            RelayMessage::Ok {
+                id,
+                accepted,
+                message,
+            } => {
+                let observation = Observation::Verdict {
+                    relay,
+                    peer,
+                    event: *id,
+                    accepted: *accepted,
+                    message: message.clone(),
+                };
+                self.observe(observation);
+            }
+            RelayMessage::Notice { message } => {
+                let observation = Observation::Notice {
+                    relay,
+                    peer,
+                    message: message.clone(),
+                };
+                self.observe(observation);
+            }
+            RelayMessage::Eose { .. } | RelayMessage::Closed { .. } => {}
+        }
+    }
+
+    /// Moves every message the peers and relays have to send onto the impaired links, and
+    /// reports what the clients did.
+    pub(super) fn flush(&mut self) {
+        loop {
+            let mut moved = false;
+            let peers: Vec<PeerId> = (0..self.clients.len())
+                .map(PeerId::Client)
+                .chain((0..self.servers.len()).map(PeerId::Server))
+                .collect();
+            for peer in peers {
+                while let Some((relay_name, message)) = self.peer_mut(peer).poll_transmit() {
+                    moved = true;
+                    let Some(relay) = self.relay_index(&relay_name) else {
+                        continue;
+                    };
+                    self.emit(relay, peer, message);
+                }
+            }
+            for relay in 0..self.relays.len() {
+                while let Some((conn, message, replay)) =
+                    self.relays[relay].relay.poll_transmit_tagged()
+                {
+                    moved = true;
+                    let Some(&peer) = self.owners.get(&(relay, conn)) else {
+                        continue;
+                    };
+                    self.send_down(relay, peer, conn, message, replay);
+                }
+                while let Some(conn) = self.relays[relay].relay.poll_dropped() {
+                    moved = true;
+                    if let Some(&peer) = self.owners.get(&(relay, conn)) {
+                        if let Some(link) = self.links.get_mut(&(relay, peer)) {
+                            if link.conn == conn && link.connected {
+                                link.connected = false;
+                                self.observe(Observation::Disconnected {
+                                    relay,
+                                    peer,
+                                    reason: "relay-closed",
+                                });
+                                let at = self.now + self.reconnect.after_close;
+                                self.schedule(at, Action::Reconnect { relay, peer });
+                            }
+                        }
+                    }
+                }
+            }
+            moved |= self.drain_clients();
+            moved |= self.drain_servers();
+            if !moved {
+                return;
+            }
+        }
+    }
+
+    pub(super) fn drain_clients(&mut self) -> bool {
+        let mut moved = false;
+        for client in 0..self.clients.len() {
+            while let Some(event) = self.clients[client].1.poll_event() {
+                moved = true;
+                match &event {
+                    ClientEvent::StreamOpened { call } => {
+                        match self.consume_every.get(&(client, *call)) {
+                            // A slow consumer reads on its own schedule.
+                            Some(every) => {
+                                let at = self.now + *every;
+                                self.schedule(
+                                    at,
+                                    Action::Consume {
+                                        client,
+                                        call: *call,
+                                    },
+                                );
+                            }
+                            None => {
+                                self.open_streams.insert((client, *call));
+                            }
+                        }
+                    }
+                    ClientEvent::StreamEnded { call, .. } => {
+                        if !self.consume_every.contains_key(&(client, *call)) {
+                            self.read_stream(client, *call);
+                        }
+                        self.open_streams.remove(&(client, *call));
+                    }
+                    _ => {}
+                }
+                self.observe(Observation::Client { client, event });
+            }
+            let open: Vec<CallId> = self
+                .open_streams
+                .iter()
+                .filter(|(c, _)| *c == client)
+                .map(|(_, call)| *call)
+                .collect();
+            for call in open {
+                moved |= self.read_stream(client, call);
+            }
+        }
+        moved
+    }
+
+    pub(super) fn drain_servers(&mut self) -> bool {
+        let mut moved = false;
+        for server in 0..self.servers.len() {
+            while let Some(event) = self.servers[server].1.poll_event() {
+                moved = true;
+                if let crate::peer::server::ServerEvent::StreamStats(stats) = event {
+                    self.observe(Observation::StreamStore { server, stats });
+                    continue;
+                }
+                if let crate::peer::server::ServerEvent::ChunkWritten {
+                    client,
+                    token,
+                    index,
+                } = event
+                {
+                    let client = self.client_keys.get(&client).copied();
+                    let call = crate::peer::client::call_of_token(&token);
+                    if let (Some(client), Some(call)) = (client, call) {
+                        self.observe(Observation::ChunkWritten {
+                            client,
+                            call,
+                            index,
+                        });
+                    }
+                }
+            }
+        }
+        moved
+    }
+
+    pub(super) fn read_one(&mut self, client: usize, call: CallId) -> bool {
+        let Some(chunk) = self.clients[client].1.read_stream(call) else {
+            return false;
+        };
+        let intact = self
+            .stream_chunk_bytes
+            .get(&(client, call))
+            .is_some_and(|b| {
+                chunk.data == crate::peer::tools::stream_chunk_text(chunk.chunk_index, *b)
+            });
+        self.observe(Observation::ChunkRead {
+            client,
+            call,
+            index: chunk.chunk_index,
+            bytes: chunk.data.len(),
+            intact,
+        });
+        true
+    }
+
+    /// Reads every chunk released so far; true if there was any.
+    pub(super) fn read_stream(&mut self, client: usize, call: CallId) -> bool {
+        let mut read = false;
+        while self.read_one(client, call) {
+            read = true;
+        }
+        read
+    }
+}

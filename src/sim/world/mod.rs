@@ -1,0 +1,503 @@
+//! The simulated world and its discrete-event driver (`des`).
+//!
+//! The world is split by job, as turmoil splits World, Topology and Host: this file holds the
+//! queue and stepping and the builder; [`network`] the connections, links, bandwidth, outages,
+//! relay intake and publish pipelines; `dispatch` what each action does to relays and peers;
+//! [`observation`] what an observer sees. Who decides a message's fate instead of the random
+//! draws is a [`LinkPlanner`](crate::sim::planner::LinkPlanner).
+//!
+//! A world holds relays (each a [`Relay`] model plus the [`Impairments`] of its network), and
+//! client and server peers, each connected to one or more relays. The driver is a priority
+//! queue ordered by (virtual time, sequence number): relay and peer messages in flight,
+//! reconnections, outages and workload calls are actions; peers' and relays' own wake-ups are
+//! polled. The clock jumps to the next action, so idle time costs nothing.
+//!
+//! Every random draw comes from a stream named after what it is for
+//! (`link/<relay>/<peer>/<direction>`, `outage/<relay>/<peer>`, `intake/<relay>`,
+//! `publish/<peer>/<relay>`), so adding a relay or a peer never changes another one's draws,
+//! and one seed gives one outcome.
+//!
+//! Each peer–relay link is one connection: per direction its messages arrive in the order they
+//! were written ([`Pipe`]), and they are lost only with the connection. Reordering and
+//! duplicates come from the mechanisms a deployment has — several relays, a relay's concurrent
+//! intake, a peer's concurrent publish pipeline, a new subscription's replay — or from a link
+//! in the datagram stress mode, and the [`OrderTracker`] names the mechanism of each.
+//!
+//! An observer sees every action as an [`Observation`]: publishes, relay verdicts,
+//! deliveries (with their mechanism when out of order or duplicate), losses, disconnects, and
+//! the client's results.
+
+mod dispatch;
+pub mod network;
+pub mod observation;
+
+pub use network::ReconnectPolicy;
+pub use observation::{Observation, Observer, PeerId, Recorder, Way};
+
+use super::order::OrderTracker;
+use super::planner::LinkPlanner;
+use super::publish::PublishPipeline;
+use crate::nip01::Identity;
+use crate::nip01::{ClientMessage, RelayMessage};
+use crate::peer::client::{CallId, CallOptions, ClientConfig, ContextVmClient};
+use crate::peer::server::{ContextVmServer, ServerConfig};
+use crate::peer::tools::{Expected, ToolCall};
+use crate::peer::Peer;
+use crate::relay::impair::{LinkState, OutageKind};
+use crate::relay::{ConnId, Relay, RelayProfile};
+use crate::rng::SeededStreams;
+use network::{Link, RelaySlot};
+use nostr::prelude::EventId;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+/// A workload call scheduled in the world.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Call {
+    /// The tool and its arguments.
+    pub tool: ToolCall,
+    /// Send a progress token (needed for streams and oversized messages).
+    pub progress: bool,
+    /// The workload it belongs to (for attribution in reports).
+    pub workload: usize,
+    /// For streams: the application reads one chunk per this interval (a slow consumer).
+    /// `None`: it reads each chunk as soon as it is released.
+    pub consume_every: Option<Duration>,
+}
+
+impl Call {
+    /// Makes this call on `client` at `now` (a stream through `call_tool_stream`, as the SDK's
+    /// `callToolStream`); returns its id, and for a stream its chunk size, by which chunks read
+    /// are checked. Every driver starts workload calls here.
+    pub fn start(&self, client: &mut ContextVmClient, now: Duration) -> (CallId, Option<usize>) {
+        let (name, arguments) = self.tool.arguments();
+        if let ToolCall::Stream { chunk_bytes, .. } = self.tool {
+            (
+                client.call_tool_stream(name, arguments, now).0,
+                Some(chunk_bytes),
+            )
+        } else {
+            let options = CallOptions {
+                progress: self.progress,
+            };
+            (client.call_tool(name, arguments, options, now), None)
+        }
+    }
+
+    /// The observation that this call, with id `call` on client `client`, started.
+    pub fn called(&self, client: usize, call: CallId) -> Observation {
+        Observation::Called {
+            client,
+            call,
+            workload: self.workload,
+            tool: self.tool.arguments().0,
+            expected: Expected::of(&self.tool),
+        }
+    }
+}
+
+enum Action {
+    ToRelay {
+        relay: usize,
+        peer: PeerId,
+        conn: ConnId,
+        message: ClientMessage,
+        processed: bool,
+    },
+    ToPeer {
+        relay: usize,
+        peer: PeerId,
+        conn: ConnId,
+        message: RelayMessage,
+        /// A stored event the relay replayed to a new subscription.
+        replay: bool,
+    },
+    /// A message a peer made earlier reaches the wire (after its publish pipeline).
+    Wire {
+        relay: usize,
+        peer: PeerId,
+        message: ClientMessage,
+    },
+    Reconnect {
+        relay: usize,
+        peer: PeerId,
+    },
+    DropConnection {
+        relay: usize,
+        peer: PeerId,
+        down_for: Duration,
+        random: bool,
+    },
+    RelayRestart {
+        relay: usize,
+        down_for: Duration,
+        random: bool,
+    },
+    PartitionStart {
+        relay: usize,
+        peer: PeerId,
+        duration: Duration,
+    },
+    Call {
+        client: usize,
+        call: Call,
+    },
+    Consume {
+        client: usize,
+        call: CallId,
+    },
+}
+
+/// The world and its `des` driver.
+pub struct World {
+    now: Duration,
+    seq: u64,
+    queue: BTreeMap<(Duration, u64), Action>,
+    streams: SeededStreams,
+    relays: Vec<RelaySlot>,
+    clients: Vec<(String, ContextVmClient, Vec<usize>)>,
+    servers: Vec<(String, ContextVmServer, Vec<usize>)>,
+    ips: BTreeMap<PeerId, String>,
+    links: BTreeMap<(usize, PeerId), Link>,
+    owners: BTreeMap<(usize, ConnId), PeerId>,
+    impair_state: BTreeMap<(usize, PeerId, Way), LinkState>,
+    outage_rng: BTreeMap<(usize, Option<PeerId>), LinkState>,
+    next_conn: ConnId,
+    published_at: BTreeMap<EventId, (Duration, u64)>,
+    publish_seq: u64,
+    order: OrderTracker,
+    publish: BTreeMap<PeerId, PublishPipeline>,
+    /// Per peer and relay: the pipeline's draws and when its last message reached the wire.
+    publish_state: BTreeMap<(PeerId, usize), (LinkState, Duration)>,
+    open_streams: BTreeSet<(usize, CallId)>,
+    stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
+    consume_every: BTreeMap<(usize, CallId), Duration>,
+    client_keys: BTreeMap<nostr::prelude::PublicKey, usize>,
+    peer_keys: BTreeMap<PeerId, nostr::prelude::PublicKey>,
+    reconnect: ReconnectPolicy,
+    /// Who decides fates instead of the draws, in order (none in a normal run).
+    planners: Vec<Box<dyn LinkPlanner>>,
+    link_seq: BTreeMap<(usize, PeerId, Way), u64>,
+    relay_busy: BTreeMap<usize, Duration>,
+    /// Per relay and peer: when a concurrent intake last finished one of the peer's messages.
+    intake_done: BTreeMap<(usize, PeerId), Duration>,
+    outage_seq: u64,
+    observer: Option<Box<dyn Observer>>,
+    actions: u64,
+}
+impl World {
+    /// An empty world whose randomness derives from `seed`.
+    pub fn new(seed: u64) -> Self {
+        World {
+            now: Duration::ZERO,
+            seq: 0,
+            queue: BTreeMap::new(),
+            streams: SeededStreams::new(seed),
+            relays: Vec::new(),
+            clients: Vec::new(),
+            servers: Vec::new(),
+            ips: BTreeMap::new(),
+            links: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            impair_state: BTreeMap::new(),
+            outage_rng: BTreeMap::new(),
+            next_conn: 1,
+            published_at: BTreeMap::new(),
+            publish_seq: 0,
+            order: OrderTracker::default(),
+            publish: BTreeMap::new(),
+            publish_state: BTreeMap::new(),
+            open_streams: BTreeSet::new(),
+            stream_chunk_bytes: BTreeMap::new(),
+            consume_every: BTreeMap::new(),
+            client_keys: BTreeMap::new(),
+            peer_keys: BTreeMap::new(),
+            reconnect: ReconnectPolicy::default(),
+            planners: Vec::new(),
+            link_seq: BTreeMap::new(),
+            relay_busy: BTreeMap::new(),
+            intake_done: BTreeMap::new(),
+            outage_seq: 0,
+            observer: None,
+            actions: 0,
+        }
+    }
+
+    /// The run seed.
+    pub fn seed(&self) -> u64 {
+        self.streams.seed()
+    }
+
+    /// Virtual time now.
+    pub fn now(&self) -> Duration {
+        self.now
+    }
+
+    /// Actions executed so far (messages delivered, timers, outages, calls).
+    pub fn actions(&self) -> u64 {
+        self.actions
+    }
+
+    /// Sets the observer that sees every action.
+    pub fn set_observer(&mut self, observer: Box<dyn Observer>) {
+        self.observer = Some(observer);
+    }
+
+    /// Takes the observer back.
+    pub fn take_observer(&mut self) -> Option<Box<dyn Observer>> {
+        self.observer.take()
+    }
+
+    /// Sets how peers reconnect.
+    pub fn set_reconnect(&mut self, policy: ReconnectPolicy) {
+        self.reconnect = policy;
+    }
+
+    fn observe(&mut self, observation: Observation) {
+        if let Some(o) = self.observer.as_mut() {
+            o.observe(self.now, &observation);
+        }
+    }
+
+    fn schedule(&mut self, at: Duration, action: Action) {
+        self.seq += 1;
+        self.queue.insert((at, self.seq), action);
+    }
+
+    /// Adds a relay; returns its index. Its scheduled and random outages are planned now.
+    pub fn add_relay(&mut self, name: &str, profile: RelayProfile) -> usize {
+        let index = self.relays.len();
+        let impairments = profile.impairments.clone();
+        for outage in &impairments.outages.scheduled {
+            let action = match &outage.kind {
+                OutageKind::RelayRestart => Action::RelayRestart {
+                    relay: index,
+                    down_for: outage.duration,
+                    random: false,
+                },
+                // Peer-specific outages are planned when the peer connects.
+                OutageKind::ConnectionDrop { .. } | OutageKind::Partition { .. } => continue,
+            };
+            self.schedule(outage.at, action);
+        }
+        if let Some(mean) = impairments.outages.relay_restart_every {
+            let mut rng = LinkState::new(self.streams.stream(&format!("outage/{name}/restart")));
+            let at = rng.exponential(mean);
+            let down_for = rng.uniform(impairments.outages.relay_down_for);
+            self.outage_rng.insert((index, None), rng);
+            self.schedule(
+                at,
+                Action::RelayRestart {
+                    relay: index,
+                    down_for,
+                    random: true,
+                },
+            );
+        }
+        let intake_rng = LinkState::new(self.streams.stream(&format!("intake/{name}")));
+        self.relays.push(RelaySlot {
+            name: name.to_owned(),
+            relay: Relay::new(profile),
+            impairments,
+            down_until: None,
+            intake_rng,
+        });
+        index
+    }
+
+    /// The index of the relay named `name`.
+    pub fn relay_index(&self, name: &str) -> Option<usize> {
+        self.relays.iter().position(|r| r.name == name)
+    }
+
+    /// A relay's name.
+    pub fn relay_name(&self, relay: usize) -> &str {
+        &self.relays[relay].name
+    }
+
+    /// A relay's model.
+    pub fn relay(&self, relay: usize) -> &Relay {
+        &self.relays[relay].relay
+    }
+
+    fn relay_names(&self, relays: &[usize]) -> Vec<String> {
+        relays
+            .iter()
+            .map(|r| self.relays[*r].name.clone())
+            .collect()
+    }
+
+    /// Adds a server peer named `name` on `relays`; returns its index.
+    pub fn add_server(&mut self, name: &str, relays: &[usize], config: ServerConfig) -> usize {
+        let identity = Identity::derive(self.seed(), name);
+        let rng = self.streams.stream(&format!("server/{name}/tools"));
+        let server = ContextVmServer::new(identity, self.relay_names(relays), config, rng);
+        let index = self.servers.len();
+        self.peer_keys
+            .insert(PeerId::Server(index), server.public_key());
+        self.servers
+            .push((name.to_owned(), server, relays.to_vec()));
+        self.attach(PeerId::Server(index), name, relays);
+        index
+    }
+
+    /// Adds a client peer named `name` on `relays`, talking to server `server`.
+    pub fn add_client(
+        &mut self,
+        name: &str,
+        relays: &[usize],
+        server: usize,
+        configure: impl FnOnce(&mut ClientConfig),
+    ) -> usize {
+        let identity = Identity::derive(self.seed(), name);
+        let mut config = ClientConfig::new(self.servers[server].1.public_key());
+        configure(&mut config);
+        let client = ContextVmClient::new(identity, self.relay_names(relays), config);
+        let index = self.clients.len();
+        self.client_keys.insert(client.public_key(), index);
+        self.peer_keys
+            .insert(PeerId::Client(index), client.public_key());
+        self.clients
+            .push((name.to_owned(), client, relays.to_vec()));
+        self.attach(PeerId::Client(index), name, relays);
+        index
+    }
+
+    /// Sets how `peer`'s messages reach the wire (signing time, concurrent tasks).
+    pub fn set_publish(&mut self, peer: PeerId, pipeline: PublishPipeline) {
+        self.publish.insert(peer, pipeline);
+    }
+
+    /// Makes peers share an IP address (for per-IP rate limits).
+    pub fn set_ip(&mut self, peer: PeerId, ip: &str) {
+        self.ips.insert(peer, ip.to_owned());
+    }
+
+    /// Adds a planner that decides fates instead of the random draws (schedule replays,
+    /// shrinking, recorded fates; see [`crate::sim::planner`]). Planners are asked in the order
+    /// they were added. Call before running.
+    pub fn add_planner(&mut self, planner: Box<dyn LinkPlanner>) {
+        self.planners.push(planner);
+    }
+
+    /// Every peer with its name: clients, then servers.
+    pub fn peers(&self) -> Vec<(PeerId, String)> {
+        let clients = self
+            .clients
+            .iter()
+            .enumerate()
+            .map(|(i, c)| (PeerId::Client(i), c.0.clone()));
+        let servers = self
+            .servers
+            .iter()
+            .enumerate()
+            .map(|(i, s)| (PeerId::Server(i), s.0.clone()));
+        clients.chain(servers).collect()
+    }
+
+    /// The names of the relays, by index.
+    pub fn relay_names_all(&self) -> Vec<String> {
+        self.relays.iter().map(|r| r.name.clone()).collect()
+    }
+
+    /// A peer's name.
+    pub fn peer_name(&self, peer: PeerId) -> &str {
+        match peer {
+            PeerId::Client(i) => &self.clients[i].0,
+            PeerId::Server(i) => &self.servers[i].0,
+        }
+    }
+
+    fn peer_mut(&mut self, peer: PeerId) -> &mut dyn Peer {
+        match peer {
+            PeerId::Client(i) => &mut self.clients[i].1,
+            PeerId::Server(i) => &mut self.servers[i].1,
+        }
+    }
+
+    /// The n-th client.
+    pub fn client(&mut self, index: usize) -> &mut ContextVmClient {
+        &mut self.clients[index].1
+    }
+
+    /// The n-th server.
+    pub fn server(&mut self, index: usize) -> &mut ContextVmServer {
+        &mut self.servers[index].1
+    }
+
+    /// Schedules a workload call by client `client` at `at`.
+    pub fn schedule_call(&mut self, at: Duration, client: usize, call: Call) {
+        self.schedule(at, Action::Call { client, call });
+    }
+
+    /// Runs until nothing is left to do or virtual time would pass `until`; time then stands
+    /// at the last action run (or `until` if something is still pending).
+    pub fn run_until(&mut self, until: Duration) {
+        loop {
+            self.flush();
+            let Some(next) = self.next_wakeup() else {
+                return;
+            };
+            if next > until {
+                self.now = self.now.max(until);
+                return;
+            }
+            self.now = self.now.max(next);
+            self.step();
+        }
+    }
+
+    /// Whether anything is left to happen.
+    pub fn is_idle(&self) -> bool {
+        self.next_wakeup().is_none()
+    }
+
+    fn next_wakeup(&self) -> Option<Duration> {
+        let queued = self.queue.keys().next().map(|(t, _)| *t);
+        let clients = self.clients.iter().filter_map(|(_, c, _)| c.poll_timeout());
+        let servers = self.servers.iter().filter_map(|(_, s, _)| s.poll_timeout());
+        let relays = self.relays.iter().filter_map(|r| r.relay.poll_timeout());
+        queued
+            .into_iter()
+            .chain(clients)
+            .chain(servers)
+            .chain(relays)
+            .min()
+    }
+
+    /// Runs everything due at `self.now`.
+    fn step(&mut self) {
+        let now = self.now;
+        while let Some(entry) = self.queue.first_entry() {
+            if entry.key().0 > now {
+                break;
+            }
+            let action = entry.remove();
+            self.actions += 1;
+            self.run(action);
+            self.flush();
+        }
+        for i in 0..self.relays.len() {
+            if self.relays[i]
+                .relay
+                .poll_timeout()
+                .is_some_and(|t| t <= now)
+            {
+                self.actions += 1;
+                self.relays[i].relay.handle_timeout(now);
+            }
+        }
+        for i in 0..self.clients.len() {
+            if self.clients[i].1.poll_timeout().is_some_and(|t| t <= now) {
+                self.actions += 1;
+                self.clients[i].1.handle_timeout(now);
+            }
+        }
+        for i in 0..self.servers.len() {
+            if self.servers[i].1.poll_timeout().is_some_and(|t| t <= now) {
+                self.actions += 1;
+                self.servers[i].1.handle_timeout(now);
+            }
+        }
+    }
+}
