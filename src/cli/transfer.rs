@@ -24,7 +24,7 @@ pub(super) struct TransferArgs {
     /// `accept` before its chunks (the bootstrap), instead of as a download.
     #[arg(long)]
     bootstrap: bool,
-    /// The relay's profile (see the README's profile table).
+    /// The relay's profile (see `relaysim`'s guide, docs/guide.md#relay-profiles).
     #[arg(long, default_value = "ideal")]
     profile: String,
     /// Run seed: keys, payload and every delay derive from it.

@@ -1,6 +1,6 @@
 //! The simulated tools a server peer offers, as workloads call them.
 
-use super::content::ContentClass;
+use super::content::{payload_text, ContentClass};
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -47,6 +47,82 @@ pub enum ToolCall {
         /// The uploaded text.
         data: String,
     },
+}
+
+/// What a workload calls, as a scenario describes it: the catalogue of workload kinds. Each
+/// kind becomes a [`ToolCall`] per call ([`WorkloadKind::call`]), whose correct result is
+/// [`Expected::of`] it.
+#[derive(Debug, Clone, PartialEq)]
+pub enum WorkloadKind {
+    /// `echo` of a text of `bytes` bytes.
+    Request {
+        /// Text size.
+        bytes: usize,
+    },
+    /// `large_result`: an oversized response.
+    Download {
+        /// Size.
+        bytes: usize,
+        /// Content class.
+        content: ContentClass,
+    },
+    /// `upload`: an oversized request.
+    Upload {
+        /// Size.
+        bytes: usize,
+        /// Content class.
+        content: ContentClass,
+    },
+    /// `stream`: a CEP-41 stream.
+    Stream {
+        /// Chunks.
+        chunks: u64,
+        /// Chunk size.
+        chunk_bytes: usize,
+        /// Time between chunks.
+        interval: Duration,
+    },
+    /// `slow`: a call that takes a while.
+    Slow {
+        /// How long.
+        work: Duration,
+        /// Progress notifications this often (none when `None`).
+        progress_every: Option<Duration>,
+    },
+}
+
+impl WorkloadKind {
+    /// One call of this kind; payloads are drawn from `rng` (one stream per call).
+    pub fn call(&self, rng: &mut impl rand::Rng) -> ToolCall {
+        match self {
+            WorkloadKind::Request { bytes } => ToolCall::Echo {
+                text: payload_text(ContentClass::Ascii, *bytes, rng),
+            },
+            WorkloadKind::Download { bytes, content } => ToolCall::LargeResult {
+                bytes: *bytes,
+                content: *content,
+            },
+            WorkloadKind::Upload { bytes, content } => ToolCall::Upload {
+                data: payload_text(*content, *bytes, rng),
+            },
+            WorkloadKind::Stream {
+                chunks,
+                chunk_bytes,
+                interval,
+            } => ToolCall::Stream {
+                chunks: *chunks,
+                chunk_bytes: *chunk_bytes,
+                interval: *interval,
+            },
+            WorkloadKind::Slow {
+                work,
+                progress_every,
+            } => ToolCall::Slow {
+                duration: *work,
+                progress_every: *progress_every,
+            },
+        }
+    }
 }
 
 /// Why a `tools/call` cannot run.

@@ -65,7 +65,7 @@ impl Scenario {
                     (c.name.clone(), c.relays.clone(), config)
                 })
                 .collect(),
-            calls: self.calls(seed),
+            calls: super::workloads::calls(&self.workloads, seed),
             origin: Some(ScenarioOrigin {
                 name: self.name.clone(),
                 hash: self.hash.clone(),

@@ -1,0 +1,268 @@
+//! Peers in a scenario: servers and clients (with `count`), their relays, implementations,
+//! clocks and publish pipelines; names are unique because keys and traces derive from them.
+
+use super::diagnostic::{closest, Ctx, ScenarioError};
+use super::spec::{self, ScenarioSpec};
+use super::{ClientDef, ServerDef};
+use crate::peer::core::Clock;
+use crate::peer::engines::Implementation;
+use crate::relay::impair::Delay;
+use crate::sim::publish::{PublishMode, PublishPipeline};
+use std::time::Duration;
+use toml::Spanned;
+
+/// The peers of `spec`, each problem recorded in `ctx`: servers, clients, and the clients by
+/// their table's name (a table with `count` is a group), for workloads to target. A peer with
+/// a problem is left out, but its name stays known so no second problem follows from it.
+pub(super) fn peers(
+    ctx: &Ctx,
+    spec: &ScenarioSpec,
+    relay_names: &[String],
+) -> (Vec<ServerDef>, Vec<ClientDef>, Vec<(String, Vec<usize>)>) {
+    if spec.servers.is_empty() {
+        ctx.record(ctx.at(
+            None,
+            "servers",
+            "a scenario needs at least one [[servers]] table".into(),
+            None,
+        ));
+    }
+    if spec.clients.is_empty() {
+        ctx.record(ctx.at(
+            None,
+            "clients",
+            "a scenario needs at least one [[clients]] table".into(),
+            None,
+        ));
+    }
+    let mut servers = Vec::new();
+    for (i, s) in spec.servers.iter().enumerate() {
+        if let Some(server) = ctx.attempt(|| server(ctx, i, s, relay_names)) {
+            servers.push(server);
+        }
+    }
+    let server_names: Vec<String> = spec
+        .servers
+        .iter()
+        .map(|s| s.name.get_ref().clone())
+        .collect();
+    let mut clients = Vec::new();
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, c) in spec.clients.iter().enumerate() {
+        let mut group = Vec::new();
+        if let Some(defs) = ctx.attempt(|| client(ctx, i, c, relay_names, &server_names)) {
+            for def in defs {
+                group.push(clients.len());
+                clients.push(def);
+            }
+        }
+        groups.push((c.name.get_ref().clone(), group));
+    }
+    // Names identify peers (their keys derive from them, traces name them): no two alike.
+    let mut names: Vec<&str> = servers
+        .iter()
+        .map(|s| s.name.as_str())
+        .chain(clients.iter().map(|c| c.name.as_str()))
+        .collect();
+    names.sort_unstable();
+    if let Some(w) = names.windows(2).find(|w| w[0] == w[1]) {
+        ctx.record(ctx.at(
+            None,
+            "clients",
+            format!(
+                "two peers are named {:?} (clients with `count` are named <name>-0, <name>-1, ...)",
+                w[0]
+            ),
+            None,
+        ));
+    }
+    (servers, clients, groups)
+}
+
+fn server(
+    ctx: &Ctx,
+    i: usize,
+    s: &spec::ServerSpec,
+    relay_names: &[String],
+) -> Result<ServerDef, ScenarioError> {
+    let key = format!("servers[{i}]");
+    Ok(ServerDef {
+        implementation: implementation(ctx, &s.r#impl, &format!("{key}.impl"))?,
+        publish: publish(ctx, &format!("{key}.publish"), &s.publish)?,
+        clock: clock(ctx, &key, s.clock_skew_secs, s.subscribe_since)?,
+        name: s.name.get_ref().clone(),
+        relays: relays(ctx, relay_names, &s.relays, &format!("{key}.relays"))?,
+    })
+}
+
+/// The clients of one `[[clients]]` table (several with `count`).
+fn client(
+    ctx: &Ctx,
+    i: usize,
+    c: &spec::ClientSpec,
+    relay_names: &[String],
+    server_names: &[String],
+) -> Result<Vec<ClientDef>, ScenarioError> {
+    let key = format!("clients[{i}]");
+    let implementation = implementation(ctx, &c.r#impl, &format!("{key}.impl"))?;
+    let relays = relays(ctx, relay_names, &c.relays, &format!("{key}.relays"))?;
+    let server = match &c.server {
+        Some(s) => server_names
+            .iter()
+            .position(|n| n == s.get_ref())
+            .ok_or_else(|| {
+                ctx.spanned(
+                    s,
+                    &format!("{key}.server"),
+                    format!("no server named {:?}", s.get_ref()),
+                    closest(s.get_ref(), server_names.iter().map(String::as_str)),
+                )
+            })?,
+        None if server_names.len() <= 1 => 0,
+        None => {
+            return Err(ctx.spanned(
+                &c.name,
+                &format!("{key}.server"),
+                "several servers: say which one this client calls".into(),
+                None,
+            ))
+        }
+    };
+    let pipeline = publish(ctx, &format!("{key}.publish"), &c.publish)?;
+    let peer_clock = clock(ctx, &key, c.clock_skew_secs, c.subscribe_since)?;
+    let count = c.count.unwrap_or(1);
+    if count == 0 || count > 10_000 {
+        return Err(ctx.at(
+            None,
+            &format!("{key}.count"),
+            "must be between 1 and 10000".into(),
+            None,
+        ));
+    }
+    Ok((0..count)
+        .map(|k| ClientDef {
+            publish: pipeline.clone(),
+            clock: peer_clock,
+            name: if count == 1 {
+                c.name.get_ref().clone()
+            } else {
+                format!("{}-{k}", c.name.get_ref())
+            },
+            relays: relays.clone(),
+            server,
+            stateless: c.stateless,
+            ip: c.ip.clone(),
+            resumable: c.resumable_streams,
+            implementation,
+        })
+        .collect())
+}
+
+/// The relay indices of a peer's `relays` list.
+fn relays(
+    ctx: &Ctx,
+    relay_names: &[String],
+    list: &[Spanned<String>],
+    key: &str,
+) -> Result<Vec<usize>, ScenarioError> {
+    if list.is_empty() {
+        return Err(ctx.at(None, key, "lists no relay".into(), None));
+    }
+    list.iter()
+        .map(|r| {
+            relay_names
+                .iter()
+                .position(|n| n == r.get_ref())
+                .ok_or_else(|| {
+                    ctx.spanned(
+                        r,
+                        key,
+                        format!(
+                            "no relay named {:?}; relays: {}",
+                            r.get_ref(),
+                            relay_names.join(", ")
+                        ),
+                        closest(r.get_ref(), relay_names.iter().map(String::as_str)),
+                    )
+                })
+        })
+        .collect()
+}
+
+/// A peer's endpoint implementation from its `impl` key.
+fn implementation(
+    ctx: &Ctx,
+    i: &Option<Spanned<String>>,
+    key: &str,
+) -> Result<Implementation, ScenarioError> {
+    match i {
+        None => Ok(Implementation::default()),
+        Some(s) => crate::implementations::parse(s.get_ref()).map_err(|e| {
+            ctx.spanned(
+                s,
+                key,
+                e.to_string(),
+                closest(s.get_ref(), crate::implementations::NAMES),
+            )
+        }),
+    }
+}
+
+/// A peer's clock from its `clock_skew_secs` and `subscribe_since` keys.
+fn clock(
+    ctx: &Ctx,
+    key: &str,
+    skew: Option<i64>,
+    subscribe_since: bool,
+) -> Result<Clock, ScenarioError> {
+    const DAY: i64 = 86_400;
+    let skew_secs = skew.unwrap_or(0);
+    if !(-DAY..=DAY).contains(&skew_secs) {
+        return Err(ctx.at(
+            None,
+            &format!("{key}.clock_skew_secs"),
+            format!("must be within a day (-86400..=86400 seconds), got {skew_secs}"),
+            None,
+        ));
+    }
+    Ok(Clock {
+        skew_secs,
+        subscribe_since,
+    })
+}
+
+/// A peer's publish pipeline from its `publish` table (instant when absent).
+fn publish(
+    ctx: &Ctx,
+    key: &str,
+    spec: &Option<spec::PublishSpec>,
+) -> Result<PublishPipeline, ScenarioError> {
+    let Some(spec) = spec else {
+        return Ok(PublishPipeline::default());
+    };
+    let mode = match spec.mode.as_ref().map(|m| (m, m.get_ref().as_str())) {
+        None | Some((_, "sequential")) => PublishMode::Sequential,
+        Some((_, "concurrent")) => PublishMode::Concurrent,
+        Some((m, other)) => {
+            let options = ["sequential", "concurrent"];
+            return Err(ctx.spanned(
+                m,
+                &format!("{key}.mode"),
+                format!(
+                    "unknown publish mode {other:?}; expected one of {}",
+                    options.join(", ")
+                ),
+                closest(other, options),
+            ));
+        }
+    };
+    Ok(PublishPipeline {
+        mode,
+        per_event: spec.per_event.map_or(Duration::ZERO, |d| d.0),
+        per_kib: spec.per_kib.map_or(Duration::ZERO, |d| d.0),
+        jitter: match &spec.jitter {
+            Some(j) => super::relays::checked_delay(ctx, &format!("{key}.jitter"), j)?,
+            None => Delay::Zero,
+        },
+    })
+}
