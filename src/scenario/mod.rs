@@ -182,7 +182,11 @@ impl Scenario {
             relays.push((r.name.get_ref().clone(), profile));
         }
         let relay_names: Vec<String> = relays.iter().map(|(n, _)| n.clone()).collect();
-        let (servers, clients, groups) = peers::peers(&ctx, &spec, &relay_names);
+        let peers::Peers {
+            servers,
+            clients,
+            groups,
+        } = peers::peers(&ctx, &spec, &relay_names);
         let peer_names: Vec<&str> = servers
             .iter()
             .map(|s| s.name.as_str())

@@ -11,14 +11,18 @@ use crate::sim::publish::{PublishMode, PublishPipeline};
 use std::time::Duration;
 use toml::Spanned;
 
+/// A scenario's peers, validated.
+pub(super) struct Peers {
+    pub(super) servers: Vec<ServerDef>,
+    pub(super) clients: Vec<ClientDef>,
+    /// Client indices by their `[[clients]]` table's name (a table with `count` is a group).
+    pub(super) groups: Vec<(String, Vec<usize>)>,
+}
+
 /// The peers of `spec`, each problem recorded in `ctx`: servers, clients, and the clients by
 /// their table's name (a table with `count` is a group), for workloads to target. A peer with
 /// a problem is left out, but its name stays known so no second problem follows from it.
-pub(super) fn peers(
-    ctx: &Ctx,
-    spec: &ScenarioSpec,
-    relay_names: &[String],
-) -> (Vec<ServerDef>, Vec<ClientDef>, Vec<(String, Vec<usize>)>) {
+pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> Peers {
     if spec.servers.is_empty() {
         ctx.record(ctx.at(
             None,
@@ -76,7 +80,11 @@ pub(super) fn peers(
             None,
         ));
     }
-    (servers, clients, groups)
+    Peers {
+        servers,
+        clients,
+        groups,
+    }
 }
 
 fn server(
