@@ -1,6 +1,13 @@
-//! The simulated tools a server peer offers, as workloads call them.
+//! The tool catalogue: the simulated tools a server peer offers, as workloads call them.
+//!
+//! Everything about a tool lives here: its call ([`ToolCall`]: arguments, parsing), the
+//! workload kind that calls it ([`WorkloadKind`]), what it does ([`ToolHandler`], implemented
+//! by [`SimulatedTools`]) and what its correct result is ([`Expected`]). The server peer
+//! carries out a handler's [`ToolAction`]s (answer now, answer later with progress, stream)
+//! over the ContextVM transport without knowing which tool asked for them.
 
 use super::content::{payload_text, ContentClass};
+use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -252,6 +259,109 @@ impl ToolCall {
             ToolCall::Fail { reason } => ("fail", json!({ "reason": reason })),
             ToolCall::Upload { data } => ("upload", json!({ "data": data })),
         }
+    }
+}
+
+/// What a tool asks the server to do with a call.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ToolAction {
+    /// Answer now: a result, or a JSON-RPC error (code, message).
+    Respond(Result<Value, (i64, String)>),
+    /// Answer `result` after `after`, sending MCP progress notifications every
+    /// `progress_every` meanwhile when the call has a progress token.
+    Later {
+        /// How long the tool works.
+        after: Duration,
+        /// Between progress notifications.
+        progress_every: Option<Duration>,
+        /// The answer.
+        result: Value,
+    },
+    /// Stream `chunks` chunks ([`stream_chunk_text`]) over CEP-41, one per `interval`, then
+    /// answer `streamed N chunks` (needs a progress token).
+    Stream {
+        /// Number of chunks.
+        chunks: u64,
+        /// Bytes per chunk.
+        chunk_bytes: usize,
+        /// Time between chunks.
+        interval: Duration,
+    },
+}
+
+/// The tools a server offers: a list, and what each call does. The server peer is the
+/// ContextVM transport around it; swap the handler to serve other tools.
+pub trait ToolHandler: Send {
+    /// The `tools/list` result.
+    fn list(&self) -> Value;
+    /// What to do with a `tools/call` (its params: `name` and `arguments`).
+    fn call(&mut self, params: &Value) -> ToolAction;
+    /// Whether a call may run long enough to be carried on a resumable stream.
+    fn long_running(&self, params: &Value) -> bool;
+}
+
+/// JSON-RPC error codes the simulated tools answer with.
+pub mod tool_codes {
+    /// Invalid params (JSON-RPC).
+    pub const INVALID_PARAMS: i64 = -32602;
+    /// A tool that failed (MCP tool error).
+    pub const TOOL_FAILED: i64 = -32000;
+}
+
+/// relaysim's simulated tools (`echo`, `large_result`, `stream`, `slow`, `fail`, `upload`),
+/// drawing generated content from their own seeded stream.
+pub struct SimulatedTools {
+    rng: ChaCha8Rng,
+}
+
+impl SimulatedTools {
+    /// Tools drawing `large_result` content from `rng`.
+    pub fn new(rng: ChaCha8Rng) -> Self {
+        SimulatedTools { rng }
+    }
+}
+
+impl ToolHandler for SimulatedTools {
+    fn list(&self) -> Value {
+        tool_list()
+    }
+
+    fn call(&mut self, params: &Value) -> ToolAction {
+        use tool_codes::{INVALID_PARAMS, TOOL_FAILED};
+        let respond = ToolAction::Respond;
+        match ToolCall::parse(params) {
+            Err(e) => respond(Err((INVALID_PARAMS, e.to_string()))),
+            Ok(ToolCall::Echo { text }) => respond(Ok(text_result(&text))),
+            Ok(ToolCall::LargeResult { bytes, content }) => respond(Ok(digested_result(
+                &payload_text(content, bytes, &mut self.rng),
+            ))),
+            Ok(ToolCall::Upload { data }) => respond(Ok(text_result(&digest_of(&data)))),
+            Ok(ToolCall::Fail { reason }) => respond(Err((TOOL_FAILED, reason))),
+            Ok(ToolCall::Slow {
+                duration,
+                progress_every,
+            }) => ToolAction::Later {
+                after: duration,
+                progress_every,
+                result: text_result("done"),
+            },
+            Ok(ToolCall::Stream {
+                chunks,
+                chunk_bytes,
+                interval,
+            }) => ToolAction::Stream {
+                chunks,
+                chunk_bytes,
+                interval,
+            },
+        }
+    }
+
+    fn long_running(&self, params: &Value) -> bool {
+        matches!(
+            ToolCall::parse(params),
+            Ok(ToolCall::Stream { .. } | ToolCall::Slow { .. } | ToolCall::LargeResult { .. })
+        )
     }
 }
 

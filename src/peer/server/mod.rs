@@ -20,15 +20,18 @@
 //!   stream on it waits up to `resumeInterval.max` for a `pong`, since a client that lost its
 //!   connection answers once it resumes.
 
+mod requests;
+mod responses;
+mod resumable;
+
 use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
-use super::content::payload_text;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
 use super::event::SignedEventEnvelope;
 use super::streams::{stream_tag, STREAM_TAG_ROOM};
 use super::tools::{
-    digest_of, digested_result, stream_chunk_text, text_result, tool_list, ToolCall,
+    stream_chunk_text, text_result, tool_codes, SimulatedTools, ToolAction, ToolHandler,
 };
 use super::Peer;
 use crate::nip01::{ClientMessage, RelayMessage, RelayName};
@@ -52,11 +55,11 @@ pub mod codes {
     /// Unknown method.
     pub const METHOD_NOT_FOUND: i64 = -32601;
     /// Bad tool name or arguments.
-    pub const INVALID_PARAMS: i64 = -32602;
+    pub const INVALID_PARAMS: i64 = super::tool_codes::INVALID_PARAMS;
     /// The response could not be delivered (too large without a token, stream aborted).
     pub const INTERNAL_ERROR: i64 = -32603;
     /// The `fail` tool.
-    pub const TOOL_FAILED: i64 = -32000;
+    pub const TOOL_FAILED: i64 = super::tool_codes::TOOL_FAILED;
 }
 
 /// The lowest budget a size rejection can push the server to.
@@ -190,7 +193,7 @@ struct Outgoing {
 pub struct ContextVmServer {
     core: PeerCore,
     config: ServerConfig,
-    rng: ChaCha8Rng,
+    tools: Box<dyn ToolHandler>,
     reply_envelope: SignedEventEnvelope,
     /// The budget in force: the configured one, lowered when a relay rejects an event as too
     /// large.
@@ -248,7 +251,7 @@ impl ContextVmServer {
                 .transfer_receiver(config.oversized.clone()),
             budget: config.budget,
             config,
-            rng,
+            tools: Box::new(SimulatedTools::new(rng)),
             reply_envelope,
             now: Duration::ZERO,
             clients: BTreeMap::new(),
@@ -263,6 +266,12 @@ impl ContextVmServer {
             events: VecDeque::new(),
             malformed: 0,
         }
+    }
+
+    /// The same server offering `tools` instead of the simulated ones.
+    pub fn with_tools(mut self, tools: Box<dyn ToolHandler>) -> Self {
+        self.tools = tools;
+        self
     }
 
     /// The server's public key.
@@ -353,467 +362,6 @@ impl ContextVmServer {
         // response carrying them may still be in flight). The receiver completes either
         // numbering, so an accept the client did not need costs one event.
         self.uploads.handle_frame(&client, frame, self.now);
-    }
-
-    fn on_request(
-        &mut self,
-        client: PublicKey,
-        request_event: EventId,
-        id: RequestId,
-        method: String,
-        params: Option<Value>,
-    ) {
-        self.events.push_back(ServerEvent::Request {
-            client,
-            method: method.clone(),
-        });
-        let params = params.unwrap_or(Value::Null);
-        let token = params
-            .pointer("/_meta/progressToken")
-            .and_then(|v| match v {
-                Value::String(s) => Some(ProgressToken::String(s.clone())),
-                Value::Number(n) => n.as_i64().map(ProgressToken::Number),
-                _ => None,
-            });
-        self.next_call += 1;
-        let call_id = self.next_call;
-        self.calls.insert(
-            call_id,
-            Call {
-                client,
-                request_event,
-                request_id: id.clone(),
-                token: token.clone(),
-                stream: None,
-            },
-        );
-        let now = self.now;
-        if method == "tools/call" {
-            let long = matches!(
-                ToolCall::parse(&params),
-                Ok(ToolCall::Stream { .. } | ToolCall::Slow { .. } | ToolCall::LargeResult { .. })
-            );
-            if long {
-                self.open_resumable(call_id, &id);
-            }
-        }
-        let immediate = match method.as_str() {
-            "initialize" => Ok(json!({
-                "protocolVersion": PROTOCOL_VERSION,
-                "capabilities": { "tools": {} },
-                "serverInfo": { "name": "relaysim-server", "version": env!("CARGO_PKG_VERSION") },
-            })),
-            "tools/list" => Ok(tool_list()),
-            stream_msg::RESUME => self.resume(client, &params),
-            stream_msg::POLL => StreamRef::from_params(&params)
-                .map_err(|e| error(stream_msg::codes::INVALID_PARAMS, e.to_string()))
-                .and_then(|r| {
-                    self.store
-                        .poll(&client, &r, now)
-                        .map(|p| p.to_value())
-                        .map_err(|e| error(e.code(), e.to_string()))
-                }),
-            stream_msg::POLL_ALL => {
-                let cursor = params.get("cursor").and_then(Value::as_str);
-                let (page, next) = self.store.poll_all(&client, cursor, now);
-                let mut result = json!({
-                    "streams": page.iter().map(|p| p.to_value()).collect::<Vec<_>>(),
-                });
-                if let Some(c) = next {
-                    result["nextCursor"] = c.into();
-                }
-                Ok(result)
-            }
-            "tools/call" => match ToolCall::parse(&params) {
-                Err(e) => Err(error(codes::INVALID_PARAMS, e.to_string())),
-                Ok(ToolCall::Echo { text }) => Ok(text_result(&text)),
-                Ok(ToolCall::LargeResult { bytes, content }) => Ok(digested_result(&payload_text(
-                    content,
-                    bytes,
-                    &mut self.rng,
-                ))),
-                Ok(ToolCall::Upload { data }) => Ok(text_result(&digest_of(&data))),
-                Ok(ToolCall::Fail { reason }) => Err(error(codes::TOOL_FAILED, reason)),
-                Ok(ToolCall::Slow {
-                    duration,
-                    progress_every,
-                }) => {
-                    if let (Some(every), Some(_)) = (progress_every, &token) {
-                        let total = (duration.as_micros() / every.as_micros().max(1)) as u64;
-                        if total > 0 {
-                            self.schedule(now + every, Job::Progress(call_id, 1, total, every));
-                        }
-                    }
-                    self.schedule(
-                        now + duration,
-                        Job::Respond(call_id, Ok(text_result("done"))),
-                    );
-                    return;
-                }
-                Ok(ToolCall::Stream {
-                    chunks,
-                    chunk_bytes,
-                    interval,
-                }) => match token {
-                    None => Err(error(
-                        codes::INVALID_PARAMS,
-                        "stream needs a progressToken".into(),
-                    )),
-                    Some(token) => {
-                        let supports = self.clients.get(&client).is_some_and(|c| c.0.open_stream);
-                        let config = WriterConfig {
-                            wait_for_accept: !supports,
-                            ..self.config.writer.clone()
-                        };
-                        let resumable = self.calls.get(&call_id).and_then(|c| c.stream.clone());
-                        let config = match (&resumable, self.config.streams.resume_interval.max) {
-                            (Some(_), Some(max)) => WriterConfig {
-                                probe_timeout: config.probe_timeout.max(Duration::from_secs(max)),
-                                ..config
-                            },
-                            _ => config,
-                        };
-                        let writer = self
-                            .config
-                            .implementation
-                            .stream_writer(token.clone(), config);
-                        self.streams.insert(
-                            (client, token),
-                            Stream {
-                                call: call_id,
-                                writer,
-                                written: 0,
-                                chunks,
-                                chunk_bytes,
-                                interval,
-                                responded: false,
-                                resumable,
-                            },
-                        );
-                        self.schedule(now, Job::WriteChunk(call_id));
-                        return;
-                    }
-                },
-            },
-            _ => Err(error(
-                codes::METHOD_NOT_FOUND,
-                format!("method not found: {method}"),
-            )),
-        };
-        self.respond(call_id, immediate);
-    }
-
-    /// Opens a resumable stream for call `call_id` if its client advertised them, and
-    /// announces it with `notifications/stream/create`.
-    fn open_resumable(&mut self, call_id: u64, request_id: &RequestId) {
-        let Some(call) = self.calls.get(&call_id) else {
-            return;
-        };
-        let (client, request_event) = (call.client, call.request_event);
-        let wants = self
-            .clients
-            .get(&client)
-            .is_some_and(|c| c.0.resumable_streams);
-        if !wants {
-            return;
-        }
-        let Some(create) = self
-            .store
-            .create(client, Some(request_id.clone()), self.now)
-        else {
-            return; // the store is full: this call goes without one
-        };
-        let note = Message::Notification {
-            method: stream_msg::CREATE.into(),
-            params: Some(create.to_params()),
-        };
-        self.stream_origin
-            .insert(create.stream_id.clone(), (client, request_event));
-        if let Some(call) = self.calls.get_mut(&call_id) {
-            call.stream = Some(create.stream_id);
-        }
-        let event = self.core.sign(
-            &client,
-            Some(&request_event),
-            Vec::new(),
-            note.to_json(),
-            self.now,
-        );
-        self.core.publish(event);
-    }
-
-    /// Publishes `text` to `client`, on resumable stream `stream` when given (recorded there and
-    /// tagged with its sequence number).
-    fn publish_message(
-        &mut self,
-        client: &PublicKey,
-        reply_to: Option<&EventId>,
-        mut tags: Vec<nostr::prelude::Tag>,
-        text: String,
-        stream: Option<&str>,
-    ) -> EventId {
-        if let Some(seq) = stream.and_then(|id| self.store.record(id, &text)) {
-            tags.push(stream_tag(stream.expect("recorded"), seq, None));
-        }
-        let event = self.core.sign(client, reply_to, tags, text, self.now);
-        self.core.publish(event)
-    }
-
-    /// Ends resumable stream `stream`: its `notifications/stream/end` is its last message.
-    fn end_resumable(&mut self, stream: &str) {
-        let Some((seq, text)) = self.store.end(stream, self.now) else {
-            return;
-        };
-        let Some(&(client, origin)) = self.stream_origin.get(stream) else {
-            return;
-        };
-        let tags = vec![stream_tag(stream, seq, None)];
-        let event = self.core.sign(&client, Some(&origin), tags, text, self.now);
-        self.core.publish(event);
-    }
-
-    /// `stream/resume`: publishes the held messages after `lastSequence` again, marked as this
-    /// replay, then answers with how many.
-    fn resume(&mut self, client: PublicKey, params: &Value) -> Result<Value, ErrorObject> {
-        let r = StreamRef::from_params(params)
-            .map_err(|e| error(stream_msg::codes::INVALID_PARAMS, e.to_string()))?;
-        let replay = self
-            .store
-            .resume(&client, &r, self.now)
-            .map_err(|e| error(e.code(), e.to_string()))?;
-        let origin = self.stream_origin.get(&r.stream_id).map(|o| o.1);
-        let mut bytes = 0u64;
-        for m in &replay.messages {
-            bytes += m.text.len() as u64;
-            let tags = vec![stream_tag(&r.stream_id, m.seq, Some(replay.number))];
-            let event = self
-                .core
-                .sign(&client, origin.as_ref(), tags, m.text.clone(), self.now);
-            self.core.publish(event);
-        }
-        self.events.push_back(ServerEvent::Replayed {
-            client,
-            messages: replay.messages.len() as u64,
-            bytes,
-        });
-        let mut answer = json!({ "streamId": r.stream_id, "replayed": replay.messages.len() });
-        if replay.more {
-            // Paged: the client asks again from the last sequence it got.
-            answer["more"] = true.into();
-            answer["through"] = replay.messages.last().map_or(0, |m| m.seq).into();
-        }
-        Ok(answer)
-    }
-
-    fn capability_tags(&mut self, client: PublicKey) -> Vec<nostr::prelude::Tag> {
-        let entry = self
-            .clients
-            .entry(client)
-            .or_insert((Capabilities::default(), false));
-        if entry.1 {
-            return Vec::new();
-        }
-        entry.1 = true;
-        self.config.capabilities.tags()
-    }
-
-    /// Publishes the final response of a call: directly, as CEP-22, or as a too-large error.
-    fn respond(&mut self, call_id: u64, response: Result<Value, ErrorObject>) {
-        let Some(call) = self.calls.remove(&call_id) else {
-            return;
-        };
-        let message = match response {
-            Ok(result) => Message::Response {
-                id: call.request_id.clone(),
-                result,
-            },
-            Err(error) => Message::Error {
-                id: Some(call.request_id.clone()),
-                error,
-            },
-        };
-        let text = message.to_json();
-        let tags = self.capability_tags(call.client);
-        let event = self.core.sign(
-            &call.client,
-            Some(&call.request_event),
-            tags.clone(),
-            text.clone(),
-            self.now,
-        );
-        let published_size = event.as_json().len();
-        let room = if call.stream.is_some() {
-            STREAM_TAG_ROOM
-        } else {
-            0
-        };
-        if published_size + room <= self.budget {
-            let client = call.client;
-            let id = match call.stream.clone() {
-                None => self.core.publish(event),
-                Some(stream) => {
-                    let id = self.publish_message(
-                        &client,
-                        Some(&call.request_event),
-                        tags,
-                        text.clone(),
-                        Some(&stream),
-                    );
-                    self.end_resumable(&stream);
-                    id
-                }
-            };
-            if call.token.is_some() {
-                self.direct.insert(
-                    id,
-                    DirectResponse {
-                        call,
-                        text,
-                        published_size,
-                    },
-                );
-            }
-            self.events.push_back(ServerEvent::Responded {
-                client,
-                mode: ResponseMode::Direct,
-            });
-        } else {
-            self.send_oversized(call, text);
-        }
-    }
-
-    fn send_oversized(&mut self, call: Call, text: String) {
-        let client = call.client;
-        let Some(token) = call.token.clone() else {
-            self.publish_error(
-                &call,
-                "response too large to publish and the request had no progressToken".into(),
-            );
-            self.events.push_back(ServerEvent::Responded {
-                client,
-                mode: ResponseMode::TooLarge,
-            });
-            return;
-        };
-        let supports = self
-            .clients
-            .get(&client)
-            .is_some_and(|c| c.0.oversized_transfer);
-        let room = if call.stream.is_some() {
-            STREAM_TAG_ROOM
-        } else {
-            0
-        };
-        let config = SenderConfig {
-            budget: self.budget.saturating_sub(room),
-            wait_for_accept: !supports,
-            ..SenderConfig::default()
-        };
-        let sender = self.config.implementation.transfer_sender(
-            token.clone(),
-            text,
-            config,
-            &self.reply_envelope,
-        );
-        match sender {
-            Ok(sender) => {
-                self.outgoing.insert(
-                    (client, token),
-                    Outgoing {
-                        client,
-                        reply_to: call.request_event,
-                        sender,
-                        resumable: call.stream.clone(),
-                    },
-                );
-                self.events.push_back(ServerEvent::Responded {
-                    client,
-                    mode: ResponseMode::Oversized,
-                });
-            }
-            Err(e) => self.publish_error(&call, e.to_string()),
-        }
-    }
-
-    /// Publishes a small internal-error response to `call` (when its real response cannot go).
-    fn publish_error(&mut self, call: &Call, message: String) {
-        let small = Message::Error {
-            id: Some(call.request_id.clone()),
-            error: error(codes::INTERNAL_ERROR, message),
-        };
-        self.publish_message(
-            &call.client,
-            Some(&call.request_event),
-            Vec::new(),
-            small.to_json(),
-            call.stream.as_deref(),
-        );
-        if let Some(stream) = &call.stream {
-            self.end_resumable(stream);
-        }
-    }
-
-    fn run_job(&mut self, job: Job) {
-        match job {
-            Job::Respond(call, response) => self.respond(call, response),
-            Job::Progress(call_id, k, total, every) => {
-                let Some(call) = self.calls.get(&call_id) else {
-                    return; // answered already
-                };
-                let Some(token) = call.token.clone() else {
-                    return;
-                };
-                let (client, origin, stream) =
-                    (call.client, call.request_event, call.stream.clone());
-                let note = Message::Notification {
-                    method: "notifications/progress".into(),
-                    params: Some(json!({
-                        "progressToken": token.to_value(),
-                        "progress": k,
-                        "total": total,
-                    })),
-                };
-                self.publish_message(
-                    &client,
-                    Some(&origin),
-                    Vec::new(),
-                    note.to_json(),
-                    stream.as_deref(),
-                );
-                if k < total {
-                    let at = self.now + every;
-                    self.schedule(at, Job::Progress(call_id, k + 1, total, every));
-                }
-            }
-            Job::WriteChunk(call) => {
-                let now = self.now;
-                let Some((client, stream)) = self
-                    .streams
-                    .iter_mut()
-                    .find(|(_, s)| s.call == call)
-                    .map(|((c, _), s)| (c, s))
-                else {
-                    return;
-                };
-                if stream.written < stream.chunks {
-                    let text = stream_chunk_text(stream.written, stream.chunk_bytes);
-                    if let Ok(index) = stream.writer.write(text, now) {
-                        stream.written += 1;
-                        self.events.push_back(ServerEvent::ChunkWritten {
-                            client: *client,
-                            token: stream.writer.token().clone(),
-                            index,
-                        });
-                    }
-                }
-                if stream.written == stream.chunks {
-                    let _ = stream.writer.close(now);
-                } else if !matches!(stream.writer.state(), WriterState::Failed(_)) {
-                    let at = now + stream.interval;
-                    self.schedule(at, Job::WriteChunk(call));
-                }
-            }
-        }
     }
 
     /// Publishes what the engines have to send and finishes streams that ended.

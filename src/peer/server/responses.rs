@@ -1,0 +1,170 @@
+//! How answers reach the client: a direct response, a CEP-22 transfer when it is too large for one event, an error; the capability tags that go with them.
+
+use super::*;
+
+impl ContextVmServer {
+    /// Publishes `text` to `client`, on resumable stream `stream` when given (recorded there and
+    /// tagged with its sequence number).
+    pub(super) fn publish_message(
+        &mut self,
+        client: &PublicKey,
+        reply_to: Option<&EventId>,
+        mut tags: Vec<nostr::prelude::Tag>,
+        text: String,
+        stream: Option<&str>,
+    ) -> EventId {
+        if let Some(seq) = stream.and_then(|id| self.store.record(id, &text)) {
+            tags.push(stream_tag(stream.expect("recorded"), seq, None));
+        }
+        let event = self.core.sign(client, reply_to, tags, text, self.now);
+        self.core.publish(event)
+    }
+
+    pub(super) fn capability_tags(&mut self, client: PublicKey) -> Vec<nostr::prelude::Tag> {
+        let entry = self
+            .clients
+            .entry(client)
+            .or_insert((Capabilities::default(), false));
+        if entry.1 {
+            return Vec::new();
+        }
+        entry.1 = true;
+        self.config.capabilities.tags()
+    }
+
+    /// Publishes the final response of a call: directly, as CEP-22, or as a too-large error.
+    pub(super) fn respond(&mut self, call_id: u64, response: Result<Value, ErrorObject>) {
+        let Some(call) = self.calls.remove(&call_id) else {
+            return;
+        };
+        let message = match response {
+            Ok(result) => Message::Response {
+                id: call.request_id.clone(),
+                result,
+            },
+            Err(error) => Message::Error {
+                id: Some(call.request_id.clone()),
+                error,
+            },
+        };
+        let text = message.to_json();
+        let tags = self.capability_tags(call.client);
+        let event = self.core.sign(
+            &call.client,
+            Some(&call.request_event),
+            tags.clone(),
+            text.clone(),
+            self.now,
+        );
+        let published_size = event.as_json().len();
+        let room = if call.stream.is_some() {
+            STREAM_TAG_ROOM
+        } else {
+            0
+        };
+        if published_size + room <= self.budget {
+            let client = call.client;
+            let id = match call.stream.clone() {
+                None => self.core.publish(event),
+                Some(stream) => {
+                    let id = self.publish_message(
+                        &client,
+                        Some(&call.request_event),
+                        tags,
+                        text.clone(),
+                        Some(&stream),
+                    );
+                    self.end_resumable(&stream);
+                    id
+                }
+            };
+            if call.token.is_some() {
+                self.direct.insert(
+                    id,
+                    DirectResponse {
+                        call,
+                        text,
+                        published_size,
+                    },
+                );
+            }
+            self.events.push_back(ServerEvent::Responded {
+                client,
+                mode: ResponseMode::Direct,
+            });
+        } else {
+            self.send_oversized(call, text);
+        }
+    }
+
+    pub(super) fn send_oversized(&mut self, call: Call, text: String) {
+        let client = call.client;
+        let Some(token) = call.token.clone() else {
+            self.publish_error(
+                &call,
+                "response too large to publish and the request had no progressToken".into(),
+            );
+            self.events.push_back(ServerEvent::Responded {
+                client,
+                mode: ResponseMode::TooLarge,
+            });
+            return;
+        };
+        let supports = self
+            .clients
+            .get(&client)
+            .is_some_and(|c| c.0.oversized_transfer);
+        let room = if call.stream.is_some() {
+            STREAM_TAG_ROOM
+        } else {
+            0
+        };
+        let config = SenderConfig {
+            budget: self.budget.saturating_sub(room),
+            wait_for_accept: !supports,
+            ..SenderConfig::default()
+        };
+        let sender = self.config.implementation.transfer_sender(
+            token.clone(),
+            text,
+            config,
+            &self.reply_envelope,
+        );
+        match sender {
+            Ok(sender) => {
+                self.outgoing.insert(
+                    (client, token),
+                    Outgoing {
+                        client,
+                        reply_to: call.request_event,
+                        sender,
+                        resumable: call.stream.clone(),
+                    },
+                );
+                self.events.push_back(ServerEvent::Responded {
+                    client,
+                    mode: ResponseMode::Oversized,
+                });
+            }
+            Err(e) => self.publish_error(&call, e.to_string()),
+        }
+    }
+
+    /// Publishes a small internal-error response to `call` (when its real response cannot go).
+    pub(super) fn publish_error(&mut self, call: &Call, message: String) {
+        let small = Message::Error {
+            id: Some(call.request_id.clone()),
+            error: error(codes::INTERNAL_ERROR, message),
+        };
+        self.publish_message(
+            &call.client,
+            Some(&call.request_event),
+            Vec::new(),
+            small.to_json(),
+            call.stream.as_deref(),
+        );
+        if let Some(stream) = &call.stream {
+            self.end_resumable(stream);
+        }
+    }
+}
