@@ -45,6 +45,7 @@
 pub mod adapter;
 pub mod compare;
 pub mod implementations;
+#[cfg(feature = "live")]
 pub mod live;
 pub mod nip01;
 pub mod peer;
@@ -57,4 +58,5 @@ pub mod sim;
 pub mod stats;
 pub mod sweep;
 pub mod trace;
+#[cfg(feature = "turmoil")]
 pub mod turmoil_driver;

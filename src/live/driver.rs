@@ -84,9 +84,11 @@ impl Connector for TokioTcp {
 }
 
 /// Turmoil's simulated TCP: hosts are turmoil host names.
+#[cfg(feature = "turmoil")]
 #[derive(Debug, Clone, Copy, Default)]
 pub struct TurmoilTcp;
 
+#[cfg(feature = "turmoil")]
 impl Connector for TurmoilTcp {
     type Stream = turmoil::net::TcpStream;
     fn connect(

@@ -92,6 +92,7 @@ impl Listener for TcpListener {
     }
 }
 
+#[cfg(feature = "turmoil")]
 impl Listener for turmoil::net::TcpListener {
     type Stream = turmoil::net::TcpStream;
     fn accept(

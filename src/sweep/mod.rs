@@ -7,6 +7,7 @@
 //! result depends only on its parameters and seeds, never on how many jobs ran or in which
 //! order, so sweeps can be split into shards and merged.
 
+#[cfg(feature = "plots")]
 pub mod plot;
 
 use crate::scenario::{Scenario, ScenarioError};

@@ -16,7 +16,8 @@ use std::time::Duration;
 pub const FORMAT: u32 = 2;
 
 /// Whether published events are stored whole (needed by `replay --mode inject`) or by id.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "cli", derive(clap::ValueEnum))]
 #[serde(rename_all = "lowercase")]
 pub enum EventsMode {
     /// The whole signed event on each `published` line.

@@ -284,7 +284,7 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
     ));
     let scenario = || {
         relaysim::scenario::Scenario::from_toml_str(
-            include_str!("../scenarios/ideal-baseline.toml"),
+            include_str!("../../scenarios/ideal-baseline.toml"),
             "ideal-baseline.toml",
         )
         .unwrap()

@@ -183,7 +183,7 @@ fn the_turmoil_engine_agrees_with_des_on_the_shipped_scenarios() {
 #[test]
 fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(
-        include_str!("../scenarios/stream-reorder-duplicate.toml"),
+        include_str!("../../scenarios/stream-reorder-duplicate.toml"),
         "stream-reorder-duplicate.toml",
     )
     .unwrap();
@@ -241,7 +241,7 @@ fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
 #[test]
 fn a_live_schedule_replay_follows_the_recorded_deliveries() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(
-        include_str!("../scenarios/ideal-baseline.toml"),
+        include_str!("../../scenarios/ideal-baseline.toml"),
         "ideal-baseline.toml",
     )
     .unwrap();
@@ -310,7 +310,7 @@ fn a_live_schedule_replay_follows_the_recorded_deliveries() {
 #[test]
 fn a_live_schedule_replay_keeps_identical_frames_to_two_clients_apart() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(
-        include_str!("../scenarios/resumable/khatru-drop-2s.toml"),
+        include_str!("../../scenarios/resumable/khatru-drop-2s.toml"),
         "khatru-drop-2s.toml",
     )
     .unwrap();

@@ -2,7 +2,6 @@
 //! every pairing agrees where nothing is reordered, the differences found are pinned by the
 //! shipped scenarios and traces, comparisons repeat exactly, and the SDK's engines never
 //! corrupt a delivery whatever the relay does (they may fail, with a typed cause).
-#![cfg(feature = "contextvm-sdk")]
 
 use proptest::prelude::*;
 use relaysim::adapter::contextvm_sdk::IMPLEMENTATION as SDK;

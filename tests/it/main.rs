@@ -1,0 +1,25 @@
+//! relaysim's integration tests, in one binary (one link step instead of sixteen), one
+//! module per area. Modules that need an optional feature are compiled only with it.
+
+#[cfg(feature = "cli")]
+mod cli;
+#[cfg(all(feature = "contextvm-sdk", feature = "cli"))]
+mod contextvm_sdk;
+mod layers;
+#[cfg(feature = "live")]
+mod live;
+#[cfg(feature = "live")]
+mod live_peers;
+mod open_stream_props;
+mod oversized_props;
+mod oversized_signed;
+mod peers;
+mod resumable;
+mod scenarios;
+#[cfg(feature = "cli")]
+mod sweep;
+mod traces;
+#[cfg(feature = "turmoil")]
+mod turmoil;
+mod world;
+mod world_props;
