@@ -1,10 +1,37 @@
 //! relaysim: a deterministic record-and-replay simulator of Nostr relays carrying ContextVM
 //! traffic (MCP JSON-RPC inside signed kind-25910 Nostr events).
 //!
-//! The crate is a library core with a thin command-line front end. Layers, from the bottom:
-//! [`protocol`] (sans-IO CEP-22 / CEP-41 engines and JSON-RPC), [`peer`] (events and
-//! identities), [`sim`] (seeded randomness, impaired links, runs) and [`cli`].
-
+//! The crate is a library core with a thin command-line front end (`src/main.rs`,
+//! `src/cli/`, not part of the library). Layers, from the bottom; a module uses only the layers
+//! below it, which `tests/it/layers.rs` checks:
+//!
+//! 1. [`rng`] and [`nip01`]: seeded random streams; Nostr identities, events and NIP-01
+//!    messages (no ContextVM).
+//! 2. [`protocol`]: sans-IO CEP-22, CEP-41 and resumable-stream engines, JSON-RPC, and the
+//!    engine traits with their factory.
+//! 3. [`relay`] (the relay model and its profiles) and [`peer`] (ContextVM peers, the tool
+//!    catalogue); [`adapter`]s of other implementations; [`implementations`], the names they
+//!    register under.
+//! 4. [`sim`] (the des world), [`stats`], [`trace`].
+//! 5. [`scenario`]: scenario files, validation, runs, expectations.
+//! 6. [`replay`] and shrinking, the `live` and `turmoil_driver` drivers (features `live`,
+//!    `turmoil`), [`sweep`], [`compare`].
+//!
+//! The items re-exported at the root are the surface for your own tests: load a scenario, run
+//! it, check it, record a trace, replay and shrink it. The modules stay public for the
+//! command-line tool and the integration tests; inner modules that nobody outside needs are
+//! private. With `default-features = false` you get the core alone (no tokio, tungstenite,
+//! turmoil, plotters or clap).
+//!
+//! # Example: a scenario as a regression test
+//!
+//! ```
+//! let scenario = relaysim::Scenario::from_file(std::path::Path::new("scenarios/ideal-baseline.toml"))
+//!     .expect("the shipped scenario is valid");
+//! let report = scenario.run_all();
+//! assert!(scenario.check(&report).is_empty(), "{:?}", scenario.check(&report));
+//! ```
+//!
 //! # Example: a CEP-22 transfer, sans-IO
 //!
 //! ```
@@ -41,6 +68,14 @@
 //! ```
 
 #![warn(missing_docs)]
+
+pub use relay::RelayProfile;
+pub use replay::shrink::{shrink, Shrunk};
+pub use replay::{inject, schedule, ReplayError, ScheduleReplay};
+pub use scenario::{Diagnostic, Scenario, ScenarioError};
+pub use stats::{Outcome, Report, RunReport};
+pub use sweep::{Sweep, SweepError};
+pub use trace::{EventsMode, Trace, TraceError};
 
 pub mod adapter;
 pub mod compare;

@@ -10,7 +10,7 @@
 
 pub mod driver;
 pub mod record;
-pub mod wire;
+pub(crate) mod wire;
 
 use wire::{to_model, to_wire};
 

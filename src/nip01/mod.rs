@@ -1,8 +1,8 @@
 //! Nostr only: deterministic identities, signed events and NIP-01 messages as values. Nothing
 //! here knows ContextVM; the layers above build on it.
 
-pub mod identity;
-pub mod message;
+pub(crate) mod identity;
+pub(crate) mod message;
 
 pub use identity::{Identity, EPOCH_SECS};
 pub use message::{is_size_rejection, ClientMessage, RelayMessage, RelayName};

@@ -24,11 +24,13 @@ pub trait Peer {
     fn set_epoch_secs(&mut self, secs: u64);
 }
 
-pub mod capabilities;
+pub(crate) mod capabilities;
 pub mod client;
 pub mod content;
 pub mod core;
-pub mod engines;
+pub(crate) mod engines;
+
+pub use engines::{Implementation, RELAYSIM};
 pub mod event;
 pub mod server;
 pub mod streams;

@@ -3,7 +3,7 @@
 //! a run); output goes out through `poll_*` methods. Nothing here depends on other relaysim
 //! modules.
 
-pub mod cvm;
+pub(crate) mod cvm;
 pub mod endpoint;
 pub mod envelope;
 pub mod jsonrpc;

@@ -1,5 +1,8 @@
 //! Impairments between peers and a relay, per direction, and outages.
 //!
+//! (Longer than 600 lines because its statistical unit tests, about 230 lines, sit beside the
+//! draws they check; the code is about 440.)
+//!
 //! A NIP-01 connection is a WebSocket over TCP. By default ([`Ordering::Connection`]) a link
 //! behaves like one: per connection and direction, messages arrive in the order they were
 //! written and none is lost while the connection is up, so a drawn delay is head-of-line

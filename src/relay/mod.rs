@@ -6,13 +6,15 @@
 //! the relay by the driver ([`impair`]).
 
 pub mod impair;
-pub mod profile;
+pub(crate) mod profile;
 
 use crate::nip01::EPOCH_SECS;
 use crate::nip01::{ClientMessage, RelayMessage};
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
-pub use profile::RelayProfile;
-use profile::{FrameOversizeReaction, OversizeReaction, RateAction, RateScope, SizeMeasure};
+pub use profile::{
+    FrameOversizeReaction, Intake, OversizeReaction, RateAction, RateLimit, RateScope,
+    RelayProfile, SizeMeasure,
+};
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 

@@ -115,6 +115,28 @@ fn bad_input_gets_a_clear_error_and_no_panic() {
 }
 
 #[test]
+fn a_scenario_with_several_problems_gets_all_of_them_with_their_places() {
+    let dir = std::env::temp_dir().join(format!("relaysim-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("bad.toml");
+    std::fs::write(
+        &file,
+        "[[relays]]\nname=\"r\"\nprofile=\"strfy\"\n[[servers]]\nname=\"s\"\nrelays=[\"r\"]\n\
+         [[clients]]\nname=\"c\"\nrelays=[\"rr\"]\n",
+    )
+    .unwrap();
+    let out = relaysim(&["run", file.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("bad.toml:3:9: `relays[0].profile`"), "{err}");
+    assert!(err.contains("did you mean `strfry`?"), "{err}");
+    assert!(err.contains("bad.toml:9:9: `clients[0].relays`"), "{err}");
+    assert!(err.contains("2 problems in"), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn help_shows_examples() {
     let out = relaysim(&["transfer", "--help"]);
     assert!(stdout(&out).contains("Examples:"));

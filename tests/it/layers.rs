@@ -131,3 +131,34 @@ fn the_check_catches_an_upward_use() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert!(found[0].contains("relay/mod.rs:2"), "{found:?}");
 }
+
+/// Files above `protocol/` (whose engines are long because each spec rule has its test beside
+/// it) that are longer than about 600 lines, unless their top says why.
+fn long_files(src: &Path) -> Vec<String> {
+    const LIMIT: usize = 650;
+    let mut files = Vec::new();
+    rust_files(src, &mut files);
+    files.sort();
+    files
+        .iter()
+        .filter(|f| !f.strip_prefix(src).unwrap().starts_with("protocol"))
+        .filter_map(|f| {
+            let text = std::fs::read_to_string(f).unwrap();
+            let lines = text.lines().count();
+            let head: String = text.lines().take(12).collect::<Vec<_>>().join("\n");
+            (lines > LIMIT && !head.contains("Longer than 600 lines")).then(|| {
+                format!(
+                    "{}: {lines} lines and no \"Longer than 600 lines because ...\" at its top",
+                    f.display()
+                )
+            })
+        })
+        .collect()
+}
+
+#[test]
+fn no_file_above_the_protocol_layer_is_long_without_a_reason() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let found = long_files(&src);
+    assert!(found.is_empty(), "{}", found.join("\n"));
+}

@@ -1,12 +1,12 @@
 //! CEP-41 open-ended streams: frames, writer, session (reader) with keepalive, a registry of
 //! sessions with policies, and an async `Stream` adapter for async drivers.
 
-pub mod adapter;
+pub(crate) mod adapter;
 pub mod frame;
-pub mod keepalive;
-pub mod policy;
-pub mod registry;
-pub mod session;
+pub(crate) mod keepalive;
+pub(crate) mod policy;
+pub(crate) mod registry;
+pub(crate) mod session;
 pub mod writer;
 
 pub use adapter::{chunk_stream, ChunkFeeder, ChunkStream};

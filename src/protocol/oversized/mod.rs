@@ -6,7 +6,7 @@
 //! receiver rebuilds the exact serialized message, checks its length and SHA-256 digest, and
 //! only then surfaces it.
 
-pub mod chunking;
+pub(crate) mod chunking;
 pub mod frame;
 pub mod receiver;
 pub mod sender;

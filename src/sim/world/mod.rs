@@ -28,7 +28,7 @@
 //! the client's results.
 
 mod dispatch;
-pub mod network;
+pub(crate) mod network;
 pub mod observation;
 
 pub use network::ReconnectPolicy;
