@@ -15,7 +15,7 @@
 use crate::live::driver::{PeerDriver, TurmoilTcp};
 use crate::live::{serve_on, ServeConfig};
 use crate::nip01::{Identity, EPOCH_SECS};
-use crate::peer::client::{call_of_token, ClientEvent, ContextVmClient};
+use crate::peer::client::{ClientEvent, ContextVmClient};
 use crate::peer::server::{ContextVmServer, ServerEvent};
 use crate::peer::tools::stream_chunk_text;
 use crate::rng::SeededStreams;
@@ -167,13 +167,15 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
                     while let Some(event) = s.poll_event() {
                         let ServerEvent::ChunkWritten {
                             client,
-                            token,
+                            request,
                             index,
+                            ..
                         } = event
                         else {
                             continue;
                         };
-                        let call = call_of_token(&token);
+                        // A call's id is its request's JSON-RPC id.
+                        let call = request.as_number();
                         if let (Some(&client), Some(call)) = (client_keys.get(&client), call) {
                             seq += 1;
                             let at = start.elapsed().saturating_sub(SETTLE);

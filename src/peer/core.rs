@@ -1,6 +1,7 @@
 //! What every ContextVM peer does with relays: sign, publish to every relay, subscribe to its
 //! own `#p`, drop events it has already seen, and tally each publication's OK verdicts.
 
+use super::behaviour::Dedup;
 use super::event::CONTEXTVM_KIND;
 use crate::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
@@ -10,8 +11,6 @@ use std::time::Duration;
 
 /// The subscription id every peer uses for its ContextVM traffic.
 pub const SUBSCRIPTION: &str = "cvm";
-/// How many event ids a peer remembers for de-duplication.
-const SEEN_CAPACITY: usize = 65_536;
 /// How many publications may wait for verdicts (relays that never answer must not leak memory).
 const PENDING_CAPACITY: usize = 4096;
 
@@ -56,6 +55,7 @@ pub struct PeerCore {
     /// real relays reject events whose `created_at` is far from their own clock.
     epoch_secs: u64,
     clock: Clock,
+    dedup: Dedup,
     seen: BTreeSet<EventId>,
     seen_order: VecDeque<EventId>,
     outbox: VecDeque<(RelayName, ClientMessage)>,
@@ -73,6 +73,7 @@ impl PeerCore {
             relays,
             epoch_secs: EPOCH_SECS,
             clock: Clock::default(),
+            dedup: super::behaviour::Behaviour::relaysim().dedup,
             seen: BTreeSet::new(),
             seen_order: VecDeque::new(),
             outbox: VecDeque::new(),
@@ -106,6 +107,11 @@ impl PeerCore {
     /// The peer's idea of the Unix time at virtual time `now`, in whole seconds.
     fn unix_secs(&self, now: Duration) -> u64 {
         (self.epoch_secs + now.as_secs()).saturating_add_signed(self.clock.skew_secs)
+    }
+
+    /// Sets how inbound events are de-duplicated by id.
+    pub fn set_dedup(&mut self, dedup: Dedup) {
+        self.dedup = dedup;
     }
 
     /// Relays this peer uses.
@@ -189,12 +195,16 @@ impl PeerCore {
         id
     }
 
+    /// Notes `id` as seen; false when it was seen already and the peer drops repeats.
     fn remember(&mut self, id: EventId) -> bool {
+        let Dedup::PerId { memory } = self.dedup else {
+            return true;
+        };
         if !self.seen.insert(id) {
             return false;
         }
         self.seen_order.push_back(id);
-        if self.seen_order.len() > SEEN_CAPACITY {
+        if self.seen_order.len() > memory {
             if let Some(old) = self.seen_order.pop_front() {
                 self.seen.remove(&old);
             }

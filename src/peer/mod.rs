@@ -24,6 +24,7 @@ pub trait Peer {
     fn set_epoch_secs(&mut self, secs: u64);
 }
 
+pub mod behaviour;
 pub(crate) mod capabilities;
 pub mod client;
 pub mod content;

@@ -54,6 +54,14 @@ pub enum RequestId {
 }
 
 impl RequestId {
+    /// The id as a number, when it is one.
+    pub fn as_number(&self) -> Option<u64> {
+        match self {
+            RequestId::Number(n) => u64::try_from(*n).ok(),
+            RequestId::String(_) => None,
+        }
+    }
+
     /// The id as a JSON value.
     pub fn to_value(&self) -> Value {
         match self {

@@ -86,12 +86,14 @@ struct ClientDef {
     ip: Option<String>,
     resumable: bool,
     implementation: Implementation,
+    behaviour: crate::peer::behaviour::Behaviour,
 }
 
 struct ServerDef {
     publish: PublishPipeline,
     clock: Clock,
     implementation: Implementation,
+    behaviour: crate::peer::behaviour::Behaviour,
     name: String,
     relays: Vec<usize>,
 }

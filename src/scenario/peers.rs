@@ -4,6 +4,7 @@
 use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
+use crate::peer::behaviour::{AcceptWait, Behaviour, Dedup, Role, TokenShape, PRESETS};
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
 use crate::relay::impair::Delay;
@@ -41,7 +42,7 @@ pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> P
     }
     let mut servers = Vec::new();
     for (i, s) in spec.servers.iter().enumerate() {
-        if let Some(server) = ctx.attempt(|| server(ctx, i, s, relay_names)) {
+        if let Some(server) = ctx.attempt(|| server(ctx, spec, i, s, relay_names)) {
             servers.push(server);
         }
     }
@@ -54,7 +55,7 @@ pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> P
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, c) in spec.clients.iter().enumerate() {
         let mut group = Vec::new();
-        if let Some(defs) = ctx.attempt(|| client(ctx, i, c, relay_names, &server_names)) {
+        if let Some(defs) = ctx.attempt(|| client(ctx, spec, i, c, relay_names, &server_names)) {
             for def in defs {
                 group.push(clients.len());
                 clients.push(def);
@@ -89,13 +90,16 @@ pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> P
 
 fn server(
     ctx: &Ctx,
+    spec: &ScenarioSpec,
     i: usize,
     s: &spec::ServerSpec,
     relay_names: &[String],
 ) -> Result<ServerDef, ScenarioError> {
     let key = format!("servers[{i}]");
+    let behaviour = behaviour(ctx, spec, &s.behaviour, Role::Server, &key)?;
     Ok(ServerDef {
-        implementation: implementation(ctx, &s.r#impl, &format!("{key}.impl"))?,
+        implementation: implementation(ctx, &s.r#impl, &behaviour, &format!("{key}.impl"))?,
+        behaviour,
         publish: publish(ctx, &format!("{key}.publish"), &s.publish)?,
         clock: clock(ctx, &key, s.clock_skew_secs, s.subscribe_since)?,
         name: s.name.get_ref().clone(),
@@ -106,13 +110,15 @@ fn server(
 /// The clients of one `[[clients]]` table (several with `count`).
 fn client(
     ctx: &Ctx,
+    spec: &ScenarioSpec,
     i: usize,
     c: &spec::ClientSpec,
     relay_names: &[String],
     server_names: &[String],
 ) -> Result<Vec<ClientDef>, ScenarioError> {
     let key = format!("clients[{i}]");
-    let implementation = implementation(ctx, &c.r#impl, &format!("{key}.impl"))?;
+    let behaviour = behaviour(ctx, spec, &c.behaviour, Role::Client, &key)?;
+    let implementation = implementation(ctx, &c.r#impl, &behaviour, &format!("{key}.impl"))?;
     let relays = relays(ctx, relay_names, &c.relays, &format!("{key}.relays"))?;
     let server = match &c.server {
         Some(s) => server_names
@@ -162,6 +168,7 @@ fn client(
             ip: c.ip.clone(),
             resumable: c.resumable_streams,
             implementation,
+            behaviour: behaviour.clone(),
         })
         .collect())
 }
@@ -197,13 +204,28 @@ fn relays(
         .collect()
 }
 
-/// A peer's endpoint implementation from its `impl` key.
+/// A peer's endpoint implementation from its `impl` key. Without one, an SDK's behaviour
+/// brings that SDK's engines (the contextvm-sdk crate's), so a preset is a whole
+/// implementation.
 fn implementation(
     ctx: &Ctx,
     i: &Option<Spanned<String>>,
+    behaviour: &Behaviour,
     key: &str,
 ) -> Result<Implementation, ScenarioError> {
     match i {
+        None if behaviour.wants_sdk_engines() => crate::implementations::parse("contextvm-sdk")
+            .map_err(|e| {
+                ctx.at(
+                    None,
+                    key,
+                    format!(
+                        "behaviour {:?} runs the SDK's engines: {e}",
+                        behaviour.preset
+                    ),
+                    None,
+                )
+            }),
         None => Ok(Implementation::default()),
         Some(s) => crate::implementations::parse(s.get_ref()).map_err(|e| {
             ctx.spanned(
@@ -273,4 +295,131 @@ fn publish(
             None => Delay::Zero,
         },
     })
+}
+
+/// A peer's behaviour from its `behaviour` key: a preset, or a `[behaviours.NAME]` table.
+fn behaviour(
+    ctx: &Ctx,
+    spec: &ScenarioSpec,
+    name: &Option<Spanned<String>>,
+    role: Role,
+    peer: &str,
+) -> Result<Behaviour, ScenarioError> {
+    let Some(name) = name else {
+        return Ok(Behaviour::relaysim());
+    };
+    if let Some(b) = Behaviour::preset(name.get_ref(), role) {
+        return Ok(b);
+    }
+    let Some(table) = spec.behaviours.get(name.get_ref()) else {
+        let known: Vec<&str> = PRESETS
+            .iter()
+            .copied()
+            .chain(spec.behaviours.keys().map(String::as_str))
+            .collect();
+        return Err(ctx.spanned(
+            name,
+            &format!("{peer}.behaviour"),
+            format!(
+                "no behaviour named {:?}; presets and [behaviours] tables: {}",
+                name.get_ref(),
+                known.join(", ")
+            ),
+            closest(name.get_ref(), known),
+        ));
+    };
+    custom(ctx, name.get_ref(), table, role)
+}
+
+/// A `[behaviours.NAME]` table: its preset with the knobs it sets.
+fn custom(
+    ctx: &Ctx,
+    name: &str,
+    t: &spec::BehaviourSpec,
+    role: Role,
+) -> Result<Behaviour, ScenarioError> {
+    let key = format!("behaviours.{name}");
+    let choose = |value: &Spanned<String>, knob: &str, options: &[&str]| {
+        let v = value.get_ref().as_str();
+        if options.contains(&v) {
+            Ok(v.to_owned())
+        } else {
+            Err(ctx.spanned(
+                value,
+                &format!("{key}.{knob}"),
+                format!("{v:?} is not one of {}", options.join(", ")),
+                closest(v, options.iter().copied()),
+            ))
+        }
+    };
+    let mut b = match &t.preset {
+        None => Behaviour::relaysim(),
+        Some(p) => Behaviour::preset(&choose(p, "preset", &PRESETS)?, role)
+            .expect("a preset name was checked"),
+    };
+    if let Some(d) = &t.dedup {
+        b.dedup = match choose(d, "dedup", &["none", "per-id"])?.as_str() {
+            "none" => Dedup::None,
+            _ => Dedup::PerId {
+                memory: match b.dedup {
+                    Dedup::PerId { memory } => memory,
+                    Dedup::None => 65_536,
+                },
+            },
+        };
+    }
+    if let Some(memory) = t.dedup_memory {
+        if !(1..=10_000_000).contains(&memory) {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.dedup_memory"),
+                format!("must be between 1 and 10000000 ids, got {memory}"),
+                None,
+            ));
+        }
+        if b.dedup == Dedup::None {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.dedup_memory"),
+                "applies to `dedup = \"per-id\"`; this behaviour does not de-duplicate".into(),
+                None,
+            ));
+        }
+        b.dedup = Dedup::PerId { memory };
+    }
+    if let Some(tokens) = &t.tokens {
+        b.tokens = match choose(
+            tokens,
+            "tokens",
+            &["prefixed", "message-id", "peer-counter"],
+        )?
+        .as_str()
+        {
+            "prefixed" => TokenShape::Prefixed("p".into()),
+            "message-id" => TokenShape::MessageId,
+            _ => TokenShape::PeerCounter,
+        };
+    }
+    if let Some(prefix) = &t.token_prefix {
+        if prefix.len() > 4096 {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.token_prefix"),
+                format!("at most 4096 bytes, got {}", prefix.len()),
+                None,
+            ));
+        }
+        b.tokens = TokenShape::Prefixed(prefix.clone());
+    }
+    if let Some(feed) = t.feed_accept {
+        b.feed_accept = feed;
+    }
+    if let Some(wait) = &t.upload_accept {
+        b.upload_accept = match choose(wait, "upload_accept", &["when-unknown", "never"])?.as_str()
+        {
+            "never" => AcceptWait::Never,
+            _ => AcceptWait::WhenUnknown,
+        };
+    }
+    Ok(b)
 }

@@ -45,6 +45,7 @@ impl Scenario {
                 .map(|s| {
                     let config = ServerConfig {
                         implementation: s.implementation,
+                        behaviour: s.behaviour.clone(),
                         clock: s.clock,
                         ..self.server_config.clone()
                     };
@@ -61,6 +62,7 @@ impl Scenario {
                     let mut config = ClientConfig::new(key);
                     self.client_config(&mut config, c.stateless, c.resumable);
                     config.implementation = c.implementation;
+                    config.behaviour = c.behaviour.clone();
                     config.clock = c.clock;
                     (c.name.clone(), c.relays.clone(), config)
                 })

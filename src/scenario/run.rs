@@ -20,6 +20,7 @@ impl Scenario {
         for s in &self.servers {
             let config = ServerConfig {
                 implementation: s.implementation,
+                behaviour: s.behaviour.clone(),
                 clock: s.clock,
                 ..self.server_config.clone()
             };
@@ -30,6 +31,7 @@ impl Scenario {
             let index = world.add_client(&c.name, &c.relays, c.server, |config| {
                 self.client_config(config, c.stateless, c.resumable);
                 config.implementation = c.implementation;
+                config.behaviour = c.behaviour.clone();
                 config.clock = c.clock;
             });
             if let Some(ip) = &c.ip {

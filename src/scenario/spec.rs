@@ -124,6 +124,29 @@ pub struct ScenarioSpec {
     /// Assertions over the results.
     #[serde(default)]
     pub expect: ExpectSpec,
+    /// Peer behaviours by name: a preset with knobs overridden.
+    #[serde(default)]
+    pub behaviours: BTreeMap<String, BehaviourSpec>,
+}
+
+/// A peer behaviour: a preset with knobs overridden (`docs/behaviours.md`).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BehaviourSpec {
+    /// The preset it starts from (default `relaysim`).
+    pub preset: Option<Spanned<String>>,
+    /// `none` or `per-id`.
+    pub dedup: Option<Spanned<String>>,
+    /// How many ids `per-id` de-duplication remembers.
+    pub dedup_memory: Option<usize>,
+    /// `prefixed`, `message-id` or `peer-counter`.
+    pub tokens: Option<Spanned<String>>,
+    /// The text before the call id of `prefixed` tokens (any length).
+    pub token_prefix: Option<String>,
+    /// Server: feed its own `accept` to its CEP-22 receiver.
+    pub feed_accept: Option<bool>,
+    /// Client: `when-unknown` or `never`.
+    pub upload_accept: Option<Spanned<String>>,
 }
 
 /// A relay: a profile plus overrides.
@@ -316,6 +339,9 @@ pub struct ServerSpec {
     /// Subscribe with `since` = its own now, as the ContextVM SDKs do.
     #[serde(default)]
     pub subscribe_since: bool,
+    /// The transport it copies: a preset (`relaysim`, `ts-sdk`, `rust-sdk`) or a
+    /// `[behaviours.NAME]` table.
+    pub behaviour: Option<Spanned<String>>,
 }
 
 /// Client peers.
@@ -348,6 +374,9 @@ pub struct ClientSpec {
     /// Subscribe with `since` = its own now, as the ContextVM SDKs do.
     #[serde(default)]
     pub subscribe_since: bool,
+    /// The transport it copies: a preset (`relaysim`, `ts-sdk`, `rust-sdk`) or a
+    /// `[behaviours.NAME]` table.
+    pub behaviour: Option<Spanned<String>>,
 }
 
 /// Endpoint policies, for every peer.

@@ -59,7 +59,7 @@ fn a_comparison_repeats_exactly() {
 fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
     let files =
         relaysim::scenario::scenario_files(&[root().join("scenarios/contextvm-sdk")]).unwrap();
-    assert_eq!(files.len(), 2);
+    assert_eq!(files.len(), 3);
     for path in files {
         let s = Scenario::from_file(&path).unwrap();
         let report = s.run_all();
@@ -96,7 +96,7 @@ fn the_shipped_difference_traces_replay_to_their_outcome_byte_for_byte() {
     let dir = root().join("traces/contextvm-sdk");
     let expected: BTreeMap<String, String> =
         toml::from_str(&std::fs::read_to_string(dir.join("expected.toml")).unwrap()).unwrap();
-    assert_eq!(expected.len(), 4);
+    assert_eq!(expected.len(), 6);
     for (file, outcome) in &expected {
         let text = std::fs::read_to_string(dir.join(file)).unwrap();
         let trace = Trace::parse(&text, file).unwrap_or_else(|e| panic!("{e}"));
@@ -235,4 +235,70 @@ fn shrinking_finds_the_one_publish_that_overtook_another() {
         .replayed
         .iter()
         .any(|o| o.outcome == "failed:stream-sequence"));
+}
+
+/// sdk-behaviour §6 B1 at the engine boundary: the SDK's receiver behind a server that sends
+/// `accept` but does not feed it (the TS transport) fails a 29-chunk upload numbered for the
+/// handshake, in the SDK's own words; fed (the Rust transport), it completes.
+#[test]
+fn an_unfed_accept_fails_a_long_upload_in_the_sdk_s_own_words() {
+    use relaysim::adapter::contextvm_sdk::SdkTransferReceiver;
+    use relaysim::protocol::endpoint::TransferReceiving;
+    use relaysim::protocol::envelope::EscapedContentEnvelope;
+    use relaysim::protocol::jsonrpc::{Message, RequestId};
+    use relaysim::protocol::oversized::{
+        OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody, TransferFrame,
+    };
+    use std::time::Duration;
+
+    let upload = |feed_accept: bool| {
+        let message = Message::Request {
+            id: RequestId::Number(1),
+            method: "tools/call".into(),
+            params: Some(serde_json::json!({ "name": "upload", "arguments": { "data": "x".repeat(200_000) } })),
+        }
+        .to_json();
+        let token = RequestId::String("1".into());
+        let config = SenderConfig {
+            budget: 8_000,
+            wait_for_accept: true,
+            ..SenderConfig::default()
+        };
+        let envelope = EscapedContentEnvelope { overhead: 650 };
+        let mut sender = OversizedSender::new(token.clone(), message, config, &envelope).unwrap();
+        let mut receiver = SdkTransferReceiver::new(ReceiverConfig {
+            feed_accept,
+            ..ReceiverConfig::default()
+        });
+        let now = Duration::ZERO;
+        let start = sender.poll_transmit(now).expect("start");
+        receiver.handle_frame(&"client", start, now);
+        let (_, accept) = receiver
+            .poll_transmit()
+            .expect("the server answers with accept");
+        assert!(matches!(accept.body, TransferBody::Accept));
+        sender.handle_frame(&accept);
+        let frames: Vec<TransferFrame> = std::iter::from_fn(|| sender.poll_transmit(now)).collect();
+        assert!(frames.len() >= 23, "{} frames", frames.len());
+        for frame in frames {
+            receiver.handle_frame(&"client", frame, now);
+        }
+        std::iter::from_fn(|| receiver.poll_event()).last()
+    };
+    match upload(false) {
+        Some(ReceiverEvent::Failed { failure, .. }) => {
+            assert_eq!(failure.cause(), "policy");
+            assert!(
+                failure
+                    .to_string()
+                    .contains("Out-of-order gap 22 exceeds policy limit 21"),
+                "{failure}"
+            );
+        }
+        other => panic!("expected the SDK's policy failure, got {other:?}"),
+    }
+    assert!(matches!(
+        upload(true),
+        Some(ReceiverEvent::Completed { .. })
+    ));
 }

@@ -473,3 +473,136 @@ fn a_hard_maximum_ends_calls_that_keep_refreshing_their_timeout() {
     let evs = events(&mut n);
     assert!(evs.iter().any(|e| matches!(e, ClientEvent::Failed { call: c, failure: CallFailure::HardTimeout } if *c == call)), "{evs:?}");
 }
+
+// Peer behaviours (`peer::behaviour`): each knob's effect on a minimal exchange.
+
+use relaysim::peer::behaviour::{AcceptWait, Behaviour, Dedup, Role, TokenShape};
+
+fn net_with(server: Behaviour, client: Behaviour) -> Loopback {
+    net_with_stateless(server, client, false)
+}
+
+fn net_with_stateless(server: Behaviour, client: Behaviour, stateless: bool) -> Loopback {
+    Loopback::new(
+        7,
+        vec![("relay-a".into(), RelayProfile::ideal())],
+        |c| {
+            c.behaviour = client;
+            c.stateless = stateless;
+        },
+        ServerConfig {
+            behaviour: server,
+            ..ServerConfig::default()
+        },
+    )
+}
+
+fn tools_calls_seen(n: &mut Loopback) -> usize {
+    std::iter::from_fn(|| n.server.poll_event())
+        .filter(|e| matches!(e, ServerEvent::Request { method, .. } if method == "tools/call"))
+        .count()
+}
+
+#[test]
+fn a_server_that_does_not_deduplicate_runs_a_duplicated_request_twice() {
+    // The TS server: no de-duplication of plain events (sdk-behaviour §6 C17).
+    let ts_server = Behaviour::preset("ts-sdk", Role::Server).unwrap();
+    assert_eq!(ts_server.dedup, Dedup::None);
+    let mut n = net_with(ts_server, Behaviour::relaysim());
+    n.duplicate_deliveries = true;
+    initialized(&mut n);
+    n.client.call_tool(
+        "echo",
+        json!({ "text": "twice" }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(2));
+    assert_eq!(tools_calls_seen(&mut n), 2);
+    assert_eq!(n.server.duplicates_dropped(), 0);
+    // relaysim's server drops the copy.
+    let mut n = net_with(Behaviour::relaysim(), Behaviour::relaysim());
+    n.duplicate_deliveries = true;
+    initialized(&mut n);
+    n.client.call_tool(
+        "echo",
+        json!({ "text": "once" }),
+        CallOptions::default(),
+        S(1),
+    );
+    n.run_until(S(2));
+    assert_eq!(tools_calls_seen(&mut n), 1);
+}
+
+#[test]
+fn a_rust_sdk_client_s_first_token_is_zero_and_a_ts_client_s_is_its_message_id() {
+    let first_token = |client: Behaviour| {
+        let mut n = net_with(Behaviour::relaysim(), client);
+        initialized(&mut n);
+        let (call, token) = n.client.call_tool_stream(
+            "stream",
+            json!({ "chunks": 2, "chunk_bytes": 16, "interval_ms": 10 }),
+            S(1),
+        );
+        n.run_until(S(5));
+        let done = events(&mut n)
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Response { call: c, .. } if *c == call));
+        assert!(done, "the stream call completes with any token shape");
+        (call, token.to_value())
+    };
+    let (_, rust) = first_token(Behaviour::preset("rust-sdk", Role::Client).unwrap());
+    assert_eq!(rust, json!("0"));
+    let (call, ts) = first_token(Behaviour::preset("ts-sdk", Role::Client).unwrap());
+    assert_eq!(ts, json!(call.to_string()));
+    let (call, ours) = first_token(Behaviour::relaysim());
+    assert_eq!(ours, json!(format!("p{call}")));
+    let long = Behaviour {
+        tokens: TokenShape::Prefixed("t".repeat(80)),
+        ..Behaviour::relaysim()
+    };
+    let (call, custom) = first_token(long);
+    assert_eq!(custom, json!(format!("{}{call}", "t".repeat(80))));
+}
+
+#[test]
+fn a_ts_sdk_client_sends_every_chunk_before_any_accept() {
+    let upload_frames = |client: Behaviour| {
+        let mut n = net_with_stateless(Behaviour::relaysim(), client, true);
+        n.client.call_tool(
+            "upload",
+            json!({ "data": "x".repeat(150_000) }),
+            CallOptions { progress: true },
+            S(1),
+        );
+        n.run_until(S(10));
+        let done = events(&mut n)
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Response { .. }));
+        assert!(done);
+        // The order in which the client's and the server's frames were published.
+        n.log
+            .iter()
+            .filter_map(|p| {
+                let content: Value =
+                    serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str())
+                        .ok()?;
+                let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
+                Some(format!("{:?}:{frame}", p.side))
+            })
+            .collect::<Vec<_>>()
+    };
+    let never = Behaviour {
+        upload_accept: AcceptWait::Never,
+        ..Behaviour::relaysim()
+    };
+    let ts = upload_frames(never);
+    let accept = ts.iter().position(|f| f == "Server:accept").unwrap();
+    let last_chunk = ts.iter().rposition(|f| f == "Client:chunk").unwrap();
+    assert!(last_chunk < accept, "{ts:?}");
+    // relaysim's client waits for the accept before its first chunk.
+    let ours = upload_frames(Behaviour::relaysim());
+    let accept = ours.iter().position(|f| f == "Server:accept").unwrap();
+    let first_chunk = ours.iter().position(|f| f == "Client:chunk").unwrap();
+    assert!(accept < first_chunk, "{ours:?}");
+}

@@ -4,7 +4,7 @@
 # Run from the repository root: bash traces/contextvm-sdk/regenerate.sh
 set -euo pipefail
 cargo build --release --quiet --features contextvm-sdk
-for pair in reordered-stream:stream-sequence reordered-download:download-reassembly; do
+for pair in reordered-stream:stream-sequence reordered-download:download-reassembly ts-server-stateless-upload:timeout; do
   name=${pair%%:*}
   cause=${pair##*:}
   ./target/release/relaysim run "scenarios/contextvm-sdk/$name.toml" --runs 1 --trace-events ids \

@@ -166,18 +166,34 @@ fn stream_frame(n: &JsonRpcNotification) -> Option<StreamFrame> {
 fn transfer_failure(e: OversizedTransferError) -> TransferFailure {
     match e {
         OversizedTransferError::Abort { reason, .. } => TransferFailure::AbortedByPeer { reason },
-        OversizedTransferError::Policy(_) => TransferFailure::Policy("contextvm-sdk policy"),
-        OversizedTransferError::Digest(_) => TransferFailure::DigestMismatch,
+        // The SDK's own words are kept: a stalled receiver and a reordered one read differently.
+        OversizedTransferError::Policy(message) => TransferFailure::Reported {
+            family: "policy",
+            message,
+        },
+        OversizedTransferError::Digest(message) => TransferFailure::Reported {
+            family: "digest-mismatch",
+            message,
+        },
         OversizedTransferError::Reassembly(m) => TransferFailure::Reassembly(m),
-        OversizedTransferError::Sequence(_) => TransferFailure::Sequence("contextvm-sdk sequence"),
+        OversizedTransferError::Sequence(message) => TransferFailure::Reported {
+            family: "sequence",
+            message,
+        },
     }
 }
 
 fn stream_failure(e: OpenStreamError) -> StreamFailure {
     match e {
         OpenStreamError::Abort { reason, .. } => StreamFailure::AbortedByPeer { reason },
-        OpenStreamError::Policy(_) => StreamFailure::TooManyStreams,
-        OpenStreamError::Sequence(_) => StreamFailure::Sequence("contextvm-sdk sequence"),
+        OpenStreamError::Policy(message) => StreamFailure::Reported {
+            family: "too-many-streams",
+            message,
+        },
+        OpenStreamError::Sequence(message) => StreamFailure::Reported {
+            family: "sequence",
+            message,
+        },
     }
 }
 

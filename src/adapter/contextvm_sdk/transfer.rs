@@ -8,6 +8,7 @@ pub struct SdkTransferReceiver<P> {
     policy: TransferPolicy,
     timeout: Duration,
     send_accept: bool,
+    feed_accept: bool,
     transfers: BTreeMap<(P, ProgressToken), (OversizedTransferReceiver, Duration)>,
     outbox: VecDeque<(P, TransferFrame)>,
     events: VecDeque<ReceiverEvent<P>>,
@@ -24,6 +25,7 @@ impl<P: Clone + Ord> SdkTransferReceiver<P> {
             },
             timeout: Duration::from_millis(DEFAULT_TRANSFER_TIMEOUT_MS),
             send_accept: config.send_accept,
+            feed_accept: config.feed_accept,
             transfers: BTreeMap::new(),
             outbox: VecDeque::new(),
             events: VecDeque::new(),
@@ -81,8 +83,12 @@ impl<P: Clone + Ord + Send> TransferReceiving<P> for SdkTransferReceiver<P> {
                             message: None,
                             body: TransferBody::Accept,
                         };
-                        if let Some(n) = to_sdk(&accept.to_json()) {
-                            let _ = receiver.process_frame(&n);
+                        // A transport that does not feed it (the TS server) leaves the
+                        // receiver's frontier at slot 2 while chunks come from slot 3.
+                        if self.feed_accept {
+                            if let Some(n) = to_sdk(&accept.to_json()) {
+                                let _ = receiver.process_frame(&n);
+                            }
                         }
                         self.outbox.push_back((peer.clone(), accept));
                     }

@@ -8,6 +8,7 @@
 mod receiving;
 mod sending;
 
+use super::behaviour::{Behaviour, Tokens};
 use super::capabilities::Capabilities;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
@@ -65,6 +66,8 @@ pub struct ClientConfig {
     pub implementation: Implementation,
     /// Its clock skew and whether it subscribes with `since`.
     pub clock: Clock,
+    /// The transport it copies (de-duplication, token shape, waiting for `accept`).
+    pub behaviour: Behaviour,
 }
 
 /// How long a client with resumable streams lets a CEP-41 keepalive probe go unanswered: a
@@ -93,6 +96,7 @@ impl ClientConfig {
             follower: FollowerConfig::default(),
             implementation: Implementation::default(),
             clock: Clock::default(),
+            behaviour: Behaviour::relaysim(),
         }
     }
 
@@ -220,6 +224,8 @@ pub struct ContextVmClient {
     config: ClientConfig,
     frame_envelope: SignedEventEnvelope,
     next_id: CallId,
+    /// The progress tokens of its calls, in the behaviour's shape.
+    tokens: Tokens,
     now: Duration,
     server_capabilities: Capabilities,
     advertised: bool,
@@ -257,6 +263,7 @@ impl ContextVmClient {
             SignedEventEnvelope::measure(&identity, &config.server, None, EPOCH_SECS);
         let mut core = PeerCore::new(identity, relays);
         core.set_clock(config.clock);
+        core.set_dedup(config.behaviour.dedup);
         ContextVmClient {
             follower: StreamFollower::new(config.follower.clone()),
             stream_calls: BTreeMap::new(),
@@ -273,6 +280,7 @@ impl ContextVmClient {
             frame_envelope,
             config,
             next_id: 1,
+            tokens: Tokens::default(),
             now: Duration::ZERO,
             server_capabilities: Capabilities::default(),
             advertised: false,
@@ -354,7 +362,8 @@ impl ContextVmClient {
     ) -> CallId {
         self.now = now;
         let id = self.next_id;
-        let token = options.progress.then(|| token_of_call(id));
+        let shape = self.config.behaviour.tokens.clone();
+        let token = options.progress.then(|| self.tokens.mint(&shape, id));
         let mut params = json!({ "name": name, "arguments": arguments });
         if let Some(t) = &token {
             params["_meta"] = json!({ "progressToken": t.to_value() });
@@ -372,26 +381,39 @@ impl ContextVmClient {
         now: Duration,
     ) -> (CallId, ProgressToken) {
         let call = self.call_tool(name, arguments, CallOptions { progress: true }, now);
-        (call, token_of_call(call))
+        let token = self.token_of(call).expect("a stream call has a token");
+        (call, token)
     }
 
     /// The next chunk of a call's stream, in order.
     pub fn read_stream(&mut self, call: CallId) -> Option<StreamChunk> {
-        let token = token_of_call(call);
+        let token = self.token_of(call)?;
         let server = self.config.server;
         self.streams.read(&server, &token)
     }
 
+    /// The progress token of call `call`, if it has one.
+    pub fn token_of(&self, call: CallId) -> Option<ProgressToken> {
+        self.tokens.of_call(call).cloned()
+    }
+
+    /// The call a progress token of this client names; `None` for tokens it did not mint.
+    pub fn call_of(&self, token: &ProgressToken) -> Option<CallId> {
+        self.tokens.call_of(token)
+    }
+
     /// Whether a call's stream is still held: open, or ended with chunks not read yet.
     pub fn stream_alive(&self, call: CallId) -> bool {
-        let token = token_of_call(call);
-        self.streams.holds(&self.config.server, &token)
+        self.token_of(call)
+            .is_some_and(|token| self.streams.holds(&self.config.server, &token))
     }
 
     /// Aborts a call's stream: the server is told with an `abort` frame.
     pub fn abort_stream(&mut self, call: CallId, reason: &str, now: Duration) {
         self.now = now;
-        let token = token_of_call(call);
+        let Some(token) = self.token_of(call) else {
+            return;
+        };
         let server = self.config.server;
         self.streams.abort(&server, &token, reason);
         self.pump();
@@ -522,33 +544,4 @@ impl Peer for ContextVmClient {
 /// The attempt number in the id of a resume or poll request (`resume-<n>`, `poll-<n>`).
 fn attempt_of(id: &str, prefix: &str) -> Option<u64> {
     id.strip_prefix(prefix).and_then(|n| n.parse().ok())
-}
-
-/// The progress token the client gives call `call`: `p<call>`.
-pub fn token_of_call(call: CallId) -> ProgressToken {
-    ProgressToken::String(format!("p{call}"))
-}
-
-/// The call a progress token of this client names (the inverse of [`token_of_call`]); `None`
-/// for tokens the client did not make.
-pub fn call_of_token(token: &ProgressToken) -> Option<CallId> {
-    match token {
-        ProgressToken::String(t) => t.strip_prefix('p').and_then(|n| n.parse().ok()),
-        ProgressToken::Number(_) => None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_name_their_calls_and_foreign_tokens_name_none() {
-        for call in [0, 1, 42, u64::MAX] {
-            assert_eq!(call_of_token(&token_of_call(call)), Some(call));
-        }
-        assert_eq!(call_of_token(&ProgressToken::Number(3)), None);
-        assert_eq!(call_of_token(&ProgressToken::String("q3".into())), None);
-        assert_eq!(call_of_token(&ProgressToken::String("p".into())), None);
-    }
 }

@@ -158,8 +158,7 @@ impl ContextVmClient {
                 } else if let Ok(frame) = StreamFrame::from_params(&params) {
                     // Any token this client issued: the final response may overtake the stream's
                     // frames on the relay, so a finished call still takes its stream.
-                    let ours =
-                        call_of_token(&frame.token).is_some_and(|id| id > 0 && id < self.next_id);
+                    let ours = self.call_of(&frame.token).is_some();
                     if ours {
                         self.streams.handle_frame(&server, frame, now);
                     }
@@ -234,7 +233,7 @@ impl ContextVmClient {
                 RegistryEvent::Completed { token, .. } => (token, Some(Ok(()))),
                 RegistryEvent::Failed { token, failure, .. } => (token, Some(Err(failure))),
             };
-            let Some(call) = call_of_token(&token) else {
+            let Some(call) = self.call_of(&token) else {
                 continue;
             };
             self.events.push_back(match ended {
@@ -266,7 +265,9 @@ impl ContextVmClient {
                     };
                     // A keepalive ping sent while the connection was down never left.
                     let server = self.config.server;
-                    self.streams.reprobe(&server, &token_of_call(call));
+                    if let Some(token) = self.token_of(call) {
+                        self.streams.reprobe(&server, &token);
+                    }
                     self.events
                         .push_back(ClientEvent::StreamResumed { call, latency });
                 }

@@ -1,6 +1,7 @@
 //! Sending calls: requests (with capability tags until the server confirms them), CEP-22 uploads when a request is too large for one event.
 
 use super::*;
+use crate::peer::behaviour::AcceptWait;
 
 impl ContextVmClient {
     /// Capability tags for the next request: on every request until the server has answered
@@ -108,7 +109,10 @@ impl ContextVmClient {
     pub(super) fn upload(&mut self, call: CallId, token: ProgressToken, text: String) {
         let config = SenderConfig {
             budget: self.config.budget,
-            wait_for_accept: !self.server_capabilities.oversized_transfer,
+            wait_for_accept: match self.config.behaviour.upload_accept {
+                AcceptWait::WhenUnknown => !self.server_capabilities.oversized_transfer,
+                AcceptWait::Never => false,
+            },
             ..SenderConfig::default()
         };
         let sender = self.config.implementation.transfer_sender(

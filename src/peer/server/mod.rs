@@ -24,6 +24,7 @@ mod requests;
 mod responses;
 mod resumable;
 
+use super::behaviour::Behaviour;
 use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
 use super::core::{Clock, PeerCore, PublishOutcome};
@@ -82,6 +83,8 @@ pub struct ServerConfig {
     pub implementation: Implementation,
     /// Its clock skew and whether it subscribes with `since`.
     pub clock: Clock,
+    /// The transport it copies (de-duplication, feeding its own `accept`).
+    pub behaviour: Behaviour,
 }
 
 impl Default for ServerConfig {
@@ -94,6 +97,7 @@ impl Default for ServerConfig {
             streams: StoreConfig::default(),
             implementation: Implementation::default(),
             clock: Clock::default(),
+            behaviour: Behaviour::relaysim(),
         }
     }
 }
@@ -133,6 +137,8 @@ pub enum ServerEvent {
         client: PublicKey,
         /// The stream's token.
         token: ProgressToken,
+        /// The call's JSON-RPC request id (the client's call id).
+        request: RequestId,
         /// The chunk index.
         index: u64,
     },
@@ -244,11 +250,13 @@ impl ContextVmServer {
             core: {
                 let mut core = PeerCore::new(identity, relays);
                 core.set_clock(config.clock);
+                core.set_dedup(config.behaviour.dedup);
                 core
             },
-            uploads: config
-                .implementation
-                .transfer_receiver(config.oversized.clone()),
+            uploads: config.implementation.transfer_receiver(ReceiverConfig {
+                feed_accept: config.behaviour.feed_accept,
+                ..config.oversized.clone()
+            }),
             budget: config.budget,
             config,
             tools: Box::new(SimulatedTools::new(rng)),

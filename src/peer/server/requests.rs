@@ -171,6 +171,10 @@ impl ContextVmServer {
             }
             Job::WriteChunk(call) => {
                 let now = self.now;
+                let request = match self.calls.get(&call) {
+                    Some(c) => c.request_id.clone(),
+                    None => return,
+                };
                 let Some((client, stream)) = self
                     .streams
                     .iter_mut()
@@ -186,6 +190,7 @@ impl ContextVmServer {
                         self.events.push_back(ServerEvent::ChunkWritten {
                             client: *client,
                             token: stream.writer.token().clone(),
+                            request: request.clone(),
                             index,
                         });
                     }

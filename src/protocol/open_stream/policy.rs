@@ -114,6 +114,15 @@ pub enum StreamFailure {
     /// A lifecycle or ordering rule was broken.
     #[error("sequence error: {0}")]
     Sequence(&'static str),
+    /// Another implementation's failure, in its own words; `family` is its cause
+    /// (`sequence`, `too-many-streams`).
+    #[error("{message}")]
+    Reported {
+        /// The cause it counts as.
+        family: &'static str,
+        /// The implementation's own message.
+        message: String,
+    },
 }
 
 impl StreamFailure {
@@ -131,6 +140,10 @@ impl StreamFailure {
             | StreamFailure::TooManyStreams
             | StreamFailure::OversizedNonce => StreamErrorKind::Policy,
             StreamFailure::Sequence(_) => StreamErrorKind::Sequence,
+            StreamFailure::Reported { family, .. } if *family == "sequence" => {
+                StreamErrorKind::Sequence
+            }
+            StreamFailure::Reported { .. } => StreamErrorKind::Policy,
         }
     }
 
@@ -148,6 +161,7 @@ impl StreamFailure {
             StreamFailure::TooManyStreams => "too-many-streams",
             StreamFailure::OversizedNonce => "oversized-nonce",
             StreamFailure::Sequence(_) => "sequence",
+            StreamFailure::Reported { family, .. } => family,
         }
     }
 

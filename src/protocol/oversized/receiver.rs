@@ -58,6 +58,10 @@ pub struct ReceiverConfig {
     pub end_grace: Duration,
     /// Whether to answer `start` with `accept`.
     pub send_accept: bool,
+    /// Whether an `accept` this receiver sends also reserves its slot in the receiver's own
+    /// numbering (a transport that sends accept but never feeds it to its receiver does not).
+    /// Only engines that track the slot (the contextvm-sdk crate's) are affected.
+    pub feed_accept: bool,
     /// Frames held while their `start` has not arrived.
     pub max_orphan_frames: usize,
     /// Bytes of chunk data held while their `start` has not arrived.
@@ -79,6 +83,7 @@ impl Default for ReceiverConfig {
             transfer_timeout: Duration::from_secs(300),
             end_grace: Duration::from_secs(5),
             send_accept: true,
+            feed_accept: true,
             // A jittery relay can deliver most of a transfer before its start.
             max_orphan_frames: 1024,
             max_orphan_bytes: 16 * 1024 * 1024,
@@ -122,6 +127,15 @@ pub enum TransferFailure {
     /// `end` arrived); relaysim's own receiver reports these as the cases above.
     #[error("reassembly failed: {0}")]
     Reassembly(String),
+    /// Another implementation's failure, in its own words; `family` is its cause
+    /// (`policy`, `sequence`, `digest-mismatch`).
+    #[error("{message}")]
+    Reported {
+        /// The cause it counts as.
+        family: &'static str,
+        /// The implementation's own message.
+        message: String,
+    },
     /// Positions before `end` were still missing when the grace period ran out.
     #[error("{missing} frames still missing at end after the grace period")]
     GapAtEnd {
@@ -146,6 +160,7 @@ impl TransferFailure {
             TransferFailure::DigestMismatch => "digest-mismatch",
             TransferFailure::InvalidMessage(_) => "invalid-message",
             TransferFailure::Reassembly(_) => "reassembly",
+            TransferFailure::Reported { family, .. } => family,
             TransferFailure::GapAtEnd { .. } => "gap-at-end",
             TransferFailure::Timeout => "timeout",
         }

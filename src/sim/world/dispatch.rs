@@ -376,12 +376,14 @@ impl World {
                 }
                 if let crate::peer::server::ServerEvent::ChunkWritten {
                     client,
-                    token,
+                    request,
                     index,
+                    ..
                 } = event
                 {
                     let client = self.client_keys.get(&client).copied();
-                    let call = crate::peer::client::call_of_token(&token);
+                    // A call's id is its request's JSON-RPC id.
+                    let call = request.as_number();
                     if let (Some(client), Some(call)) = (client, call) {
                         self.observe(Observation::ChunkWritten {
                             client,

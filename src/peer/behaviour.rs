@@ -1,0 +1,233 @@
+//! Peer behaviour as data: what a ContextVM transport does around its CEP-22 and CEP-41
+//! engines. Many relay-induced bugs of real SDKs live there rather than in the engines.
+//! Examples are an `accept` that is sent but never fed to the server's own receiver, an
+//! inbound pipeline that does not de-duplicate, and progress tokens shaped like numbers.
+//!
+//! A [`Behaviour`] is a set of knobs. Each knob is settable on its own. Three presets copy
+//! whole transports:
+//!
+//! - `relaysim`: relaysim's own peers, as they were before behaviours existed.
+//! - `ts-sdk`: the TypeScript `@contextvm/sdk`, read at `bb0fb3f` (0.13.10).
+//! - `rust-sdk`: the Rust `contextvm-sdk` crate 0.2.2, which is rs-sdk `6ff669d`, in front of
+//!   the nostr-sdk 0.44 relay pool.
+//!
+//! Each knob's documentation cites the source file in those SDKs. `docs/behaviours.md` has
+//! the table.
+
+use crate::protocol::jsonrpc::ProgressToken;
+
+/// Which transport a peer copies: a preset, with any knob overridden.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Behaviour {
+    /// The preset this behaviour starts from (`relaysim`, `ts-sdk`, `rust-sdk`).
+    pub preset: &'static str,
+    /// How inbound events are de-duplicated by id before any engine sees them.
+    pub dedup: Dedup,
+    /// How a client shapes the progress tokens of its calls.
+    pub tokens: TokenShape,
+    /// Server: after answering an upload's `start` with `accept`, whether the server also feeds
+    /// that accept to its own CEP-22 receiver, so the receiver expects chunks from slot 3.
+    ///
+    /// The TS server sends `accept` (`nostr-server/inbound-notification-dispatcher.ts:203`) but
+    /// never feeds it to its global receiver. Its frontier stays at slot 2 while chunks arrive
+    /// from slot 3, so an upload of 22 chunks or more fails with "Out-of-order gap 22 exceeds
+    /// policy limit 21" (sdk-behaviour §6 B1). The Rust server feeds a synthetic accept
+    /// (`transport/server/mod.rs:2174-2196`).
+    ///
+    /// Only the contextvm-sdk receiver tracks the accept slot. relaysim's own receiver
+    /// completes either numbering, so this knob does not change it.
+    pub feed_accept: bool,
+    /// Client: when an upload's sender waits for `accept` before sending chunks.
+    pub upload_accept: AcceptWait,
+}
+
+/// De-duplication of inbound events by id, before any engine sees them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dedup {
+    /// Every copy is processed.
+    ///
+    /// This is the TS server, whose `nostr-server/event-pipeline.ts` `handleUnencryptedEvent`
+    /// only checks the encryption mode and the signature, in front of `ApplesauceRelayPool`,
+    /// which forwards every relay's copy (`25eb39d`).
+    None,
+    /// Repeated ids are dropped while they are among the last `memory` ids seen.
+    ///
+    /// The TS client keeps an LRU of 5,000 ids (`nostr-client/event-pipeline.ts`, `4610f71`).
+    /// The Rust transports de-duplicate only gift-wrap ids, but the nostr-sdk 0.44 pool in
+    /// front of them drops repeats with a 35,000-entry seen-tracker. relaysim remembers 65,536.
+    PerId {
+        /// How many ids are remembered (the oldest are forgotten first).
+        memory: usize,
+    },
+}
+
+/// How a client's progress tokens look. Frames carry the token as a string in both SDKs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TokenShape {
+    /// `<prefix><call id>`, relaysim's `p1`, `p2`, …. A long prefix makes every nonce
+    /// `"<token>:<n>"` long. The Rust reader refuses ping nonces over 64 bytes
+    /// (`MAX_OPEN_STREAM_PING_NONCE_BYTES`, sdk-behaviour §3.3).
+    Prefixed(String),
+    /// The request's JSON-RPC id, as a string of digits. The TS `callToolStream` uses the MCP
+    /// SDK's token, which is the request's numeric message id (sdk-behaviour §3.2).
+    MessageId,
+    /// A per-client counter from 0, as a string of digits. In the Rust `call_tool_stream`,
+    /// rmcp's per-peer counter makes every client's first token `"0"` (sdk-behaviour §3.2).
+    PeerCounter,
+}
+
+/// When a client's CEP-22 upload waits for the server's `accept`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AcceptWait {
+    /// Wait unless the server is known to support CEP-22, as the CEP requires.
+    ///
+    /// The Rust client registers a waiter before `start` and gives up after 30 s
+    /// (`transport/client/mod.rs`, `accept_timeout_ms`). relaysim's client also waits.
+    WhenUnknown,
+    /// Never wait. The TS client's `waitForAccept` (`oversized-transfer/receiver.ts:158`)
+    /// resolves at once, so start and every chunk go out back to back, still numbered for
+    /// the handshake (sdk-behaviour §6 B2).
+    Never,
+}
+
+/// The names [`Behaviour::preset`] accepts.
+pub const PRESETS: [&str; 3] = ["relaysim", "ts-sdk", "rust-sdk"];
+
+/// Which side of a call a peer is on. Some presets differ by side: the TS client
+/// de-duplicates plain events and the TS server does not.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Role {
+    /// A server peer.
+    Server,
+    /// A client peer.
+    Client,
+}
+
+impl Default for Behaviour {
+    fn default() -> Self {
+        Behaviour::relaysim()
+    }
+}
+
+impl Behaviour {
+    /// relaysim's own peers.
+    pub fn relaysim() -> Self {
+        Behaviour {
+            preset: "relaysim",
+            dedup: Dedup::PerId { memory: 65_536 },
+            tokens: TokenShape::Prefixed("p".into()),
+            feed_accept: true,
+            upload_accept: AcceptWait::WhenUnknown,
+        }
+    }
+
+    /// The preset named `name` for a peer in `role`, or `None` for an unknown name.
+    pub fn preset(name: &str, role: Role) -> Option<Self> {
+        Some(match name {
+            "relaysim" => Behaviour::relaysim(),
+            "ts-sdk" => Behaviour {
+                preset: "ts-sdk",
+                dedup: match role {
+                    Role::Client => Dedup::PerId { memory: 5_000 },
+                    Role::Server => Dedup::None,
+                },
+                tokens: TokenShape::MessageId,
+                feed_accept: false,
+                upload_accept: AcceptWait::Never,
+            },
+            "rust-sdk" => Behaviour {
+                preset: "rust-sdk",
+                dedup: Dedup::PerId { memory: 35_000 },
+                tokens: TokenShape::PeerCounter,
+                feed_accept: true,
+                upload_accept: AcceptWait::WhenUnknown,
+            },
+            _ => return None,
+        })
+    }
+
+    /// Whether a preset names a real SDK, whose engines (the contextvm-sdk crate's, a
+    /// line-by-line port of the TypeScript ones) go with its transport.
+    pub fn wants_sdk_engines(&self) -> bool {
+        self.preset != "relaysim"
+    }
+}
+
+/// A client's progress tokens: minted per call in the client's shape, and looked up both ways.
+#[derive(Debug, Clone, Default)]
+pub struct Tokens {
+    by_call: std::collections::BTreeMap<u64, ProgressToken>,
+    by_token: std::collections::BTreeMap<ProgressToken, u64>,
+    minted: u64,
+}
+
+impl Tokens {
+    /// Mints the token of call `call` in `shape`.
+    pub fn mint(&mut self, shape: &TokenShape, call: u64) -> ProgressToken {
+        let token = ProgressToken::String(match shape {
+            TokenShape::Prefixed(prefix) => format!("{prefix}{call}"),
+            TokenShape::MessageId => call.to_string(),
+            TokenShape::PeerCounter => self.minted.to_string(),
+        });
+        self.minted += 1;
+        self.by_call.insert(call, token.clone());
+        self.by_token.insert(token.clone(), call);
+        token
+    }
+
+    /// The token of call `call`, if it has one.
+    pub fn of_call(&self, call: u64) -> Option<&ProgressToken> {
+        self.by_call.get(&call)
+    }
+
+    /// The call a token names, if this client minted it.
+    pub fn call_of(&self, token: &ProgressToken) -> Option<u64> {
+        self.by_token.get(token).copied()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn token_shapes_follow_their_sdks() {
+        let s = |t: ProgressToken| match t {
+            ProgressToken::String(s) => s,
+            ProgressToken::Number(n) => n.to_string(),
+        };
+        let mut tokens = Tokens::default();
+        // The Rust client's first token is "0", whatever the call's id.
+        assert_eq!(s(tokens.mint(&TokenShape::PeerCounter, 2)), "0");
+        assert_eq!(s(tokens.mint(&TokenShape::PeerCounter, 5)), "1");
+        assert_eq!(tokens.call_of(&ProgressToken::String("1".into())), Some(5));
+        let mut tokens = Tokens::default();
+        assert_eq!(s(tokens.mint(&TokenShape::MessageId, 7)), "7");
+        let long = "x".repeat(70);
+        let token = tokens.mint(&TokenShape::Prefixed(long.clone()), 3);
+        assert_eq!(s(token.clone()), format!("{long}3"));
+        assert_eq!(tokens.call_of(&token), Some(3));
+        assert_eq!(tokens.of_call(3), Some(&token));
+        assert_eq!(tokens.call_of(&ProgressToken::String("p3".into())), None);
+    }
+
+    #[test]
+    fn presets_differ_where_the_sdks_do() {
+        let ts_server = Behaviour::preset("ts-sdk", Role::Server).unwrap();
+        let ts_client = Behaviour::preset("ts-sdk", Role::Client).unwrap();
+        assert_eq!(ts_server.dedup, Dedup::None);
+        assert_eq!(ts_client.dedup, Dedup::PerId { memory: 5_000 });
+        assert!(!ts_server.feed_accept);
+        assert_eq!(ts_client.upload_accept, AcceptWait::Never);
+        let rust = Behaviour::preset("rust-sdk", Role::Client).unwrap();
+        assert_eq!(rust.tokens, TokenShape::PeerCounter);
+        assert_eq!(
+            Behaviour::preset("relaysim", Role::Server),
+            Some(Behaviour::relaysim())
+        );
+        assert!(Behaviour::preset("go-sdk", Role::Client).is_none());
+        for name in PRESETS {
+            assert!(Behaviour::preset(name, Role::Client).is_some());
+        }
+    }
+}
