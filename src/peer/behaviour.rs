@@ -39,6 +39,21 @@ pub struct Behaviour {
     pub feed_accept: bool,
     /// Client: when an upload's sender waits for `accept` before sending chunks.
     pub upload_accept: AcceptWait,
+    /// Client: when the reading session of a streaming call is created.
+    pub reader_session: ReaderSession,
+}
+
+/// When a client creates the reading session of a streaming call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReaderSession {
+    /// When `start` arrives: a frame that beats `start` finds no session and is dropped
+    /// (relaysim's reader keeps it until `start` comes).
+    AtStart,
+    /// When the request is sent, as both SDK clients bind their reader in `callToolStream` /
+    /// `call_tool_stream` (sdk-behaviour §3.3): a chunk that beats `start` hits a live session,
+    /// which refuses it ("Received non-start frame before start") and the stream is dead.
+    /// Only the contextvm-sdk reader has such sessions; relaysim's ignores this.
+    AtRequest,
 }
 
 /// De-duplication of inbound events by id, before any engine sees them.
@@ -118,6 +133,7 @@ impl Behaviour {
             tokens: TokenShape::Prefixed("p".into()),
             feed_accept: true,
             upload_accept: AcceptWait::WhenUnknown,
+            reader_session: ReaderSession::AtStart,
         }
     }
 
@@ -134,6 +150,7 @@ impl Behaviour {
                 tokens: TokenShape::MessageId,
                 feed_accept: false,
                 upload_accept: AcceptWait::Never,
+                reader_session: ReaderSession::AtRequest,
             },
             "rust-sdk" => Behaviour {
                 preset: "rust-sdk",
@@ -141,6 +158,7 @@ impl Behaviour {
                 tokens: TokenShape::PeerCounter,
                 feed_accept: true,
                 upload_accept: AcceptWait::WhenUnknown,
+                reader_session: ReaderSession::AtRequest,
             },
             _ => return None,
         })

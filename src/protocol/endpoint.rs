@@ -130,6 +130,11 @@ pub trait StreamReading<P>: Send {
     fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration);
     /// Whether `start` is answered with `accept`.
     fn set_send_accept(&mut self, send_accept: bool);
+    /// Opens the reading session of a stream `peer` is about to write, before its `start`
+    /// arrives, as the SDK clients do when they send a streaming request. A frame that beats
+    /// `start` then meets a live session instead of none. Readers that create sessions only
+    /// on `start` (relaysim's) ignore this.
+    fn open(&mut self, _peer: &P, _token: &ProgressToken, _now: Duration) {}
     /// The next chunk of a stream, in order.
     fn read(&mut self, peer: &P, token: &ProgressToken) -> Option<StreamChunk>;
     /// Whether a stream is still held (open, or ended with chunks unread).

@@ -4,7 +4,9 @@
 use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
-use crate::peer::behaviour::{AcceptWait, Behaviour, Dedup, Role, TokenShape, PRESETS};
+use crate::peer::behaviour::{
+    AcceptWait, Behaviour, Dedup, ReaderSession, Role, TokenShape, PRESETS,
+};
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
 use crate::relay::impair::Delay;
@@ -420,6 +422,13 @@ fn custom(
             "never" => AcceptWait::Never,
             _ => AcceptWait::WhenUnknown,
         };
+    }
+    if let Some(when) = &t.reader_session {
+        b.reader_session =
+            match choose(when, "reader_session", &["at-start", "at-request"])?.as_str() {
+                "at-request" => ReaderSession::AtRequest,
+                _ => ReaderSession::AtStart,
+            };
     }
     Ok(b)
 }

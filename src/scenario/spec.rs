@@ -147,6 +147,8 @@ pub struct BehaviourSpec {
     pub feed_accept: Option<bool>,
     /// Client: `when-unknown` or `never`.
     pub upload_accept: Option<Spanned<String>>,
+    /// Client: `at-start` or `at-request`.
+    pub reader_session: Option<Spanned<String>>,
 }
 
 /// A relay: a profile plus overrides.

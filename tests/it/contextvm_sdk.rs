@@ -302,3 +302,60 @@ fn an_unfed_accept_fails_a_long_upload_in_the_sdk_s_own_words() {
         Some(ReceiverEvent::Completed { .. })
     ));
 }
+
+/// The SDK clients open their reading session when the request goes out: a chunk that beats
+/// `start` meets a live session, which refuses it in the SDK's words and the stream is dead. A
+/// reader that opens on `start` finds no session for it, drops it, and reports nothing yet.
+#[test]
+fn a_chunk_before_start_kills_a_session_opened_at_request_time() {
+    use relaysim::adapter::contextvm_sdk::SdkStreamReader;
+    use relaysim::protocol::endpoint::StreamReading;
+    use relaysim::protocol::jsonrpc::RequestId;
+    use relaysim::protocol::open_stream::{RegistryEvent, StreamBody, StreamFrame, StreamPolicy};
+    use std::time::Duration;
+
+    let token = RequestId::String("0".into());
+    let frame = |progress: u64, body: StreamBody| StreamFrame {
+        token: token.clone(),
+        progress,
+        message: None,
+        body,
+    };
+    let run = |open_at_request: bool| {
+        let mut reader = SdkStreamReader::new(StreamPolicy::default());
+        let now = Duration::ZERO;
+        if open_at_request {
+            reader.open(&"server", &token, now);
+        }
+        let chunk = StreamBody::Chunk {
+            chunk_index: 0,
+            data: "first".into(),
+        };
+        reader.handle_frame(&"server", frame(2, chunk), now);
+        let start = StreamBody::Start {
+            content_type: None,
+            metadata: Default::default(),
+        };
+        reader.handle_frame(&"server", frame(1, start), now);
+        std::iter::from_fn(|| reader.poll_event()).collect::<Vec<_>>()
+    };
+    let events = run(true);
+    let failure = events
+        .iter()
+        .find_map(|e| match e {
+            RegistryEvent::Failed { failure, .. } => Some(failure.to_string()),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("the session should have failed: {events:?}"));
+    assert!(failure.contains("before start"), "{failure}");
+    let events = run(false);
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, RegistryEvent::Failed { .. })),
+        "{events:?}"
+    );
+    assert!(events
+        .iter()
+        .any(|e| matches!(e, RegistryEvent::Opened { .. })));
+}

@@ -178,6 +178,8 @@ struct ReaderStream {
     exhausted: bool,
     /// Ended (closed or failed): later errors about it are not news.
     ended: bool,
+    /// `start` arrived (a session opened at request time waits for it).
+    started: bool,
 }
 
 /// The SDK's CEP-41 reader: an `OpenStreamRegistry` per writing peer.
@@ -265,18 +267,19 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
         };
         let key = (peer.clone(), frame.token.clone());
         let is_start = matches!(frame.body, StreamBody::Start { .. });
-        if is_start && result.is_ok() && !self.streams.contains_key(&key) {
+        let started = self.streams.get(&key).is_some_and(|s| s.started);
+        if is_start && result.is_ok() && !started {
             let session = registry.get_session(&token_text(&frame.token));
-            self.streams.insert(
-                key.clone(),
-                ReaderStream {
-                    session,
-                    next_index: 0,
-                    own_progress: 0,
-                    exhausted: false,
-                    ended: false,
-                },
-            );
+            let stream = self.streams.entry(key.clone()).or_insert(ReaderStream {
+                session: None,
+                next_index: 0,
+                own_progress: 0,
+                exhausted: false,
+                ended: false,
+                started: false,
+            });
+            stream.session = stream.session.take().or(session);
+            stream.started = true;
             self.events.push_back(RegistryEvent::Opened {
                 peer: peer.clone(),
                 token: frame.token.clone(),
@@ -307,6 +310,26 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
 
     fn set_send_accept(&mut self, send_accept: bool) {
         self.send_accept = send_accept;
+    }
+
+    fn open(&mut self, peer: &P, token: &ProgressToken, _now: Duration) {
+        // As `call_tool_stream` binds its reader when the request goes out.
+        let policy = self.policy;
+        let registry = self
+            .registries
+            .entry(peer.clone())
+            .or_insert_with(|| SdkRegistry::with_policy(policy));
+        let session = registry.create_session(token_text(token)).ok();
+        self.streams
+            .entry((peer.clone(), token.clone()))
+            .or_insert(ReaderStream {
+                session,
+                next_index: 0,
+                own_progress: 0,
+                exhausted: false,
+                ended: false,
+                started: false,
+            });
     }
 
     fn read(&mut self, peer: &P, token: &ProgressToken) -> Option<StreamChunk> {

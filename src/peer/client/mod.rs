@@ -8,7 +8,7 @@
 mod receiving;
 mod sending;
 
-use super::behaviour::{Behaviour, Tokens};
+use super::behaviour::{Behaviour, ReaderSession, Tokens};
 use super::capabilities::Capabilities;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
@@ -382,6 +382,10 @@ impl ContextVmClient {
     ) -> (CallId, ProgressToken) {
         let call = self.call_tool(name, arguments, CallOptions { progress: true }, now);
         let token = self.token_of(call).expect("a stream call has a token");
+        if self.config.behaviour.reader_session == ReaderSession::AtRequest {
+            let server = self.config.server;
+            self.streams.open(&server, &token, now);
+        }
         (call, token)
     }
 
