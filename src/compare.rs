@@ -121,8 +121,8 @@ impl Comparison {
                 let items: Vec<_> = report.items().filter(|i| i.workload == index).collect();
                 let mut causes = BTreeMap::new();
                 for i in &items {
-                    if let Outcome::Failed(c) = &i.outcome {
-                        *causes.entry(c.clone()).or_default() += 1;
+                    if let Some(family) = i.outcome.family() {
+                        *causes.entry(family.to_owned()).or_default() += 1;
                     }
                 }
                 let mut latencies: Vec<Duration> = items

@@ -12,7 +12,6 @@
 //! too, so no fresh random disturbance can stand in for a removed one.
 
 use super::{plans_of, scenario_of, NamedPlans, ReplayError};
-use crate::stats::Outcome;
 use crate::trace::{EventsMode, Line, ShrinkInfo, Trace};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -74,12 +73,19 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         .iter()
         .filter_map(|o| o.outcome.strip_prefix("failed:").map(str::to_owned))
         .collect();
+    // Causes are matched by family: an implementation's own words may follow it.
     let cause = match cause {
-        Some(c) if causes.iter().any(|x| x == c) => c.to_owned(),
+        Some(c)
+            if causes
+                .iter()
+                .any(|x| crate::stats::family(x) == crate::stats::family(c)) =>
+        {
+            crate::stats::family(c).to_owned()
+        }
         Some(c) => return Err(ShrinkError::NoSuchFailure(c.to_owned(), causes.join(", "))),
         None => causes
             .first()
-            .cloned()
+            .map(|c| crate::stats::family(c).to_owned())
             .ok_or_else(|| ShrinkError::NoSuchFailure("any".into(), "none".into()))?,
     };
     let (_, seed, events, suppressed) = trace.header();
@@ -205,7 +211,7 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         report
             .items
             .iter()
-            .any(|i| i.outcome == Outcome::Failed(cause.clone()))
+            .any(|i| i.outcome.family() == Some(crate::stats::family(&cause)))
     };
     let everything: Vec<usize> = (0..all.len()).collect();
     if !fails(&everything) {

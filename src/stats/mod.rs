@@ -43,8 +43,26 @@ pub enum Outcome {
     /// The result arrived, verified against what was sent.
     Completed,
     /// It did not; the cause names why (`timeout`, `download-gap-at-end`, `stream-probe-timeout`,
-    /// `error-32603`, `unfinished`, ...).
+    /// `error-32603`, `unfinished`, ...). When another implementation said why in its own words,
+    /// they follow the cause after `": "` (`stream-sequence: Non-increasing progress for stream
+    /// 0`); the part before is the cause's family, the stable key for expectations and tables.
     Failed(String),
+}
+
+impl Outcome {
+    /// The failure's cause family (`stream-sequence`), without an implementation's own words;
+    /// `None` for a completed call.
+    pub fn family(&self) -> Option<&str> {
+        match self {
+            Outcome::Completed => None,
+            Outcome::Failed(c) => Some(family(c)),
+        }
+    }
+}
+
+/// The family of a cause text: what comes before an implementation's own words.
+pub fn family(cause: &str) -> &str {
+    cause.split_once(": ").map_or(cause, |(f, _)| f)
 }
 
 /// One workload call.
@@ -378,14 +396,21 @@ impl Collector {
                 r.response.get_or_insert((at, verdict));
             }
             ClientEvent::StreamEnded { outcome, .. } => {
-                let outcome = outcome.clone().map_err(|f| f.cause().to_owned());
+                let outcome = outcome.clone().map_err(|f| match f.detail() {
+                    Some(words) => format!("{}: {words}", f.cause()),
+                    None => f.cause().to_owned(),
+                });
                 if outcome.is_ok() {
                     metrics.push(("stream_completion", at - started));
                 }
                 r.stream_end.get_or_insert((at, outcome));
             }
             ClientEvent::Failed { failure, .. } => {
-                r.failure.get_or_insert((at, failure.cause()));
+                let cause = match failure.detail() {
+                    Some(words) => format!("{}: {words}", failure.cause()),
+                    None => failure.cause(),
+                };
+                r.failure.get_or_insert((at, cause));
             }
             ClientEvent::StreamResumed { latency, .. } => {
                 metrics.push(("resume_latency", *latency));
@@ -465,12 +490,26 @@ impl Report {
         self.runs.iter().map(|r| r.integrity_violations).sum()
     }
 
-    /// Failures by cause, over all runs.
+    /// Failures by cause family, over all runs.
     pub fn failures(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         for item in self.items() {
+            if let Some(family) = item.outcome.family() {
+                *out.entry(family.to_owned()).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    /// Failures in the implementations' own words (causes with text after the family), with
+    /// their counts, over all runs.
+    pub fn failure_texts(&self) -> BTreeMap<String, u64> {
+        let mut out = BTreeMap::new();
+        for item in self.items() {
             if let Outcome::Failed(cause) = &item.outcome {
-                *out.entry(cause.clone()).or_default() += 1;
+                if cause.contains(": ") {
+                    *out.entry(cause.clone()).or_default() += 1;
+                }
             }
         }
         out

@@ -1,8 +1,9 @@
 //! Reports as text, CSV and JSON.
 //!
-//! - `summary.csv`: one row per run and workload call: `run,seed,workload,client,call,tool,outcome,cause,latency_us`.
+//! - `summary.csv`: one row per run and workload call: `run,seed,workload,client,call,tool,outcome,cause,latency_us`
+//!   (`cause` carries another implementation's own words after `": "` when it gave them).
 //! - `latency.csv`: one row per metric: `metric,count,min_us,p50_us,p90_us,p99_us,p999_us,max_us`.
-//! - `failures.csv`: one row per failure cause: `cause,count`.
+//! - `failures.csv`: one row per failure cause family: `cause,count`.
 
 use super::{Outcome, Report, METRICS};
 use serde_json::json;
@@ -42,8 +43,8 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
             .count();
         let mut causes = std::collections::BTreeMap::<&str, usize>::new();
         for i in &items {
-            if let Outcome::Failed(c) = &i.outcome {
-                *causes.entry(c).or_default() += 1;
+            if let Some(family) = i.outcome.family() {
+                *causes.entry(family).or_default() += 1;
             }
         }
         let causes: Vec<String> = causes.iter().map(|(c, n)| format!("{c} ×{n}")).collect();
@@ -56,6 +57,15 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
             items.len() - done,
             causes.join(", ")
         );
+    }
+    // Another implementation's own words tell failures of one family apart (a stalled reader
+    // from a reordered one).
+    let texts = report.failure_texts();
+    if !texts.is_empty() {
+        let _ = writeln!(out, "\nin the implementation's own words:");
+        for (text, n) in &texts {
+            let _ = writeln!(out, "  {text} ×{n}");
+        }
     }
     let _ = writeln!(out);
     let _ = writeln!(

@@ -139,6 +139,14 @@ pub enum CallFailure {
 }
 
 impl CallFailure {
+    /// Another implementation's own words for this failure, if it gave them.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            CallFailure::Download(f) => f.detail(),
+            _ => None,
+        }
+    }
+
     /// A short, stable cause name for statistics.
     pub fn cause(&self) -> String {
         match self {

@@ -147,6 +147,14 @@ impl StreamFailure {
         }
     }
 
+    /// Another implementation's own words for this failure, if it gave them.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            StreamFailure::Reported { message, .. } => Some(message),
+            _ => None,
+        }
+    }
+
     /// A short, stable cause name for statistics.
     pub fn cause(&self) -> &'static str {
         match self {

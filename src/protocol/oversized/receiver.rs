@@ -148,6 +148,16 @@ pub enum TransferFailure {
 }
 
 impl TransferFailure {
+    /// Another implementation's own words for this failure, if it gave them.
+    pub fn detail(&self) -> Option<&str> {
+        match self {
+            TransferFailure::Reported { message, .. } | TransferFailure::Reassembly(message) => {
+                Some(message)
+            }
+            _ => None,
+        }
+    }
+
     /// A short, stable cause name for statistics.
     pub fn cause(&self) -> &'static str {
         match self {
