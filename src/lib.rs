@@ -2,8 +2,9 @@
 //! traffic (MCP JSON-RPC inside signed kind-25910 Nostr events).
 //!
 //! The crate is a library core with a thin command-line front end (`src/main.rs`,
-//! `src/cli/`, not part of the library). Layers, from the bottom; a module uses only the layers
-//! below it, which `tests/it/layers.rs` checks:
+//! `src/cli/`, not part of the library). Layers, from the bottom, in groups; within a group
+//! each module is its own, ordered layer (`tests/it/layers.rs` holds the ranks and checks that
+//! a module uses only modules below it; `docs/design.md` has the table):
 //!
 //! 1. [`rng`] and [`nip01`]: seeded random streams; Nostr identities, events and NIP-01
 //!    messages (no ContextVM).

@@ -135,6 +135,9 @@ pub trait StreamReading<P>: Send {
     /// `start` then meets a live session instead of none. Readers that create sessions only
     /// on `start` (relaysim's) ignore this.
     fn open(&mut self, _peer: &P, _token: &ProgressToken, _now: Duration) {}
+    /// Forgets a session opened by [`StreamReading::open`] whose `start` never came (its call
+    /// failed first), so such sessions do not pile up against the reader's stream limit.
+    fn release(&mut self, _peer: &P, _token: &ProgressToken) {}
     /// The next chunk of a stream, in order.
     fn read(&mut self, peer: &P, token: &ProgressToken) -> Option<StreamChunk>;
     /// Whether a stream is still held (open, or ended with chunks unread).

@@ -3,13 +3,12 @@
 
 use super::diagnostic::{closest, Ctx};
 use super::spec::{Bound, ExpectSpec};
-use super::workloads::Workload;
 use super::Scenario;
 use crate::stats::{Report, METRICS};
 use std::time::Duration;
 
 /// Records every problem of the `[expect]` table.
-pub(super) fn validate(ctx: &Ctx, expect: &ExpectSpec, workloads: &[Workload]) {
+pub(super) fn validate(ctx: &Ctx, expect: &ExpectSpec, workloads: &[String]) {
     for metric_key in expect.latency.keys() {
         let valid = metric_key
             .rsplit_once('.')
@@ -30,7 +29,26 @@ pub(super) fn validate(ctx: &Ctx, expect: &ExpectSpec, workloads: &[Workload]) {
             ));
         }
     }
-    let names: Vec<&str> = workloads.iter().map(|w| w.name.as_str()).collect();
+    let names: Vec<&str> = workloads.iter().map(String::as_str).collect();
+    // Expectations name cause families; an implementation's words after ": " never match.
+    let words = |key: &str, value: &str| {
+        value.contains(": ").then(|| {
+            ctx.at(
+                None,
+                key,
+                format!(
+                    "{value:?} includes an implementation's own words; expectations name the \
+                     cause family alone (the part before \": \")"
+                ),
+                None,
+            )
+        })
+    };
+    for cause in expect.failures.keys() {
+        if let Some(e) = words(&format!("expect.failures.{cause}"), cause) {
+            ctx.record(e);
+        }
+    }
     for (workload, outcome) in &expect.outcomes {
         if !names.contains(&workload.as_str()) {
             ctx.record(ctx.at(
@@ -42,6 +60,10 @@ pub(super) fn validate(ctx: &Ctx, expect: &ExpectSpec, workloads: &[Workload]) {
                 ),
                 closest(workload, names.iter().copied()),
             ));
+        }
+        if let Some(e) = words(&format!("expect.outcomes.{workload}"), outcome) {
+            ctx.record(e);
+            continue;
         }
         let valid = outcome == "completed"
             || outcome == "failed"

@@ -189,11 +189,9 @@ impl Scenario {
             clients,
             groups,
         } = peers::peers(&ctx, &spec, &relay_names);
-        let peer_names: Vec<&str> = servers
-            .iter()
-            .map(|s| s.name.as_str())
-            .chain(clients.iter().map(|c| c.name.as_str()))
-            .collect();
+        // Every declared name, valid or not, so one problem does not cause another.
+        let declared_peers = peers::declared_names(&spec);
+        let peer_names: Vec<&str> = declared_peers.iter().map(String::as_str).collect();
         relays::check_outage_peers(&ctx, &relays, &peer_names);
         let mut workloads = Vec::new();
         for (i, w) in spec.workloads.iter().enumerate() {
@@ -202,7 +200,18 @@ impl Scenario {
                 workloads.push(w);
             }
         }
-        expect::validate(&ctx, &spec.expect, &workloads);
+        let workload_names: Vec<String> = spec
+            .workloads
+            .iter()
+            .enumerate()
+            .map(|(i, w)| {
+                let w = w.get_ref();
+                w.name
+                    .clone()
+                    .unwrap_or_else(|| format!("{}-{i}", w.kind.get_ref()))
+            })
+            .collect();
+        expect::validate(&ctx, &spec.expect, &workload_names);
         let server_config = policy::server_config(&ctx, &spec.policy);
         ctx.finish()?;
         Ok(Scenario {
@@ -418,5 +427,48 @@ mod tests {
         // Semantic problems have a place too, found from their key.
         assert!(ds.0.iter().all(|d| d.line.is_some()), "{ds}");
         assert!(ds.to_string().ends_with("4 problems in t.toml"));
+    }
+
+    #[test]
+    fn a_broken_part_causes_no_second_problem_and_behaviour_tables_are_checked_once() {
+        // A broken workload still has its name for [expect]; a broken client for outages.
+        let text = format!(
+            "{BASE}count = 0\n[[relays.outages]]\nat = \"1s\"\nduration = \"1s\"\n\
+             kind = \"partition\"\npeer = \"c\"\n[[workloads]]\nname = \"w\"\n\
+             kind = \"download\"\n[expect]\noutcomes = {{ w = \"completed\" }}\n"
+        );
+        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
+            panic!("accepted")
+        };
+        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(keys, ["clients[0].count", "workloads[0].bytes"], "{ds}");
+        // A table named like a preset, and a bad knob in a table no peer uses: each once.
+        let text = format!(
+            "{BASE}[behaviours.ts-sdk]\ndedup = \"none\"\n[behaviours.unused]\n\
+             tokens = \"uuid\"\n[behaviours.mixed]\ntokens = \"peer-counter\"\n\
+             token_prefix = \"x\"\n"
+        );
+        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
+            panic!("accepted")
+        };
+        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "behaviours.ts-sdk",
+                "behaviours.unused.tokens",
+                "behaviours.mixed.token_prefix"
+            ],
+            "{ds}"
+        );
+        // Expectations name families, never an implementation's words.
+        let text = format!(
+            "{BASE}[[workloads]]\nname = \"w\"\nkind = \"request\"\n[expect]\n\
+             outcomes = {{ w = \"failed:stream-sequence: Non-increasing\" }}\n"
+        );
+        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
+            panic!("accepted")
+        };
+        assert!(ds.first().message.contains("cause family"), "{ds}");
     }
 }

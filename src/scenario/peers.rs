@@ -22,6 +22,24 @@ pub(super) struct Peers {
     pub(super) groups: Vec<(String, Vec<usize>)>,
 }
 
+/// Every peer name `spec` declares (clients with `count` as `<name>-0`, `<name>-1`, ...),
+/// whether or not the peer is valid.
+pub(super) fn declared_names(spec: &ScenarioSpec) -> Vec<String> {
+    let mut names: Vec<String> = spec
+        .servers
+        .iter()
+        .map(|s| s.name.get_ref().clone())
+        .collect();
+    for c in &spec.clients {
+        match c.count.unwrap_or(1) {
+            // An invalid count (0) still declares the name.
+            0 | 1 => names.push(c.name.get_ref().clone()),
+            n => names.extend((0..n.min(10_000)).map(|k| format!("{}-{k}", c.name.get_ref()))),
+        }
+    }
+    names
+}
+
 /// The peers of `spec`, each problem recorded in `ctx`: servers, clients, and the clients by
 /// their table's name (a table with `count` is a group), for workloads to target. A peer with
 /// a problem is left out, but its name stays known so no second problem follows from it.
@@ -41,6 +59,23 @@ pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> P
             "a scenario needs at least one [[clients]] table".into(),
             None,
         ));
+    }
+    // Each behaviour table is checked once, whether or not a peer uses it.
+    for (name, table) in &spec.behaviours {
+        if PRESETS.contains(&name.as_str()) {
+            ctx.record(ctx.at(
+                None,
+                &format!("behaviours.{name}"),
+                format!("{name:?} is a preset's name; give the table another name"),
+                None,
+            ));
+        }
+        for role in [Role::Server, Role::Client] {
+            if let Err(e) = custom(ctx, name, table, role) {
+                ctx.record(e);
+                break;
+            }
+        }
     }
     let mut servers = Vec::new();
     for (i, s) in spec.servers.iter().enumerate() {
@@ -313,24 +348,25 @@ fn behaviour(
     if let Some(b) = Behaviour::preset(name.get_ref(), role) {
         return Ok(b);
     }
-    let Some(table) = spec.behaviours.get(name.get_ref()) else {
-        let known: Vec<&str> = PRESETS
-            .iter()
-            .copied()
-            .chain(spec.behaviours.keys().map(String::as_str))
-            .collect();
-        return Err(ctx.spanned(
-            name,
-            &format!("{peer}.behaviour"),
-            format!(
-                "no behaviour named {:?}; presets and [behaviours] tables: {}",
-                name.get_ref(),
-                known.join(", ")
-            ),
-            closest(name.get_ref(), known),
-        ));
-    };
-    custom(ctx, name.get_ref(), table, role)
+    if let Some(table) = spec.behaviours.get(name.get_ref()) {
+        // Its problems were recorded once, above; a peer using a broken table keeps relaysim's.
+        return Ok(custom(ctx, name.get_ref(), table, role).unwrap_or_default());
+    }
+    let known: Vec<&str> = PRESETS
+        .iter()
+        .copied()
+        .chain(spec.behaviours.keys().map(String::as_str))
+        .collect();
+    Err(ctx.spanned(
+        name,
+        &format!("{peer}.behaviour"),
+        format!(
+            "no behaviour named {:?}; presets and [behaviours] tables: {}",
+            name.get_ref(),
+            known.join(", ")
+        ),
+        closest(name.get_ref(), known),
+    ))
 }
 
 /// A `[behaviours.NAME]` table: its preset with the knobs it sets.
@@ -403,6 +439,14 @@ fn custom(
         };
     }
     if let Some(prefix) = &t.token_prefix {
+        if t.tokens.as_ref().is_some_and(|t| t.get_ref() != "prefixed") {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.token_prefix"),
+                "applies to `tokens = \"prefixed\"`".into(),
+                None,
+            ));
+        }
         if prefix.len() > 4096 {
             return Err(ctx.at(
                 None,

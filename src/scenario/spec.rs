@@ -141,7 +141,7 @@ pub struct BehaviourSpec {
     pub dedup_memory: Option<usize>,
     /// `prefixed`, `message-id` or `peer-counter`.
     pub tokens: Option<Spanned<String>>,
-    /// The text before the call id of `prefixed` tokens (any length).
+    /// The text before the call id of `prefixed` tokens (up to 4,096 bytes).
     pub token_prefix: Option<String>,
     /// Server: feed its own `accept` to its CEP-22 receiver.
     pub feed_accept: Option<bool>,

@@ -62,9 +62,19 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
     // from a reordered one).
     let texts = report.failure_texts();
     if !texts.is_empty() {
+        // Words often name a call's token, so there can be one line per failed call: the
+        // first few are shown, all of them are in summary.csv and the trace.
+        const SHOWN: usize = 8;
         let _ = writeln!(out, "\nin the implementation's own words:");
-        for (text, n) in &texts {
+        for (text, n) in texts.iter().take(SHOWN) {
             let _ = writeln!(out, "  {text} ×{n}");
+        }
+        if texts.len() > SHOWN {
+            let _ = writeln!(
+                out,
+                "  … and {} more (summary.csv has every call's)",
+                texts.len() - SHOWN
+            );
         }
     }
     let _ = writeln!(out);

@@ -355,6 +355,14 @@ fn a_chunk_before_start_kills_a_session_opened_at_request_time() {
         })
         .unwrap_or_else(|| panic!("the session should have failed: {events:?}"));
     assert!(failure.contains("before start"), "{failure}");
+    // The late `start` does not revive the dead stream.
+    assert!(
+        !events.iter().any(|e| matches!(
+            e,
+            RegistryEvent::Opened { .. } | RegistryEvent::Completed { .. }
+        )),
+        "{events:?}"
+    );
     let events = run(false);
     assert!(
         !events

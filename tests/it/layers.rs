@@ -77,7 +77,7 @@ fn violations(src: &Path) -> Vec<String> {
         }
         let Some(&own) = rank.get(top.as_str()) else {
             found.push(format!(
-                "src/{}: module `{top}` has no layer in tests/layers.rs",
+                "src/{}: module `{top}` has no layer in tests/it/layers.rs",
                 relative.display()
             ));
             continue;

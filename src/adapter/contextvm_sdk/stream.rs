@@ -267,7 +267,16 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
         };
         let key = (peer.clone(), frame.token.clone());
         let is_start = matches!(frame.body, StreamBody::Start { .. });
-        let started = self.streams.get(&key).is_some_and(|s| s.started);
+        let (started, ended) = self
+            .streams
+            .get(&key)
+            .map_or((false, false), |s| (s.started, s.ended));
+        if ended {
+            // A session that failed before its `start` is gone from the registry; a late
+            // `start` makes a new one there, but the caller holds the dead one (as an SDK
+            // client's binding does) and never hears of it.
+            return;
+        }
         if is_start && result.is_ok() && !started {
             let session = registry.get_session(&token_text(&frame.token));
             let stream = self.streams.entry(key.clone()).or_insert(ReaderStream {
@@ -375,6 +384,17 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
                 reason: reason.to_owned(),
             },
         );
+    }
+
+    fn release(&mut self, peer: &P, token: &ProgressToken) {
+        let key = (peer.clone(), token.clone());
+        if self.streams.get(&key).is_some_and(|s| !s.started) {
+            self.streams.remove(&key);
+            if let Some(registry) = self.registries.get_mut(peer) {
+                // No publisher is wired to a pre-opened session: nothing goes on the wire.
+                let _ = in_place(registry.consumer_abort(&token_text(token), None));
+            }
+        }
     }
 
     fn reprobe(&mut self, _peer: &P, _token: &ProgressToken) {

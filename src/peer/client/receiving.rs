@@ -15,6 +15,8 @@ impl ContextVmClient {
             if let Some(t) = c.token {
                 self.by_token.remove(&t);
                 self.uploads.remove(&t);
+                let server = self.config.server;
+                self.streams.release(&server, &t);
             }
             self.events.push_back(ClientEvent::Failed { call, failure });
         }
