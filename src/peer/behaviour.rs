@@ -41,6 +41,13 @@ pub struct Behaviour {
     pub upload_accept: AcceptWait,
     /// Client: when the reading session of a streaming call is created.
     pub reader_session: ReaderSession,
+    /// Server: when a CEP-41 writer waits for the client's `accept` before its chunks.
+    ///
+    /// relaysim's server waits when the client has not advertised `support_open_stream`, as the
+    /// CEP requires. Neither SDK server ever waits, and neither gates writer creation on the
+    /// client's support: the TS server makes a writer for any method with a token, the Rust
+    /// server for `tools/call` (sdk-behaviour §3.5, §6 D).
+    pub stream_accept: AcceptWait,
 }
 
 /// When a client creates the reading session of a streaming call.
@@ -134,6 +141,7 @@ impl Behaviour {
             feed_accept: true,
             upload_accept: AcceptWait::WhenUnknown,
             reader_session: ReaderSession::AtStart,
+            stream_accept: AcceptWait::WhenUnknown,
         }
     }
 
@@ -151,6 +159,7 @@ impl Behaviour {
                 feed_accept: false,
                 upload_accept: AcceptWait::Never,
                 reader_session: ReaderSession::AtRequest,
+                stream_accept: AcceptWait::Never,
             },
             "rust-sdk" => Behaviour {
                 preset: "rust-sdk",
@@ -159,6 +168,7 @@ impl Behaviour {
                 feed_accept: true,
                 upload_accept: AcceptWait::WhenUnknown,
                 reader_session: ReaderSession::AtRequest,
+                stream_accept: AcceptWait::Never,
             },
             _ => return None,
         })

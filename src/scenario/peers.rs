@@ -467,6 +467,13 @@ fn custom(
             _ => AcceptWait::WhenUnknown,
         };
     }
+    if let Some(wait) = &t.stream_accept {
+        b.stream_accept = match choose(wait, "stream_accept", &["when-unknown", "never"])?.as_str()
+        {
+            "never" => AcceptWait::Never,
+            _ => AcceptWait::WhenUnknown,
+        };
+    }
     if let Some(when) = &t.reader_session {
         b.reader_session =
             match choose(when, "reader_session", &["at-start", "at-request"])?.as_str() {

@@ -149,6 +149,8 @@ pub struct BehaviourSpec {
     pub upload_accept: Option<Spanned<String>>,
     /// Client: `at-start` or `at-request`.
     pub reader_session: Option<Spanned<String>>,
+    /// Server: `when-unknown` or `never`.
+    pub stream_accept: Option<Spanned<String>>,
 }
 
 /// A relay: a profile plus overrides.

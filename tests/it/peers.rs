@@ -606,3 +606,48 @@ fn a_ts_sdk_client_sends_every_chunk_before_any_accept() {
     let first_chunk = ours.iter().position(|f| f == "Client:chunk").unwrap();
     assert!(accept < first_chunk, "{ours:?}");
 }
+
+#[test]
+fn an_sdk_server_streams_without_waiting_for_the_clients_accept() {
+    // A client that does not advertise CEP-41: relaysim's writer waits for its accept, as the
+    // CEP requires; the SDK servers' writers never wait (sdk-behaviour §3.5).
+    let order = |server: Behaviour| {
+        let mut n = Loopback::new(
+            7,
+            vec![("relay-a".into(), RelayProfile::ideal())],
+            |c| c.capabilities.open_stream = false,
+            ServerConfig {
+                behaviour: server,
+                ..ServerConfig::default()
+            },
+        );
+        initialized(&mut n);
+        n.client.call_tool_stream(
+            "stream",
+            json!({ "chunks": 2, "chunk_bytes": 16, "interval_ms": 10 }),
+            S(1),
+        );
+        n.run_until(S(5));
+        n.log
+            .iter()
+            .filter_map(|p| {
+                let content: Value =
+                    serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str())
+                        .ok()?;
+                let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
+                Some(format!("{:?}:{frame}", p.side))
+            })
+            .collect::<Vec<_>>()
+    };
+    let ours = order(Behaviour::relaysim());
+    let accept = ours.iter().position(|f| f == "Client:accept");
+    let chunk = ours.iter().position(|f| f == "Server:chunk");
+    assert!(
+        matches!((accept, chunk), (Some(a), Some(c)) if a < c),
+        "{ours:?}"
+    );
+    let ts = order(Behaviour::preset("ts-sdk", Role::Server).unwrap());
+    let chunk = ts.iter().position(|f| f == "Server:chunk").unwrap();
+    let accept = ts.iter().position(|f| f == "Client:accept");
+    assert!(accept.is_none_or(|a| chunk < a), "{ts:?}");
+}

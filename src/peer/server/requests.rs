@@ -1,6 +1,7 @@
 //! What a request does: the MCP methods, the tool calls and the jobs (progress, delayed answers, stream chunks) they schedule.
 
 use super::*;
+use crate::peer::behaviour::AcceptWait;
 
 impl ContextVmServer {
     pub(super) fn on_request(
@@ -95,8 +96,12 @@ impl ContextVmServer {
                     )),
                     Some(token) => {
                         let supports = self.clients.get(&client).is_some_and(|c| c.0.open_stream);
+                        let wait = match self.config.behaviour.stream_accept {
+                            AcceptWait::WhenUnknown => !supports,
+                            AcceptWait::Never => false,
+                        };
                         let config = WriterConfig {
-                            wait_for_accept: !supports,
+                            wait_for_accept: wait,
                             ..self.config.writer.clone()
                         };
                         let resumable = self.calls.get(&call_id).and_then(|c| c.stream.clone());
