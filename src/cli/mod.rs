@@ -11,7 +11,7 @@ mod shrink;
 mod sweep;
 mod transfer;
 
-use anyhow::Result;
+use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
 
 /// Deterministic simulator of Nostr relays carrying ContextVM (MCP over Nostr) traffic.
@@ -140,4 +140,20 @@ pub fn run() -> Result<Exit> {
         Command::Merge(args) => sweep::merge(args),
         Command::Transfer(args) => transfer::transfer(args),
     }
+}
+
+/// Writes `text` to `path`, creating the directory it names first (traces and shrunk traces
+/// often go to a directory that does not exist yet).
+pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
+    create_parent(path)?;
+    std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
+}
+
+/// Creates the directory `path` is in, if it names one.
+pub(crate) fn create_parent(path: &std::path::Path) -> Result<()> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+    }
+    Ok(())
 }

@@ -74,8 +74,7 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
         println!("{client:<16} {token:<10} {recorded:<30} {new}");
     }
     if let Some(path) = &args.out {
-        std::fs::write(path, &r.text)
-            .with_context(|| format!("cannot write {}", path.display()))?;
+        super::write_file(path, &r.text)?;
     }
     if !r.compared() {
         println!("nothing to compare: no transfer or stream reached a client in the recording");
@@ -122,8 +121,7 @@ pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
                 );
             }
             if let Some(path) = &args.out {
-                std::fs::write(path, &r.text)
-                    .with_context(|| format!("cannot write {}", path.display()))?;
+                super::write_file(path, &r.text)?;
             }
             match (&r.first_difference, r.same_outcome()) {
                 (None, _) => println!("the replay is identical to the trace, byte for byte"),

@@ -53,10 +53,12 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
     if args.trace.is_some() && runs > 1 {
         bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
     }
+    if let Some(path) = &args.trace {
+        super::create_parent(path)?;
+    }
     if let (Some(path), Engine::Des) = (&args.trace, args.engine) {
         let (_, text) = scenario.run_traced(seed, args.trace_events);
-        std::fs::write(path, text)
-            .with_context(|| format!("cannot write the trace to {}", path.display()))?;
+        super::write_file(path, &text)?;
         eprintln!("trace written to {}", path.display());
     }
     let bar = ProgressBar::with_draw_target(Some(runs as u64), ProgressDrawTarget::stderr());

@@ -1,7 +1,7 @@
 //! `relaysim shrink`: a failing trace down to the disturbances that still cause its failure.
 
 use super::Exit;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use relaysim::trace::Trace;
 
 #[derive(clap::Args, Debug)]
@@ -22,8 +22,7 @@ pub(super) struct ShrinkArgs {
 pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
     let trace = Trace::from_file(&args.trace)?;
     let result = relaysim::replay::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
-    std::fs::write(&args.out, &result.text)
-        .with_context(|| format!("cannot write {}", args.out.display()))?;
+    super::write_file(&args.out, &result.text)?;
     println!(
         "kept {} of {} disturbances that still cause {:?} ({} candidate runs)",
         result.kept.len(),

@@ -3,7 +3,7 @@
 //! so `--print-scenario` gives a file to go on with in `relaysim run`.
 
 use super::Exit;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use relaysim::peer::content::ContentClass;
 use relaysim::scenario::Scenario;
 use relaysim::stats::{Outcome, RunReport};
@@ -144,8 +144,7 @@ pub(super) fn transfer(args: TransferArgs) -> Result<Exit> {
     let report = match &args.trace {
         Some(path) => {
             let (report, trace) = scenario.run_traced(args.seed, EventsMode::Full);
-            std::fs::write(path, trace)
-                .with_context(|| format!("cannot write the trace to {}", path.display()))?;
+            super::write_file(path, &trace)?;
             eprintln!("trace written to {}", path.display());
             report
         }

@@ -380,8 +380,8 @@ fn a_chunk_before_start_kills_a_session_opened_at_request_time() {
 #[test]
 fn sdk_failures_keep_their_own_words_in_report_csv_and_trace() {
     let dir = std::env::temp_dir().join(format!("relaysim-words-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
-    let trace = dir.join("t.jsonl");
+    // The trace's directory does not exist yet: `run` creates it.
+    let trace = dir.join("traces/t.jsonl");
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_relaysim"))
         .args([
             "run",
