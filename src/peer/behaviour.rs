@@ -181,36 +181,60 @@ impl Behaviour {
     }
 }
 
-/// A client's progress tokens: minted per call in the client's shape, and looked up both ways.
-#[derive(Debug, Clone, Default)]
+/// A client's progress tokens in its shape. Prefixed and message-id tokens are the call id
+/// written out, so nothing is stored for them; only the peer counter remembers which calls got
+/// one, in order (call ids only grow, so the list stays sorted).
+#[derive(Debug, Clone)]
 pub struct Tokens {
-    by_call: std::collections::BTreeMap<u64, ProgressToken>,
-    by_token: std::collections::BTreeMap<ProgressToken, u64>,
-    minted: u64,
+    shape: TokenShape,
+    counted: Vec<u64>,
 }
 
 impl Tokens {
-    /// Mints the token of call `call` in `shape`.
-    pub fn mint(&mut self, shape: &TokenShape, call: u64) -> ProgressToken {
-        let token = ProgressToken::String(match shape {
+    /// Tokens of `shape`.
+    pub fn new(shape: TokenShape) -> Self {
+        Tokens {
+            shape,
+            counted: Vec::new(),
+        }
+    }
+
+    /// Mints the token of call `call` (call ids must grow from one call to the next).
+    pub fn mint(&mut self, call: u64) -> ProgressToken {
+        if self.shape == TokenShape::PeerCounter {
+            self.counted.push(call);
+        }
+        self.of_call(call).expect("a minted call has a token")
+    }
+
+    /// The token of call `call`.
+    pub fn of_call(&self, call: u64) -> Option<ProgressToken> {
+        let text = match &self.shape {
             TokenShape::Prefixed(prefix) => format!("{prefix}{call}"),
             TokenShape::MessageId => call.to_string(),
-            TokenShape::PeerCounter => self.minted.to_string(),
-        });
-        self.minted += 1;
-        self.by_call.insert(call, token.clone());
-        self.by_token.insert(token.clone(), call);
-        token
+            TokenShape::PeerCounter => self.counted.binary_search(&call).ok()?.to_string(),
+        };
+        Some(ProgressToken::String(text))
     }
 
-    /// The token of call `call`, if it has one.
-    pub fn of_call(&self, call: u64) -> Option<&ProgressToken> {
-        self.by_call.get(&call)
-    }
-
-    /// The call a token names, if this client minted it.
+    /// The call a token names, if it has this client's shape.
     pub fn call_of(&self, token: &ProgressToken) -> Option<u64> {
-        self.by_token.get(token).copied()
+        let ProgressToken::String(text) = token else {
+            return None;
+        };
+        let digits = match &self.shape {
+            TokenShape::Prefixed(prefix) => text.strip_prefix(prefix.as_str())?,
+            TokenShape::MessageId | TokenShape::PeerCounter => text,
+        };
+        let n: u64 = digits.parse().ok()?;
+        // Only the exact text this client would write ("01" is not "1").
+        if n.to_string() != digits {
+            return None;
+        }
+        match self.shape {
+            TokenShape::PeerCounter => self.counted.get(usize::try_from(n).ok()?).copied(),
+            _ => Some(n),
+        }
     }
 }
 
@@ -224,19 +248,25 @@ mod tests {
             ProgressToken::String(s) => s,
             ProgressToken::Number(n) => n.to_string(),
         };
-        let mut tokens = Tokens::default();
+        let mut tokens = Tokens::new(TokenShape::PeerCounter);
         // The Rust client's first token is "0", whatever the call's id.
-        assert_eq!(s(tokens.mint(&TokenShape::PeerCounter, 2)), "0");
-        assert_eq!(s(tokens.mint(&TokenShape::PeerCounter, 5)), "1");
+        assert_eq!(s(tokens.mint(2)), "0");
+        assert_eq!(s(tokens.mint(5)), "1");
         assert_eq!(tokens.call_of(&ProgressToken::String("1".into())), Some(5));
-        let mut tokens = Tokens::default();
-        assert_eq!(s(tokens.mint(&TokenShape::MessageId, 7)), "7");
+        assert_eq!(tokens.call_of(&ProgressToken::String("2".into())), None);
+        assert_eq!(tokens.of_call(5).map(s).as_deref(), Some("1"));
+        assert_eq!(tokens.of_call(3), None);
+        let mut tokens = Tokens::new(TokenShape::MessageId);
+        assert_eq!(s(tokens.mint(7)), "7");
+        assert_eq!(tokens.call_of(&ProgressToken::String("07".into())), None);
         let long = "x".repeat(70);
-        let token = tokens.mint(&TokenShape::Prefixed(long.clone()), 3);
+        let mut tokens = Tokens::new(TokenShape::Prefixed(long.clone()));
+        let token = tokens.mint(3);
         assert_eq!(s(token.clone()), format!("{long}3"));
         assert_eq!(tokens.call_of(&token), Some(3));
-        assert_eq!(tokens.of_call(3), Some(&token));
+        assert_eq!(tokens.of_call(3), Some(token));
         assert_eq!(tokens.call_of(&ProgressToken::String("p3".into())), None);
+        assert_eq!(tokens.call_of(&ProgressToken::Number(3)), None);
     }
 
     #[test]

@@ -58,44 +58,24 @@ pub enum ToolCall {
 
 /// What a workload calls, as a scenario describes it: the catalogue of workload kinds. Each
 /// kind becomes a [`ToolCall`] per call ([`WorkloadKind::call`]), whose correct result is
-/// [`Expected::of`] it.
+/// [`Expected::of`] it. Calls whose arguments are drawn afresh each time have their own
+/// variants; the others are the call itself.
 #[derive(Debug, Clone, PartialEq)]
 pub enum WorkloadKind {
-    /// `echo` of a text of `bytes` bytes.
+    /// `echo` of an ASCII text of `bytes` bytes, drawn per call.
     Request {
         /// Text size.
         bytes: usize,
     },
-    /// `large_result`: an oversized response.
-    Download {
-        /// Size.
-        bytes: usize,
-        /// Content class.
-        content: ContentClass,
-    },
-    /// `upload`: an oversized request.
+    /// `upload` of `bytes` bytes of a content class, drawn per call.
     Upload {
         /// Size.
         bytes: usize,
         /// Content class.
         content: ContentClass,
     },
-    /// `stream`: a CEP-41 stream.
-    Stream {
-        /// Chunks.
-        chunks: u64,
-        /// Chunk size.
-        chunk_bytes: usize,
-        /// Time between chunks.
-        interval: Duration,
-    },
-    /// `slow`: a call that takes a while.
-    Slow {
-        /// How long.
-        work: Duration,
-        /// Progress notifications this often (none when `None`).
-        progress_every: Option<Duration>,
-    },
+    /// The same call every time (`large_result`, `stream`, `slow`).
+    Fixed(ToolCall),
 }
 
 impl WorkloadKind {
@@ -105,29 +85,10 @@ impl WorkloadKind {
             WorkloadKind::Request { bytes } => ToolCall::Echo {
                 text: payload_text(ContentClass::Ascii, *bytes, rng),
             },
-            WorkloadKind::Download { bytes, content } => ToolCall::LargeResult {
-                bytes: *bytes,
-                content: *content,
-            },
             WorkloadKind::Upload { bytes, content } => ToolCall::Upload {
                 data: payload_text(*content, *bytes, rng),
             },
-            WorkloadKind::Stream {
-                chunks,
-                chunk_bytes,
-                interval,
-            } => ToolCall::Stream {
-                chunks: *chunks,
-                chunk_bytes: *chunk_bytes,
-                interval: *interval,
-            },
-            WorkloadKind::Slow {
-                work,
-                progress_every,
-            } => ToolCall::Slow {
-                duration: *work,
-                progress_every: *progress_every,
-            },
+            WorkloadKind::Fixed(call) => call.clone(),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! would fix them. Validation records every problem it finds and reports them together, so a
 //! user fixes a file in one pass instead of one error per run.
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 use std::fmt;
 use std::ops::Range;
 use toml::de::{DeTable, DeValue};
@@ -119,7 +119,9 @@ pub(crate) fn closest<'a>(
 pub(crate) struct Ctx<'a> {
     file: &'a str,
     source: &'a str,
-    document: Option<Spanned<DeTable<'a>>>,
+    /// The document with spans, parsed only when a problem needs a place (valid files, and
+    /// every sweep cell, are parsed once).
+    document: OnceCell<Option<Spanned<DeTable<'a>>>>,
     found: RefCell<Vec<Diagnostic>>,
 }
 
@@ -128,7 +130,7 @@ impl<'a> Ctx<'a> {
         Ctx {
             file,
             source,
-            document: DeTable::parse(source).ok(),
+            document: OnceCell::new(),
             found: RefCell::new(Vec::new()),
         }
     }
@@ -245,7 +247,10 @@ impl<'a> Ctx<'a> {
 
     /// Where the key path `key` is written: the deepest part of it found in the document.
     fn locate(&self, key: &str) -> Option<Range<usize>> {
-        let document = self.document.as_ref()?;
+        let document = self
+            .document
+            .get_or_init(|| DeTable::parse(self.source).ok())
+            .as_ref()?;
         if key.is_empty() {
             return None;
         }

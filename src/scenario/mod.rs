@@ -204,12 +204,7 @@ impl Scenario {
             .workloads
             .iter()
             .enumerate()
-            .map(|(i, w)| {
-                let w = w.get_ref();
-                w.name
-                    .clone()
-                    .unwrap_or_else(|| format!("{}-{i}", w.kind.get_ref()))
-            })
+            .map(|(i, w)| workloads::declared_name(i, w.get_ref()))
             .collect();
         expect::validate(&ctx, &spec.expect, &workload_names);
         let server_config = policy::server_config(&ctx, &spec.policy);

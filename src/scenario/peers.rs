@@ -31,13 +31,20 @@ pub(super) fn declared_names(spec: &ScenarioSpec) -> Vec<String> {
         .map(|s| s.name.get_ref().clone())
         .collect();
     for c in &spec.clients {
-        match c.count.unwrap_or(1) {
-            // An invalid count (0) still declares the name.
-            0 | 1 => names.push(c.name.get_ref().clone()),
-            n => names.extend((0..n.min(10_000)).map(|k| format!("{}-{k}", c.name.get_ref()))),
-        }
+        names.extend(client_names(c));
     }
     names
+}
+
+/// The names of one `[[clients]]` table's clients: its `name`, or `<name>-0`, `<name>-1`, ...
+/// with `count`. An invalid count (0, or over the limit) still declares the name.
+fn client_names(c: &spec::ClientSpec) -> Vec<String> {
+    match c.count.unwrap_or(1) {
+        0 | 1 => vec![c.name.get_ref().clone()],
+        n => (0..n.min(10_000))
+            .map(|k| format!("{}-{k}", c.name.get_ref()))
+            .collect(),
+    }
 }
 
 /// The peers of `spec`, each problem recorded in `ctx`: servers, clients, and the clients by
@@ -190,15 +197,12 @@ fn client(
             None,
         ));
     }
-    Ok((0..count)
-        .map(|k| ClientDef {
+    Ok(client_names(c)
+        .into_iter()
+        .map(|name| ClientDef {
             publish: pipeline.clone(),
             clock: peer_clock,
-            name: if count == 1 {
-                c.name.get_ref().clone()
-            } else {
-                format!("{}-{k}", c.name.get_ref())
-            },
+            name,
             relays: relays.clone(),
             server,
             stateless: c.stateless,

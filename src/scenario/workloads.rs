@@ -5,6 +5,7 @@
 use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::WorkloadSpec;
 use crate::peer::content::ContentClass;
+use crate::peer::tools::ToolCall;
 pub use crate::peer::tools::WorkloadKind;
 use crate::rng::SeededStreams;
 use crate::sim::world::Call;
@@ -33,6 +34,13 @@ pub struct Workload {
     pub progress: bool,
     /// Streams: the client reads one chunk per this interval.
     pub consume_every: Option<Duration>,
+}
+
+/// The name of the `i`-th workload in reports and expectations: its `name`, or `<kind>-<i>`.
+pub(super) fn declared_name(i: usize, w: &WorkloadSpec) -> String {
+    w.name
+        .clone()
+        .unwrap_or_else(|| format!("{}-{i}", w.kind.get_ref()))
 }
 
 /// The `i`-th workload, its clients looked up in `groups` (clients by their table's name).
@@ -69,23 +77,23 @@ pub(super) fn workload(
         "request" => WorkloadKind::Request {
             bytes: ws.bytes.map_or(16, |b| b.0),
         },
-        "download" => WorkloadKind::Download {
+        "download" => WorkloadKind::Fixed(ToolCall::LargeResult {
             bytes: ws.bytes.ok_or_else(|| need("bytes"))?.0,
             content,
-        },
+        }),
         "upload" => WorkloadKind::Upload {
             bytes: ws.bytes.ok_or_else(|| need("bytes"))?.0,
             content,
         },
-        "stream" => WorkloadKind::Stream {
+        "stream" => WorkloadKind::Fixed(ToolCall::Stream {
             chunks: ws.chunks.ok_or_else(|| need("chunks"))?,
             chunk_bytes: ws.chunk_bytes.map_or(64, |b| b.0),
             interval: ws.interval.map_or(Duration::ZERO, |d| d.0),
-        },
-        "slow" => WorkloadKind::Slow {
-            work: ws.work.ok_or_else(|| need("work"))?.0,
+        }),
+        "slow" => WorkloadKind::Fixed(ToolCall::Slow {
+            duration: ws.work.ok_or_else(|| need("work"))?.0,
             progress_every: ws.progress_every.map(|d| d.0).filter(|d| !d.is_zero()),
-        },
+        }),
         other => {
             return Err(ctx.spanned(
                 &ws.kind,
@@ -119,10 +127,7 @@ pub(super) fn workload(
             })?,
     };
     Ok(Workload {
-        name: ws
-            .name
-            .clone()
-            .unwrap_or_else(|| format!("{kind_name}-{i}")),
+        name: declared_name(i, ws),
         kind,
         clients: targets,
         count: match ws.count.unwrap_or(1) {

@@ -60,6 +60,14 @@ impl Outcome {
     }
 }
 
+/// A cause with another implementation's own words after it, when it gave them.
+fn cause_text(family: &str, words: Option<&str>) -> String {
+    match words {
+        Some(words) => format!("{family}: {words}"),
+        None => family.to_owned(),
+    }
+}
+
 /// The family of a cause text: what comes before an implementation's own words.
 pub fn family(cause: &str) -> &str {
     cause.split_once(": ").map_or(cause, |(f, _)| f)
@@ -396,20 +404,17 @@ impl Collector {
                 r.response.get_or_insert((at, verdict));
             }
             ClientEvent::StreamEnded { outcome, .. } => {
-                let outcome = outcome.clone().map_err(|f| match f.detail() {
-                    Some(words) => format!("{}: {words}", f.cause()),
-                    None => f.cause().to_owned(),
-                });
+                let outcome = outcome
+                    .as_ref()
+                    .map_err(|f| cause_text(f.cause(), f.detail()))
+                    .copied();
                 if outcome.is_ok() {
                     metrics.push(("stream_completion", at - started));
                 }
                 r.stream_end.get_or_insert((at, outcome));
             }
             ClientEvent::Failed { failure, .. } => {
-                let cause = match failure.detail() {
-                    Some(words) => format!("{}: {words}", failure.cause()),
-                    None => failure.cause(),
-                };
+                let cause = cause_text(&failure.cause(), failure.detail());
                 r.failure.get_or_insert((at, cause));
             }
             ClientEvent::StreamResumed { latency, .. } => {

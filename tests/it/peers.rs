@@ -187,18 +187,32 @@ fn oversized_request(stateless: bool) -> (Loopback, Vec<ClientEvent>) {
     (n, evs)
 }
 
-fn frame_types(n: &Loopback, side: Side) -> Vec<String> {
+/// Every CEP-22 or CEP-41 frame published, in order, with who published it.
+fn frames(n: &Loopback) -> Vec<(Side, String)> {
     n.log
         .iter()
-        .filter(|p| p.side == side)
         .filter_map(|p| {
             let content: Value =
                 serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str()).ok()?;
-            content
-                .pointer("/params/cvm/frameType")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
+            let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
+            Some((p.side, frame.to_owned()))
         })
+        .collect()
+}
+
+fn frame_types(n: &Loopback, side: Side) -> Vec<String> {
+    frames(n)
+        .into_iter()
+        .filter(|(s, _)| *s == side)
+        .map(|(_, f)| f)
+        .collect()
+}
+
+/// [`frames`] as `Side:frame` text, for order assertions.
+fn frame_order(n: &Loopback) -> Vec<String> {
+    frames(n)
+        .into_iter()
+        .map(|(side, f)| format!("{side:?}:{f}"))
         .collect()
 }
 
@@ -505,33 +519,28 @@ fn tools_calls_seen(n: &mut Loopback) -> usize {
 
 #[test]
 fn a_server_that_does_not_deduplicate_runs_a_duplicated_request_twice() {
+    // Every event is delivered twice; how many times does the server run the call?
+    let runs = |server: Behaviour| {
+        let mut n = net_with(server, Behaviour::relaysim());
+        n.duplicate_deliveries = true;
+        initialized(&mut n);
+        n.client.call_tool(
+            "echo",
+            json!({ "text": "twice?" }),
+            CallOptions::default(),
+            S(1),
+        );
+        n.run_until(S(2));
+        (tools_calls_seen(&mut n), n.server.duplicates_dropped())
+    };
     // The TS server: no de-duplication of plain events (sdk-behaviour §6 C17).
     let ts_server = Behaviour::preset("ts-sdk", Role::Server).unwrap();
     assert_eq!(ts_server.dedup, Dedup::None);
-    let mut n = net_with(ts_server, Behaviour::relaysim());
-    n.duplicate_deliveries = true;
-    initialized(&mut n);
-    n.client.call_tool(
-        "echo",
-        json!({ "text": "twice" }),
-        CallOptions::default(),
-        S(1),
-    );
-    n.run_until(S(2));
-    assert_eq!(tools_calls_seen(&mut n), 2);
-    assert_eq!(n.server.duplicates_dropped(), 0);
+    assert_eq!(runs(ts_server), (2, 0));
     // relaysim's server drops the copy.
-    let mut n = net_with(Behaviour::relaysim(), Behaviour::relaysim());
-    n.duplicate_deliveries = true;
-    initialized(&mut n);
-    n.client.call_tool(
-        "echo",
-        json!({ "text": "once" }),
-        CallOptions::default(),
-        S(1),
-    );
-    n.run_until(S(2));
-    assert_eq!(tools_calls_seen(&mut n), 1);
+    let (calls, dropped) = runs(Behaviour::relaysim());
+    assert_eq!(calls, 1);
+    assert!(dropped > 0);
 }
 
 #[test]
@@ -581,16 +590,7 @@ fn a_ts_sdk_client_sends_every_chunk_before_any_accept() {
             .any(|e| matches!(e, ClientEvent::Response { .. }));
         assert!(done);
         // The order in which the client's and the server's frames were published.
-        n.log
-            .iter()
-            .filter_map(|p| {
-                let content: Value =
-                    serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str())
-                        .ok()?;
-                let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
-                Some(format!("{:?}:{frame}", p.side))
-            })
-            .collect::<Vec<_>>()
+        frame_order(&n)
     };
     let never = Behaviour {
         upload_accept: AcceptWait::Never,
@@ -628,16 +628,7 @@ fn an_sdk_server_streams_without_waiting_for_the_clients_accept() {
             S(1),
         );
         n.run_until(S(5));
-        n.log
-            .iter()
-            .filter_map(|p| {
-                let content: Value =
-                    serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str())
-                        .ok()?;
-                let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
-                Some(format!("{:?}:{frame}", p.side))
-            })
-            .collect::<Vec<_>>()
+        frame_order(&n)
     };
     let ours = order(Behaviour::relaysim());
     let accept = ours.iter().position(|f| f == "Client:accept");

@@ -286,9 +286,9 @@ impl ContextVmClient {
                 .stream_reader(config.stream_policy.clone()),
             core,
             frame_envelope,
+            tokens: Tokens::new(config.behaviour.tokens.clone()),
             config,
             next_id: 1,
-            tokens: Tokens::default(),
             now: Duration::ZERO,
             server_capabilities: Capabilities::default(),
             advertised: false,
@@ -370,8 +370,7 @@ impl ContextVmClient {
     ) -> CallId {
         self.now = now;
         let id = self.next_id;
-        let shape = self.config.behaviour.tokens.clone();
-        let token = options.progress.then(|| self.tokens.mint(&shape, id));
+        let token = options.progress.then(|| self.tokens.mint(id));
         let mut params = json!({ "name": name, "arguments": arguments });
         if let Some(t) = &token {
             params["_meta"] = json!({ "progressToken": t.to_value() });
@@ -406,12 +405,15 @@ impl ContextVmClient {
 
     /// The progress token of call `call`, if it has one.
     pub fn token_of(&self, call: CallId) -> Option<ProgressToken> {
-        self.tokens.of_call(call).cloned()
+        self.tokens.of_call(call)
     }
 
     /// The call a progress token of this client names; `None` for tokens it did not mint.
     pub fn call_of(&self, token: &ProgressToken) -> Option<CallId> {
-        self.tokens.call_of(token)
+        // Only calls this client has made: a finished call still takes its stream's frames.
+        self.tokens
+            .call_of(token)
+            .filter(|id| *id > 0 && *id < self.next_id)
     }
 
     /// Whether a call's stream is still held: open, or ended with chunks not read yet.

@@ -117,23 +117,7 @@ impl World {
                     self.schedule(now + down_for, Action::Reconnect { relay, peer });
                 }
                 if random {
-                    let mean = self.relays[relay].impairments.outages.connection_drop_every;
-                    let range = self.relays[relay].impairments.outages.connection_down_for;
-                    if let (Some(mean), Some(rng)) =
-                        (mean, self.outage_rng.get_mut(&(relay, Some(peer))))
-                    {
-                        let at = now + down_for + rng.exponential(mean);
-                        let down_for = rng.uniform(range);
-                        self.schedule(
-                            at,
-                            Action::DropConnection {
-                                relay,
-                                peer,
-                                down_for,
-                                random: true,
-                            },
-                        );
-                    }
+                    self.schedule_random_drop(relay, peer, now + down_for);
                 }
             }
             Action::PartitionStart {

@@ -66,6 +66,31 @@ impl Default for ReconnectPolicy {
 }
 
 impl World {
+    /// Schedules the next random drop of the peer's connection to `relay`: an exponential
+    /// time after `from`, for a uniformly drawn downtime, both from that connection's own
+    /// outage stream (drawn in that order, so runs repeat).
+    pub(super) fn schedule_random_drop(&mut self, relay: usize, peer: PeerId, from: Duration) {
+        let outages = &self.relays[relay].impairments.outages;
+        let (Some(mean), range) = (outages.connection_drop_every, outages.connection_down_for)
+        else {
+            return;
+        };
+        let Some(rng) = self.outage_rng.get_mut(&(relay, Some(peer))) else {
+            return;
+        };
+        let at = from + rng.exponential(mean);
+        let down_for = rng.uniform(range);
+        self.schedule(
+            at,
+            Action::DropConnection {
+                relay,
+                peer,
+                down_for,
+                random: true,
+            },
+        );
+    }
+
     pub(super) fn attach(&mut self, peer: PeerId, name: &str, relays: &[usize]) {
         let ip = format!(
             "10.{}.{}.1",
@@ -106,21 +131,11 @@ impl World {
                 };
                 self.schedule(outage.at, action);
             }
-            if let Some(mean) = outages.connection_drop_every {
-                let mut rng =
+            if outages.connection_drop_every.is_some() {
+                let rng =
                     LinkState::new(self.streams.stream(&format!("outage/{relay_name}/{name}")));
-                let at = rng.exponential(mean);
-                let down_for = rng.uniform(outages.connection_down_for);
                 self.outage_rng.insert((relay, Some(peer)), rng);
-                self.schedule(
-                    at,
-                    Action::DropConnection {
-                        relay,
-                        peer,
-                        down_for,
-                        random: true,
-                    },
-                );
+                self.schedule_random_drop(relay, peer, Duration::ZERO);
             }
             self.connect(relay, peer);
             self.settle_subscription(relay, peer);
