@@ -48,7 +48,71 @@ pub struct Behaviour {
     /// client's support: the TS server makes a writer for any method with a token, the Rust
     /// server for `tools/call` (sdk-behaviour §3.5, §6 D).
     pub stream_accept: AcceptWait,
+    /// Whether a transfer's or stream's next frame waits until the relays answered the last.
+    pub publish_wait: PublishWait,
+    /// Server: whether a CEP-41 writer's keepalive ping skips the wait for earlier frames.
+    ///
+    /// Both SDK writers publish the ping outside the lock their writes hold: Rust's
+    /// `send_probe` bypasses the op lock (the order on the wire became `start(1), ping(3),
+    /// chunk(2)` and the reader failed with "Non-increasing progress"), and the TS writer does
+    /// the same (`writer.ts:290`) (sdk-behaviour §6 B4). With lanes that wait for OKs, a ping
+    /// that comes due while a chunk waits overtakes it.
+    pub ping_bypass: bool,
+    /// Server: whether CEP-41 writer frames (start, chunk, ping, pong, close, abort) carry an
+    /// `e` tag naming the request event.
+    ///
+    /// The TS writer's frames carry only `p` (`open-stream-factory.ts:249` calls
+    /// `sendNotification` without `correlatedEventId`); the Rust writer's carry `p` and `e`
+    /// (`server/mod.rs:2383`) (sdk-behaviour §1, §6 D).
+    pub writer_e_tags: bool,
+    /// Client: what keeps a pending call from timing out.
+    pub call_refresh: CallRefresh,
+    /// Client: call timeouts are checked only on sweeps this far apart (`None`: exactly).
+    ///
+    /// The Rust client sweeps its pending requests every `(timeout/2).clamp(1 s, 30 s)`, 15 s
+    /// by default (sdk-behaviour §3.4); TS timers are exact.
+    pub timer_sweep: Option<std::time::Duration>,
 }
+
+/// What keeps a client's pending call alive (pushes its timeout back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CallRefresh {
+    /// Any inbound frame or progress notification with the call's progress token: relaysim's
+    /// client, and the TS client, which forwards every inbound frame to the MCP SDK's
+    /// `resetTimeoutOnProgress` (`37430bd`, sdk-behaviour §2.5).
+    Token,
+    /// Only inbound events whose `e` tag names the call's request event: the Rust client
+    /// `touch`es its pending entry that way (sdk-behaviour §2.5). Frames without an `e` tag
+    /// (the TS writer's) keep nothing alive, so a stream longer than the timeout loses its
+    /// final response ("Response for unknown request", sdk-behaviour §6 B5).
+    ETag,
+}
+
+/// Whether the frames of one transfer or stream wait for the relays' verdicts on the frame
+/// before.
+///
+/// Both SDKs publish "strictly in sequence, each awaiting the relay's publish acknowledgement"
+/// (sdk-behaviour §2.3). nostr-sdk 0.44's `send_event` waits up to 10 s for each relay's OK
+/// (`WAIT_FOR_OK_TIMEOUT`) and then returns as if it had succeeded (`relay/mod.rs:89`); the TS
+/// pool also times an attempt out after 10 s (it then retries, which relaysim does not model:
+/// after the timeout the lane goes on).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublishWait {
+    /// Every event goes out at once (relaysim's peers).
+    Immediate,
+    /// A lane's next event goes out when every relay answered the last one, or after
+    /// `timeout`.
+    ForOk {
+        /// How long to wait for the verdicts.
+        timeout: std::time::Duration,
+    },
+}
+
+/// The Rust client's default sweep of pending requests: half its 30 s timeout.
+pub const RUST_SWEEP: std::time::Duration = std::time::Duration::from_secs(15);
+
+/// nostr-sdk's and the TS pool's wait for a relay's OK.
+pub const OK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// When a client creates the reading session of a streaming call.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -142,6 +206,11 @@ impl Behaviour {
             upload_accept: AcceptWait::WhenUnknown,
             reader_session: ReaderSession::AtStart,
             stream_accept: AcceptWait::WhenUnknown,
+            publish_wait: PublishWait::Immediate,
+            ping_bypass: false,
+            writer_e_tags: true,
+            call_refresh: CallRefresh::Token,
+            timer_sweep: None,
         }
     }
 
@@ -160,6 +229,13 @@ impl Behaviour {
                 upload_accept: AcceptWait::Never,
                 reader_session: ReaderSession::AtRequest,
                 stream_accept: AcceptWait::Never,
+                publish_wait: PublishWait::ForOk {
+                    timeout: OK_TIMEOUT,
+                },
+                ping_bypass: true,
+                writer_e_tags: false,
+                call_refresh: CallRefresh::Token,
+                timer_sweep: None,
             },
             "rust-sdk" => Behaviour {
                 preset: "rust-sdk",
@@ -169,6 +245,13 @@ impl Behaviour {
                 upload_accept: AcceptWait::WhenUnknown,
                 reader_session: ReaderSession::AtRequest,
                 stream_accept: AcceptWait::Never,
+                publish_wait: PublishWait::ForOk {
+                    timeout: OK_TIMEOUT,
+                },
+                ping_bypass: true,
+                writer_e_tags: true,
+                call_refresh: CallRefresh::ETag,
+                timer_sweep: Some(RUST_SWEEP),
             },
             _ => return None,
         })

@@ -1,7 +1,11 @@
 //! What every ContextVM peer does with relays: sign, publish to every relay, subscribe to its
 //! own `#p`, drop events it has already seen, and tally each publication's OK verdicts.
+//!
+//! Publications may go through *lanes*: a lane (one transfer's or one stream's frames) holds
+//! its next event back until every relay has answered the previous one, or until a timeout,
+//! as the SDKs await each publish (see [`PublishWait`]).
 
-use super::behaviour::Dedup;
+use super::behaviour::{Dedup, PublishWait};
 use super::event::CONTEXTVM_KIND;
 use crate::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
@@ -63,6 +67,18 @@ pub struct PeerCore {
     publication_order: VecDeque<EventId>,
     outcomes: VecDeque<(EventId, PublishOutcome)>,
     duplicates_dropped: u64,
+    wait: PublishWait,
+    lanes: BTreeMap<String, Lane>,
+    /// The lane of each event that holds one back.
+    in_flight: BTreeMap<EventId, String>,
+}
+
+/// One lane's publications: the event being published and the ones waiting for it.
+#[derive(Debug, Default)]
+struct Lane {
+    /// The event whose verdicts the lane waits for, and until when.
+    in_flight: Option<(EventId, Duration)>,
+    held: VecDeque<Event>,
 }
 
 impl PeerCore {
@@ -81,6 +97,90 @@ impl PeerCore {
             publication_order: VecDeque::new(),
             outcomes: VecDeque::new(),
             duplicates_dropped: 0,
+            wait: PublishWait::Immediate,
+            lanes: BTreeMap::new(),
+            in_flight: BTreeMap::new(),
+        }
+    }
+
+    /// Sets whether lanes wait for the relays' verdicts.
+    pub fn set_publish_wait(&mut self, wait: PublishWait) {
+        self.wait = wait;
+    }
+
+    /// Publishes `event` in lane `lane` at `now`: at once when the lane is free (or lanes do
+    /// not wait), else after the events before it. Returns the event's id.
+    pub fn publish_in_lane(&mut self, lane: &str, event: Event, now: Duration) -> EventId {
+        let PublishWait::ForOk { .. } = self.wait else {
+            return self.publish(event);
+        };
+        let id = event.id;
+        self.lanes
+            .entry(lane.to_owned())
+            .or_default()
+            .held
+            .push_back(event);
+        self.release(lane, now);
+        id
+    }
+
+    /// Whether lane `lane` has events waiting or in flight.
+    pub fn lane_busy(&self, lane: &str) -> bool {
+        self.lanes.contains_key(lane)
+    }
+
+    /// Sends lane `lane`'s next event if nothing of it is in flight; forgets an idle lane.
+    fn release(&mut self, lane: &str, now: Duration) {
+        let PublishWait::ForOk { timeout } = self.wait else {
+            return;
+        };
+        let Some(l) = self.lanes.get_mut(lane) else {
+            return;
+        };
+        if l.in_flight.is_some() {
+            return;
+        }
+        let Some(event) = l.held.pop_front() else {
+            self.lanes.remove(lane);
+            return;
+        };
+        l.in_flight = Some((event.id, now + timeout));
+        self.in_flight.insert(event.id, lane.to_owned());
+        self.publish(event);
+    }
+
+    /// Lane `lane`'s event `id` is done with (every relay answered, or its time ran out).
+    fn lane_done(&mut self, id: EventId, now: Duration) {
+        let Some(lane) = self.in_flight.remove(&id) else {
+            return;
+        };
+        if let Some(l) = self.lanes.get_mut(&lane) {
+            l.in_flight = None;
+        }
+        self.release(&lane, now);
+    }
+
+    /// When the next lane stops waiting for a verdict.
+    pub fn poll_timeout(&self) -> Option<Duration> {
+        self.lanes
+            .values()
+            .filter_map(|l| l.in_flight.map(|(_, at)| at))
+            .min()
+    }
+
+    /// Lets lanes whose verdicts did not come in time go on. A missing OK counts as nothing:
+    /// the SDKs' publish returns after its timeout (nostr-sdk's `send_event` even when every
+    /// relay failed), and the sender carries on.
+    pub fn handle_timeout(&mut self, now: Duration) {
+        let expired: Vec<EventId> = self
+            .lanes
+            .values()
+            .filter_map(|l| l.in_flight)
+            .filter(|(_, at)| *at <= now)
+            .map(|(id, _)| id)
+            .collect();
+        for id in expired {
+            self.lane_done(id, now);
         }
     }
 
@@ -214,7 +314,12 @@ impl PeerCore {
 
     /// Takes a message from `relay`. Returns a ContextVM event addressed to us that has not been
     /// seen before; everything else is absorbed here.
-    pub fn handle_relay_message(&mut self, relay: &str, message: RelayMessage) -> Option<Event> {
+    pub fn handle_relay_message(
+        &mut self,
+        relay: &str,
+        message: RelayMessage,
+        now: Duration,
+    ) -> Option<Event> {
         match message {
             RelayMessage::Event { event, .. } => {
                 let for_us = event.kind == Kind::from(CONTEXTVM_KIND)
@@ -233,7 +338,9 @@ impl PeerCore {
                 accepted,
                 message,
             } => {
-                self.verdict(relay, id, accepted, message);
+                if self.verdict(relay, id, accepted, message) {
+                    self.lane_done(id, now);
+                }
                 None
             }
             RelayMessage::Eose { .. }
@@ -242,12 +349,13 @@ impl PeerCore {
         }
     }
 
-    fn verdict(&mut self, relay: &str, id: EventId, accepted: bool, message: String) {
+    /// Tallies one relay's verdict; true when it was the last one awaited.
+    fn verdict(&mut self, relay: &str, id: EventId, accepted: bool, message: String) -> bool {
         let Some(p) = self.publications.get_mut(&id) else {
-            return;
+            return false;
         };
         if !p.waiting.remove(relay) {
-            return;
+            return false;
         }
         p.accepted |= accepted;
         if !accepted {
@@ -264,7 +372,9 @@ impl PeerCore {
                 PublishOutcome::Rejected(p.first_reason.unwrap_or_default())
             };
             self.outcomes.push_back((id, outcome));
+            return true;
         }
+        false
     }
 
     /// The next verdict on a publication, once every relay has answered.

@@ -5,7 +5,7 @@ use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
 use crate::peer::behaviour::{
-    AcceptWait, Behaviour, Dedup, ReaderSession, Role, TokenShape, PRESETS,
+    AcceptWait, PublishWait, OK_TIMEOUT, Behaviour, Dedup, ReaderSession, Role, TokenShape, PRESETS,
 };
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
@@ -477,6 +477,39 @@ fn custom(
             "never" => AcceptWait::Never,
             _ => AcceptWait::WhenUnknown,
         };
+    }
+    if let Some(wait) = &t.publish_wait {
+        b.publish_wait = match choose(wait, "publish_wait", &["none", "ok"])?.as_str() {
+            "none" => PublishWait::Immediate,
+            _ => match b.publish_wait {
+                PublishWait::ForOk { timeout } => PublishWait::ForOk { timeout },
+                PublishWait::Immediate => PublishWait::ForOk {
+                    timeout: OK_TIMEOUT,
+                },
+            },
+        };
+    }
+    if let Some(timeout) = t.ok_timeout {
+        let PublishWait::ForOk { .. } = b.publish_wait else {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.ok_timeout"),
+                "applies to `publish_wait = \"ok\"`; this behaviour does not wait".into(),
+                None,
+            ));
+        };
+        if timeout.0.is_zero() || timeout.0 > Duration::from_secs(3600) {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.ok_timeout"),
+                format!("must be above 0 and at most 1h, got {:?}", timeout.0),
+                None,
+            ));
+        }
+        b.publish_wait = PublishWait::ForOk { timeout: timeout.0 };
+    }
+    if let Some(bypass) = t.ping_bypass {
+        b.ping_bypass = bypass;
     }
     if let Some(when) = &t.reader_session {
         b.reader_session =

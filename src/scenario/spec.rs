@@ -151,6 +151,12 @@ pub struct BehaviourSpec {
     pub reader_session: Option<Spanned<String>>,
     /// Server: `when-unknown` or `never`.
     pub stream_accept: Option<Spanned<String>>,
+    /// `none` or `ok`: whether a transfer's or stream's next frame waits for the relays' OKs.
+    pub publish_wait: Option<Spanned<String>>,
+    /// With `publish_wait = "ok"`: how long to wait for the OKs.
+    pub ok_timeout: Option<Dur>,
+    /// Server: a CEP-41 writer's keepalive ping skips the wait for earlier frames.
+    pub ping_bypass: Option<bool>,
 }
 
 /// A relay: a profile plus overrides.

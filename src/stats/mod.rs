@@ -19,7 +19,7 @@
 
 pub mod output;
 
-use crate::peer::client::{CallId, ClientEvent};
+use crate::peer::client::{CallFailure, CallId, ClientEvent};
 use crate::peer::tools::Expected;
 use crate::sim::world::{Observation, Observer};
 use hdrhistogram::Histogram;
@@ -106,6 +106,8 @@ struct CallRecord {
     stream_end: Option<(Duration, Result<(), String>)>,
     response: Option<(Duration, Result<bool, String>)>,
     failure: Option<(Duration, String)>,
+    /// Why the server failed this call's request, when it did without telling the client.
+    server_failure: Option<String>,
 }
 
 /// Collects statistics as the world runs.
@@ -329,6 +331,7 @@ impl Observer for Collector {
                         stream_end: None,
                         response: None,
                         failure: None,
+                        server_failure: None,
                     },
                 );
             }
@@ -340,6 +343,15 @@ impl Observer for Collector {
                 self.written.insert((*client, *call, *index), at);
                 if let Some(r) = self.calls.get_mut(&(*client, *call)) {
                     r.chunks_written += 1;
+                }
+            }
+            Observation::ServerFailed {
+                client,
+                call,
+                cause,
+            } => {
+                if let Some(r) = self.calls.get_mut(&(*client, *call)) {
+                    r.server_failure.get_or_insert_with(|| cause.clone());
                 }
             }
             Observation::StreamStore { server, stats } => {
@@ -414,7 +426,13 @@ impl Collector {
                 r.stream_end.get_or_insert((at, outcome));
             }
             ClientEvent::Failed { failure, .. } => {
-                let cause = cause_text(&failure.cause(), failure.detail());
+                let server_words = r.server_failure.as_ref().map(|c| format!("server {c}"));
+                // A call that timed out because the server failed its request says so.
+                let words = match (failure, &server_words) {
+                    (CallFailure::Timeout | CallFailure::HardTimeout, Some(w)) => Some(w.as_str()),
+                    _ => failure.detail(),
+                };
+                let cause = cause_text(&failure.cause(), words);
                 r.failure.get_or_insert((at, cause));
             }
             ClientEvent::StreamResumed { latency, .. } => {

@@ -282,7 +282,8 @@ impl Observer for TraceWriter {
                 tool: (*tool).into(),
             },
             // Totals, not events: reports carry them; a replay recomputes them.
-            Observation::StreamStore { .. } => return,
+            // Both follow from what the trace records: replaying it observes them again.
+            Observation::StreamStore { .. } | Observation::ServerFailed { .. } => return,
             Observation::ChunkWritten {
                 client,
                 call,

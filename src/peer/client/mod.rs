@@ -272,6 +272,7 @@ impl ContextVmClient {
         let mut core = PeerCore::new(identity, relays);
         core.set_clock(config.clock);
         core.set_dedup(config.behaviour.dedup);
+        core.set_publish_wait(config.behaviour.publish_wait);
         ContextVmClient {
             follower: StreamFollower::new(config.follower.clone()),
             stream_calls: BTreeMap::new(),
@@ -438,17 +439,20 @@ impl ContextVmClient {
         self.drain_engines();
         let server = self.config.server;
         let now = self.now;
-        let mut frames: Vec<String> = Vec::new();
+        // Each frame, and the lane it waits in: an upload's frames wait for each other when the
+        // behaviour says so (sdk-behaviour §2.3).
+        let mut frames: Vec<(String, Option<String>)> = Vec::new();
         for sender in self.uploads.values_mut() {
             while let Some(frame) = sender.poll_transmit(now) {
-                frames.push(frame.to_json());
+                let lane = format!("upload {}", frame.token.to_value());
+                frames.push((frame.to_json(), Some(lane)));
             }
         }
         while let Some((_, frame)) = self.streams.poll_transmit() {
-            frames.push(frame.to_json());
+            frames.push((frame.to_json(), None));
         }
         while let Some((_, frame)) = self.downloads.poll_transmit() {
-            frames.push(frame.to_json());
+            frames.push((frame.to_json(), None));
         }
         self.follower.handle_timeout(now);
         while let Some((attempt, request)) = self.follower.poll_transmit() {
@@ -468,12 +472,15 @@ impl ContextVmClient {
                     params: Some(r.to_params()),
                 },
             };
-            frames.push(message.to_json());
+            frames.push((message.to_json(), None));
         }
-        for text in frames {
+        for (text, lane) in frames {
             let tags = std::mem::take(&mut self.pending_tags);
             let event = self.core.sign(&server, None, tags, text, now);
-            self.core.publish(event);
+            match lane {
+                Some(lane) => self.core.publish_in_lane(&lane, event, now),
+                None => self.core.publish(event),
+            };
         }
         self.uploads.retain(|_, s| !s.is_done());
         self.drain_engines();
@@ -503,7 +510,7 @@ impl Peer for ContextVmClient {
             // Subscribed again after a reconnection: what was published meanwhile is gone.
             self.follower.on_reconnect();
         }
-        if let Some(event) = self.core.handle_relay_message(relay, message) {
+        if let Some(event) = self.core.handle_relay_message(relay, message, now) {
             self.on_event(event);
         }
         self.drain_engines();
@@ -518,13 +525,14 @@ impl Peer for ContextVmClient {
         let calls = self
             .calls
             .values()
-            .map(|c| c.soft_deadline.min(c.hard_deadline));
+            .map(|c| self.swept(c.soft_deadline.min(c.hard_deadline)));
         let uploads = self.uploads.values().filter_map(|s| s.poll_timeout());
         calls
             .chain(uploads)
             .chain(self.downloads.poll_timeout())
             .chain(self.streams.poll_timeout())
             .chain(self.follower.poll_timeout())
+            .chain(self.core.poll_timeout())
             .min()
     }
 
@@ -534,9 +542,9 @@ impl Peer for ContextVmClient {
             .calls
             .iter()
             .filter_map(|(id, c)| {
-                if c.hard_deadline <= now {
+                if self.swept(c.hard_deadline) <= now {
                     Some((*id, CallFailure::HardTimeout))
-                } else if c.soft_deadline <= now {
+                } else if self.swept(c.soft_deadline) <= now {
                     Some((*id, CallFailure::Timeout))
                 } else {
                     None
@@ -551,7 +559,21 @@ impl Peer for ContextVmClient {
         }
         self.downloads.handle_timeout(now);
         self.streams.handle_timeout(now);
+        self.core.handle_timeout(now);
         self.pump();
+    }
+}
+
+impl ContextVmClient {
+    /// When a call deadline is noticed: at once, or on the next sweep of pending calls when
+    /// the behaviour sweeps (sweeps fall on multiples of the interval from virtual time zero).
+    fn swept(&self, deadline: Duration) -> Duration {
+        let Some(every) = self.config.behaviour.timer_sweep else {
+            return deadline;
+        };
+        let every = every.as_micros().max(1);
+        let ticks = deadline.as_micros().div_ceil(every);
+        Duration::from_micros(u64::try_from(ticks * every).unwrap_or(u64::MAX))
     }
 }
 

@@ -1,6 +1,7 @@
 //! What comes back from the server: events, CEP-41 stream messages, responses, the engines' results and failures, publish outcomes.
 
 use super::*;
+use crate::peer::behaviour::CallRefresh;
 
 impl ContextVmClient {
     pub(super) fn fail_call(&mut self, call: CallId, failure: CallFailure) {
@@ -23,6 +24,9 @@ impl ContextVmClient {
     }
 
     pub(super) fn touch(&mut self, token: &ProgressToken) {
+        if self.config.behaviour.call_refresh != CallRefresh::Token {
+            return;
+        }
         if let Some(call) = self.by_token.get(token).and_then(|c| self.calls.get_mut(c)) {
             call.soft_deadline = self.now + call.patience;
         }
@@ -33,6 +37,18 @@ impl ContextVmClient {
             return;
         }
         self.server_capabilities.learn(Capabilities::of(&event));
+        if self.config.behaviour.call_refresh == CallRefresh::ETag {
+            let now = self.now;
+            for e in event.tags.event_ids() {
+                let call = self
+                    .calls
+                    .values_mut()
+                    .find(|c| c.request_event.as_ref() == Some(&e));
+                if let Some(call) = call {
+                    call.soft_deadline = now + call.patience;
+                }
+            }
+        }
         let message = match Message::parse(&event.content) {
             Ok(message) => message,
             Err(_) => {

@@ -39,7 +39,7 @@ use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
 use crate::protocol::endpoint::{StreamWriting, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
-use crate::protocol::open_stream::{StreamFrame, WriterConfig, WriterState};
+use crate::protocol::open_stream::{StreamBody, StreamFrame, WriterConfig, WriterState};
 use crate::protocol::oversized::{
     ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody, TransferFrame,
 };
@@ -142,6 +142,17 @@ pub enum ServerEvent {
         /// The chunk index.
         index: u64,
     },
+    /// An oversized request (CEP-22 upload) failed in the server's receiver. Neither SDK tells
+    /// the client (there is no CEP-22 abort), so the client only sees its call time out; this
+    /// says why.
+    UploadFailed {
+        /// The client.
+        client: PublicKey,
+        /// The transfer's token (the client's progress token).
+        token: ProgressToken,
+        /// The failure: its cause family, then the implementation's own words if it gave any.
+        cause: String,
+    },
 }
 
 /// How a response was sent.
@@ -180,6 +191,9 @@ struct Stream {
     interval: Duration,
     responded: bool,
     resumable: Option<String>,
+    /// The tool's next write waits for the stream's lane: the SDK writer's `write` holds its
+    /// lock until the frame before was published, so a waiting chunk has no progress yet.
+    write_waiting: bool,
 }
 
 struct DirectResponse {
@@ -251,6 +265,7 @@ impl ContextVmServer {
                 let mut core = PeerCore::new(identity, relays);
                 core.set_clock(config.clock);
                 core.set_dedup(config.behaviour.dedup);
+                core.set_publish_wait(config.behaviour.publish_wait);
                 core
             },
             uploads: config.implementation.transfer_receiver(ReceiverConfig {
@@ -388,38 +403,67 @@ impl ContextVmServer {
         }
         // Oversized requests that completed are requests like any other.
         while let Some(event) = self.uploads.poll_event() {
-            if let ReceiverEvent::Completed {
-                peer,
-                token,
-                message,
-            } = event
-            {
-                let origin = self.upload_origin.remove(&(peer, token));
-                match (Message::parse(&message), origin) {
-                    (Ok(Message::Request { id, method, params }), Some(origin)) => {
-                        self.on_request(peer, origin, id, method, params)
+            match event {
+                ReceiverEvent::Completed {
+                    peer,
+                    token,
+                    message,
+                } => {
+                    let origin = self.upload_origin.remove(&(peer, token));
+                    match (Message::parse(&message), origin) {
+                        (Ok(Message::Request { id, method, params }), Some(origin)) => {
+                            self.on_request(peer, origin, id, method, params)
+                        }
+                        _ => self.malformed += 1,
                     }
-                    _ => self.malformed += 1,
                 }
+                ReceiverEvent::Failed {
+                    peer,
+                    token,
+                    failure,
+                } => {
+                    self.upload_origin.remove(&(peer, token.clone()));
+                    let family = format!("upload-{}", failure.cause());
+                    let cause = match failure.detail() {
+                        Some(words) => format!("{family}: {words}"),
+                        None => family,
+                    };
+                    self.events.push_back(ServerEvent::UploadFailed {
+                        client: peer,
+                        token,
+                        cause,
+                    });
+                }
+                ReceiverEvent::Started { .. } => {}
             }
         }
-        type Out = (PublicKey, Option<EventId>, String, Option<String>);
+        // Who, in reply to what, the text, its resumable stream, and its lane (frames of one
+        // transfer or stream wait for each other when the behaviour says so).
+        type Out = (
+            PublicKey,
+            Option<EventId>,
+            String,
+            Option<String>,
+            Option<String>,
+        );
         let mut out: Vec<Out> = Vec::new();
         while let Some((client, frame)) = self.uploads.poll_transmit() {
             let origin = self
                 .upload_origin
                 .get(&(client, frame.token.clone()))
                 .copied();
-            out.push((client, origin, frame.to_json(), None));
+            out.push((client, origin, frame.to_json(), None, None));
         }
         let mut transfers_done: Vec<String> = Vec::new();
         for o in self.outgoing.values_mut() {
             while let Some(frame) = o.sender.poll_transmit(now) {
+                let lane = lane_of(&o.client, &frame.token);
                 out.push((
                     o.client,
                     Some(o.reply_to),
                     frame.to_json(),
                     o.resumable.clone(),
+                    Some(lane),
                 ));
             }
             if o.sender.is_done() {
@@ -428,10 +472,24 @@ impl ContextVmServer {
         }
         self.outgoing.retain(|_, o| !o.sender.is_done());
         let mut finished: Vec<(u64, Result<Value, ErrorObject>)> = Vec::new();
+        let ping_bypass = self.config.behaviour.ping_bypass;
+        let e_tags = self.config.behaviour.writer_e_tags;
         for ((client, _), stream) in self.streams.iter_mut() {
-            let reply_to = self.calls.get(&stream.call).map(|c| c.request_event);
+            let reply_to = self
+                .calls
+                .get(&stream.call)
+                .map(|c| c.request_event)
+                .filter(|_| e_tags);
             while let Some(frame) = stream.writer.poll_transmit(now) {
-                out.push((*client, reply_to, frame.to_json(), stream.resumable.clone()));
+                let bypass = ping_bypass && matches!(frame.body, StreamBody::Ping { .. });
+                let lane = (!bypass).then(|| lane_of(client, &frame.token));
+                out.push((
+                    *client,
+                    reply_to,
+                    frame.to_json(),
+                    stream.resumable.clone(),
+                    lane,
+                ));
             }
             if stream.responded {
                 continue;
@@ -455,13 +513,14 @@ impl ContextVmServer {
                 _ => {}
             }
         }
-        for (client, reply_to, text, stream) in out {
+        for (client, reply_to, text, stream, lane) in out {
             self.publish_message(
                 &client,
                 reply_to.as_ref(),
                 Vec::new(),
                 text,
                 stream.as_deref(),
+                lane.as_deref(),
             );
         }
         // A CEP-22 response's stream ends after its last frame.
@@ -483,7 +542,26 @@ impl ContextVmServer {
         }
         self.streams
             .retain(|_, s| !(s.responded && s.writer.is_done()));
+        // Writes that waited for their lane go on once it is free.
+        let core = &self.core;
+        let free: Vec<u64> = self
+            .streams
+            .iter_mut()
+            .filter(|((client, token), s)| s.write_waiting && !core.lane_busy(&lane_of(client, token)))
+            .map(|(_, s)| {
+                s.write_waiting = false;
+                s.call
+            })
+            .collect();
+        for call in free {
+            self.schedule(now, Job::WriteChunk(call));
+        }
     }
+}
+
+/// The publish lane of one transfer's or stream's frames to `client`.
+pub(super) fn lane_of(client: &PublicKey, token: &ProgressToken) -> String {
+    format!("{client} {}", token.to_value())
 }
 
 fn error(code: i64, message: String) -> ErrorObject {
@@ -506,7 +584,7 @@ impl Peer for ContextVmServer {
 
     fn handle_relay_message(&mut self, relay: &str, message: RelayMessage, now: Duration) {
         self.now = now;
-        if let Some(event) = self.core.handle_relay_message(relay, message) {
+        if let Some(event) = self.core.handle_relay_message(relay, message, now) {
             self.on_event(event);
         }
         self.pump();
@@ -532,6 +610,7 @@ impl Peer for ContextVmServer {
             .chain(senders)
             .chain(self.uploads.poll_timeout())
             .chain(self.store.poll_timeout())
+            .chain(self.core.poll_timeout())
             .min()
     }
 
@@ -553,6 +632,7 @@ impl Peer for ContextVmServer {
         }
         self.uploads.handle_timeout(now);
         self.store.handle_timeout(now);
+        self.core.handle_timeout(now);
         self.pump();
     }
 }

@@ -127,6 +127,7 @@ impl ContextVmServer {
                                 interval,
                                 responded: false,
                                 resumable,
+                                write_waiting: false,
                             },
                         );
                         self.schedule(now, Job::WriteChunk(call_id));
@@ -168,6 +169,7 @@ impl ContextVmServer {
                     Vec::new(),
                     note.to_json(),
                     stream.as_deref(),
+                    None,
                 );
                 if k < total {
                     let at = self.now + every;
@@ -180,6 +182,7 @@ impl ContextVmServer {
                     Some(c) => c.request_id.clone(),
                     None => return,
                 };
+                let core = &self.core;
                 let Some((client, stream)) = self
                     .streams
                     .iter_mut()
@@ -188,6 +191,10 @@ impl ContextVmServer {
                 else {
                     return;
                 };
+                if core.lane_busy(&lane_of(client, stream.writer.token())) {
+                    stream.write_waiting = true;
+                    return;
+                }
                 if stream.written < stream.chunks {
                     let text = stream_chunk_text(stream.written, stream.chunk_bytes);
                     if let Ok(index) = stream.writer.write(text, now) {

@@ -12,12 +12,24 @@ impl ContextVmServer {
         mut tags: Vec<nostr::prelude::Tag>,
         text: String,
         stream: Option<&str>,
+        lane: Option<&str>,
     ) -> EventId {
         if let Some(seq) = stream.and_then(|id| self.store.record(id, &text)) {
             tags.push(stream_tag(stream.expect("recorded"), seq, None));
         }
         let event = self.core.sign(client, reply_to, tags, text, self.now);
-        self.core.publish(event)
+        match lane {
+            Some(lane) => self.core.publish_in_lane(lane, event, self.now),
+            None => self.core.publish(event),
+        }
+    }
+
+    /// The lane a call's final response waits in: its stream's, while frames of it are still
+    /// waiting, as both SDKs await the `close` publish before flushing the deferred response
+    /// (sdk-behaviour §3.6).
+    fn response_lane(&self, call: &Call) -> Option<String> {
+        let lane = lane_of(&call.client, call.token.as_ref()?);
+        self.core.lane_busy(&lane).then_some(lane)
     }
 
     pub(super) fn capability_tags(&mut self, client: PublicKey) -> Vec<nostr::prelude::Tag> {
@@ -64,15 +76,18 @@ impl ContextVmServer {
         };
         if published_size + room <= self.budget {
             let client = call.client;
-            let id = match call.stream.clone() {
-                None => self.core.publish(event),
-                Some(stream) => {
+            let lane = self.response_lane(&call);
+            let id = match (call.stream.clone(), &lane) {
+                (None, None) => self.core.publish(event),
+                (None, Some(lane)) => self.core.publish_in_lane(lane, event, self.now),
+                (Some(stream), _) => {
                     let id = self.publish_message(
                         &client,
                         Some(&call.request_event),
                         tags,
                         text.clone(),
                         Some(&stream),
+                        lane.as_deref(),
                     );
                     self.end_resumable(&stream);
                     id
@@ -156,12 +171,14 @@ impl ContextVmServer {
             id: Some(call.request_id.clone()),
             error: error(codes::INTERNAL_ERROR, message),
         };
+        let lane = self.response_lane(call);
         self.publish_message(
             &call.client,
             Some(&call.request_event),
             Vec::new(),
             small.to_json(),
             call.stream.as_deref(),
+            lane.as_deref(),
         );
         if let Some(stream) = &call.stream {
             self.end_resumable(stream);

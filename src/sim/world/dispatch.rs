@@ -358,6 +358,22 @@ impl World {
                     self.observe(Observation::StreamStore { server, stats });
                     continue;
                 }
+                if let crate::peer::server::ServerEvent::UploadFailed {
+                    client, token, cause, ..
+                } = &event
+                {
+                    let client = self.client_keys.get(client).copied();
+                    let call = client.and_then(|c| Some((c, self.clients[c].1.call_of(token)?)));
+                    if let Some((client, call)) = call {
+                        let cause = cause.clone();
+                        self.observe(Observation::ServerFailed {
+                            client,
+                            call,
+                            cause,
+                        });
+                    }
+                    continue;
+                }
                 if let crate::peer::server::ServerEvent::ChunkWritten {
                     client,
                     request,

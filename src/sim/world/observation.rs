@@ -178,6 +178,15 @@ pub enum Observation {
         /// The chunk index.
         index: u64,
     },
+    /// A server's receiver failed a call's oversized request; the client is not told.
+    ServerFailed {
+        /// The client whose call it was.
+        client: usize,
+        /// The call.
+        call: CallId,
+        /// The server's cause, with the implementation's own words if any.
+        cause: String,
+    },
     /// A server's resumable-stream totals changed.
     StreamStore {
         /// The server's index.
