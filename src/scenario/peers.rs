@@ -5,7 +5,7 @@ use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
 use crate::peer::behaviour::{
-    AcceptWait, PublishWait, OK_TIMEOUT, Behaviour, Dedup, ReaderSession, Role, TokenShape, PRESETS,
+    AcceptWait, Behaviour, Dedup, PublishWait, ReaderSession, Role, TokenShape, OK_TIMEOUT, PRESETS,
 };
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;

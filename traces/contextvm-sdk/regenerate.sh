@@ -4,7 +4,10 @@
 # Run from the repository root: bash traces/contextvm-sdk/regenerate.sh
 set -euo pipefail
 cargo build --release --quiet --features contextvm-sdk
-for pair in reordered-stream:stream-sequence reordered-download:download-reassembly ts-server-stateless-upload:timeout; do
+for pair in reordered-stream:stream-sequence reordered-download:download-reassembly ts-server-stateless-upload:timeout \
+    stream-reader-reorder:stream-sequence ts-client-upload-no-accept-wait:timeout \
+    writer-ping-overtakes-chunk:stream-sequence lost-ping:stream-aborted-by-peer \
+    rust-client-ts-server-long-stream:timeout; do
   name=${pair%%:*}
   cause=${pair##*:}
   ./target/release/relaysim run "scenarios/contextvm-sdk/$name.toml" --runs 1 --trace-events ids \

@@ -67,8 +67,7 @@ use crate::protocol::oversized::{
 use contextvm_sdk::transport::open_stream::{
     FrameOutcome, KeepaliveAction, OpenStreamError, OpenStreamRegistry as SdkRegistry,
     OpenStreamRegistryPolicy, OpenStreamSession, OpenStreamWriter as SdkWriter,
-    OpenStreamWriterOptions, PublishFrame, DEFAULT_OPEN_STREAM_IDLE_TIMEOUT_MS,
-    DEFAULT_OPEN_STREAM_PROBE_TIMEOUT_MS,
+    OpenStreamWriterOptions, PublishFrame,
 };
 use contextvm_sdk::transport::oversized_transfer::{
     build_oversized_frames, OversizedFrame, OversizedSenderOptions, OversizedTransferError,

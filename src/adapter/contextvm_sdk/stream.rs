@@ -17,8 +17,9 @@ pub struct SdkStreamWriter {
 }
 
 impl SdkStreamWriter {
-    /// A writer for `token`; of relaysim's `config` only `content_type` is used (the SDK's
-    /// keepalive defaults apply, and it never waits for `accept`).
+    /// A writer for `token`; of relaysim's `config` it takes `content_type` and the keepalive
+    /// times, which the SDK writer's options also take (their defaults are the same, 30 s idle
+    /// and 20 s probe). It never waits for `accept`, as the SDK writer does not.
     pub fn new(token: ProgressToken, config: WriterConfig) -> Self {
         let queue: Outbox = Arc::new(Mutex::new(VecDeque::new()));
         let writer = SdkWriter::new(OpenStreamWriterOptions {
@@ -28,7 +29,7 @@ impl SdkStreamWriter {
             on_close: None,
             on_abort: None,
             idle_timeout: None,
-            probe_timeout: Duration::from_millis(DEFAULT_OPEN_STREAM_PROBE_TIMEOUT_MS),
+            probe_timeout: config.probe_timeout,
         });
         SdkStreamWriter {
             token,
@@ -36,8 +37,8 @@ impl SdkStreamWriter {
             queue,
             state: WriterState::Idle,
             written: 0,
-            idle: Duration::from_millis(DEFAULT_OPEN_STREAM_IDLE_TIMEOUT_MS),
-            probe: Duration::from_millis(DEFAULT_OPEN_STREAM_PROBE_TIMEOUT_MS),
+            idle: config.idle_timeout,
+            probe: config.probe_timeout,
             last_heard: Duration::ZERO,
             outstanding: None,
         }

@@ -547,7 +547,9 @@ impl ContextVmServer {
         let free: Vec<u64> = self
             .streams
             .iter_mut()
-            .filter(|((client, token), s)| s.write_waiting && !core.lane_busy(&lane_of(client, token)))
+            .filter(|((client, token), s)| {
+                s.write_waiting && !core.lane_busy(&lane_of(client, token))
+            })
             .map(|(_, s)| {
                 s.write_waiting = false;
                 s.call

@@ -359,7 +359,10 @@ impl World {
                     continue;
                 }
                 if let crate::peer::server::ServerEvent::UploadFailed {
-                    client, token, cause, ..
+                    client,
+                    token,
+                    cause,
+                    ..
                 } = &event
                 {
                     let client = self.client_keys.get(client).copied();
