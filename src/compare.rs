@@ -1,8 +1,11 @@
 //! Implementations side by side: one scenario, the same seeds, every pairing of server and
-//! client engines (relaysim's, and with the `contextvm-sdk` feature the SDK's), compared call
-//! by call. What differs between implementations is the headline.
+//! client implementations, compared call by call. What differs between implementations is the
+//! headline.
+//!
+//! An implementation is a behaviour preset with its engines: `relaysim`, and with the
+//! `contextvm-sdk` feature `ts-sdk` and `rust-sdk` (the SDKs' transports around the
+//! contextvm-sdk crate's engines), so a pairing pairs whole implementations.
 
-use crate::peer::engines::Implementation;
 use crate::scenario::Scenario;
 use crate::stats::{Outcome, Report};
 use std::collections::BTreeMap;
@@ -10,20 +13,28 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-/// Which engines each side runs.
+/// Which implementation (behaviour preset and its engines) each side runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pairing {
-    /// The servers' engines.
-    pub server: Implementation,
-    /// The clients' engines.
-    pub client: Implementation,
+    /// The servers' preset.
+    pub server: &'static str,
+    /// The clients' preset.
+    pub client: &'static str,
 }
 
 impl Pairing {
     /// `server/client`, as the tables name it.
     pub fn label(&self) -> String {
-        format!("{}/{}", self.server.name(), self.client.name())
+        format!("{}/{}", self.server, self.client)
     }
+}
+
+/// The presets this build can run: the SDK presets need the SDK's engines.
+pub fn presets() -> Vec<&'static str> {
+    crate::peer::behaviour::PRESETS
+        .into_iter()
+        .filter(|name| *name == "relaysim" || cfg!(feature = "contextvm-sdk"))
+        .collect()
 }
 
 /// How one workload fared under one pairing.
@@ -74,16 +85,13 @@ pub struct Comparison {
     pub reports: Vec<(Pairing, Report)>,
 }
 
-/// Every pairing of the implementations in this build, relaysim/relaysim first.
+/// Every pairing of the presets in this build, relaysim/relaysim first.
 pub fn pairings() -> Vec<Pairing> {
-    let all = crate::implementations::all();
+    let all = presets();
     let mut out = Vec::new();
     for server in &all {
         for client in &all {
-            out.push(Pairing {
-                server: *server,
-                client: *client,
-            });
+            out.push(Pairing { server, client });
         }
     }
     out
@@ -100,7 +108,9 @@ pub fn compare(
     let reports = pairings()
         .into_iter()
         .map(|pairing| {
-            let s = scenario.with_implementations(pairing.server, pairing.client);
+            let s = scenario
+                .with_presets(pairing.server, pairing.client)
+                .expect("pairings name presets this build runs");
             (pairing, s.run_seeds(first_seed, runs, |_| progress()))
         })
         .collect();
@@ -270,8 +280,8 @@ impl Comparison {
                 let causes: Vec<String> =
                     r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
                 w.write_record([
-                    pairing.server.name().to_owned(),
-                    pairing.client.name().to_owned(),
+                    pairing.server.to_owned(),
+                    pairing.client.to_owned(),
                     name.clone(),
                     r.calls.to_string(),
                     r.completed.to_string(),

@@ -1,4 +1,5 @@
-//! `relaysim compare`: a scenario under every pairing of endpoint implementations.
+//! `relaysim compare`: a scenario under every pairing of implementations (behaviour presets
+//! with their engines).
 
 use super::Exit;
 use anyhow::{Context, Result};

@@ -237,8 +237,33 @@ impl Scenario {
         self.workloads.iter().map(|w| w.name.clone()).collect()
     }
 
+    /// The same scenario with every server copying preset `server` and every client preset
+    /// `client`, each with the engines that go with its preset (what `relaysim compare`
+    /// runs). `None` for a preset this build does not know or cannot run.
+    pub fn with_presets(&self, server: &str, client: &str) -> Option<Self> {
+        use crate::peer::behaviour::{Behaviour, Role};
+        let engines = |b: &Behaviour| match b.wants_sdk_engines() {
+            true => crate::implementations::parse("contextvm-sdk").ok(),
+            false => Some(Implementation::default()),
+        };
+        let server = Behaviour::preset(server, Role::Server)?;
+        let client = Behaviour::preset(client, Role::Client)?;
+        let (server_engines, client_engines) = (engines(&server)?, engines(&client)?);
+        let mut s = Scenario::from_toml_str(&self.source, &self.name).expect("it parsed before");
+        s.name = self.name.clone();
+        for d in &mut s.servers {
+            d.implementation = server_engines;
+            d.behaviour = server.clone();
+        }
+        for d in &mut s.clients {
+            d.implementation = client_engines;
+            d.behaviour = client.clone();
+        }
+        Some(s)
+    }
+
     /// The same scenario with every server on `server` engines and every client on `client`
-    /// engines (what `relaysim compare` runs).
+    /// engines, their behaviours unchanged.
     pub fn with_implementations(&self, server: Implementation, client: Implementation) -> Self {
         let mut s = Scenario::from_toml_str(&self.source, &self.name).expect("it parsed before");
         s.name = self.name.clone();

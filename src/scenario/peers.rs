@@ -5,7 +5,8 @@ use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
 use crate::peer::behaviour::{
-    AcceptWait, Behaviour, Dedup, PublishWait, ReaderSession, Role, TokenShape, OK_TIMEOUT, PRESETS,
+    AcceptWait, Behaviour, CallRefresh, Dedup, PublishWait, ReaderSession, Role, TokenShape,
+    OK_TIMEOUT, PRESETS,
 };
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
@@ -510,6 +511,26 @@ fn custom(
     }
     if let Some(bypass) = t.ping_bypass {
         b.ping_bypass = bypass;
+    }
+    if let Some(tags) = t.writer_e_tags {
+        b.writer_e_tags = tags;
+    }
+    if let Some(refresh) = &t.call_refresh {
+        b.call_refresh = match choose(refresh, "call_refresh", &["token", "e-tag"])?.as_str() {
+            "e-tag" => CallRefresh::ETag,
+            _ => CallRefresh::Token,
+        };
+    }
+    if let Some(sweep) = t.timer_sweep {
+        if sweep.0 > Duration::from_secs(3600) {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.timer_sweep"),
+                format!("at most 1h, got {:?}", sweep.0),
+                None,
+            ));
+        }
+        b.timer_sweep = (!sweep.0.is_zero()).then_some(sweep.0);
     }
     if let Some(when) = &t.reader_session {
         b.reader_session =

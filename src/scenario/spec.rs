@@ -157,6 +157,12 @@ pub struct BehaviourSpec {
     pub ok_timeout: Option<Dur>,
     /// Server: a CEP-41 writer's keepalive ping skips the wait for earlier frames.
     pub ping_bypass: Option<bool>,
+    /// Server: CEP-41 writer frames carry an `e` tag naming the request.
+    pub writer_e_tags: Option<bool>,
+    /// Client: `token` or `e-tag`: what keeps a pending call alive.
+    pub call_refresh: Option<Spanned<String>>,
+    /// Client: check call timeouts only on sweeps this far apart (`"0s"`: exactly).
+    pub timer_sweep: Option<Dur>,
 }
 
 /// A relay: a profile plus overrides.

@@ -21,8 +21,9 @@ fn scenario(path: &str) -> Scenario {
 }
 
 #[test]
-fn four_pairings_and_over_an_ideal_relay_they_all_complete_everything() {
-    assert_eq!(pairings().len(), 4);
+fn nine_pairings_and_over_an_ideal_relay_they_all_complete_everything() {
+    // relaysim, ts-sdk and rust-sdk on either side.
+    assert_eq!(pairings().len(), 9);
     let c = compare(&scenario("scenarios/ideal-baseline.toml"), 1, 2, || {});
     for (pairing, report) in &c.reports {
         assert_eq!(
@@ -136,14 +137,15 @@ fn compare_through_the_cli_prints_the_differences_and_writes_csv() {
     assert!(text.contains("differences:"), "{text}");
     let row = text
         .lines()
-        .find(|l| l.starts_with("relaysim/contextvm-sdk") && l.contains("0/1"));
+        .find(|l| l.starts_with("relaysim/ts-sdk") && l.contains("0/1"));
     assert!(row.is_some_and(|r| r.contains("stream-sequence")), "{text}");
     let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
     let _ = std::fs::remove_dir_all(&out);
-    assert_eq!(csv.lines().count(), 1 + 4, "{csv}");
+    // A row per pairing of the three presets.
+    assert_eq!(csv.lines().count(), 1 + 9, "{csv}");
     assert!(
         csv.lines()
-            .any(|l| l.starts_with("relaysim,contextvm-sdk,stream-0,1,0,1,stream-sequence:1")),
+            .any(|l| l.starts_with("relaysim,ts-sdk,stream-0,1,0,1,stream-sequence:1")),
         "{csv}"
     );
 }
@@ -156,7 +158,7 @@ proptest! {
     /// typed cause; the SDK's engines never surface a corrupted delivery.
     #[test]
     fn any_pairing_any_schedule_never_corrupts(
-        pairing in 0usize..4,
+        pairing in 0usize..9,
         reorder in 0.0f64..0.2,
         duplicate in 0.0f64..0.1,
         lossy in any::<bool>(),
@@ -199,7 +201,8 @@ proptest! {
         let p = pairings()[pairing];
         let s = Scenario::from_toml_str(&text, "generated.toml")
             .unwrap()
-            .with_implementations(p.server, p.client);
+            .with_presets(p.server, p.client)
+            .unwrap();
         let report = s.run_seeds(seed, 1, |_| {});
         prop_assert_eq!(report.integrity_violations(), 0, "{}", p.label());
         for item in report.items() {

@@ -194,7 +194,7 @@ impl SdkTransferSender {
         let chunk = safe_chunk_size(config.budget, envelope);
         let options = OversizedSenderOptions::new(token_text(&token))
             .with_chunk_size(chunk)
-            .with_accept_handshake(config.wait_for_accept);
+            .with_accept_handshake(config.wait_for_accept || config.accept_slot);
         let too_small = || ChunkingError::BudgetTooSmall {
             budget: config.budget,
             what: "contextvm-sdk chunk",

@@ -107,12 +107,16 @@ impl ContextVmClient {
     /// Sends a request as a CEP-22 transfer, waiting for `accept` unless the server is known to
     /// support CEP-22.
     pub(super) fn upload(&mut self, call: CallId, token: ProgressToken, text: String) {
+        // While the server's support is unknown the frames are numbered for the handshake,
+        // whether or not the client then waits for the accept.
+        let unknown = !self.server_capabilities.oversized_transfer;
         let config = SenderConfig {
             budget: self.config.budget,
             wait_for_accept: match self.config.behaviour.upload_accept {
-                AcceptWait::WhenUnknown => !self.server_capabilities.oversized_transfer,
+                AcceptWait::WhenUnknown => unknown,
                 AcceptWait::Never => false,
             },
+            accept_slot: unknown,
             ..SenderConfig::default()
         };
         let sender = self.config.implementation.transfer_sender(

@@ -30,6 +30,9 @@ pub struct SenderConfig {
     /// Bootstrap mode: wait for `accept` before the first chunk (the receiver's support is not
     /// known). Direct mode when false.
     pub wait_for_accept: bool,
+    /// Number the frames for the handshake (chunks after a slot for `accept`) without waiting
+    /// for it, as the TS client does (sdk-behaviour §2.3). Implied by `wait_for_accept`.
+    pub accept_slot: bool,
     /// How long to wait for `accept` before aborting.
     pub accept_timeout: Duration,
     /// `progress` of the `start` frame.
@@ -41,6 +44,7 @@ impl Default for SenderConfig {
         SenderConfig {
             budget: DEFAULT_CHUNK_BUDGET,
             wait_for_accept: false,
+            accept_slot: false,
             accept_timeout: DEFAULT_ACCEPT_TIMEOUT,
             first_progress: 1,
         }
@@ -218,9 +222,11 @@ impl OversizedSender {
             SenderState::Starting => {
                 let body = self.start_body();
                 let start = self.frame(body);
-                self.state = if self.config.wait_for_accept {
+                if self.config.wait_for_accept || self.config.accept_slot {
                     // The receiver's accept takes the next progress value.
                     self.next_progress += 1;
+                }
+                self.state = if self.config.wait_for_accept {
                     SenderState::AwaitingAccept {
                         deadline: now + self.config.accept_timeout,
                     }
