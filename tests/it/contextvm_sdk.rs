@@ -427,3 +427,17 @@ fn sdk_failures_keep_their_own_words_in_report_csv_and_trace() {
     assert!(t.contains("failed:stream-sequence: Non-increasing progress"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_client_timeout_names_the_server_s_failure_of_its_upload() {
+    // sdk-behaviour §6 B1: the TS server's receiver fails the upload and tells no one; the
+    // client's timeout carries the server's own words.
+    let report = scenario("scenarios/contextvm-sdk/ts-server-stateless-upload.toml").run_all();
+    let texts = report.failure_texts();
+    assert!(
+        texts.keys().any(|t| t.starts_with(
+            "timeout: server upload-policy: Out-of-order gap 22 exceeds policy limit 21"
+        )),
+        "{texts:?}"
+    );
+}

@@ -646,3 +646,220 @@ fn an_sdk_server_streams_without_waiting_for_the_clients_accept() {
     let accept = ts.iter().position(|f| f == "Client:accept");
     assert!(accept.is_none_or(|a| chunk < a), "{ts:?}");
 }
+
+/// A loopback through one relay that never answers ephemeral events with OK (nostr-rs-relay
+/// 0.8), so a lane waits out its whole OK timeout.
+fn no_ok_net(server: ServerConfig, client: Behaviour) -> Loopback {
+    Loopback::new(
+        7,
+        vec![("relay-a".into(), RelayProfile::nostr_rs_relay())],
+        |c| {
+            c.behaviour = client;
+            c.request_timeout = S(600);
+            c.max_request_timeout = S(600);
+        },
+        server,
+    )
+}
+
+/// When each frame of one side was published, in order.
+fn frame_times(n: &Loopback, side: Side) -> Vec<(Duration, String)> {
+    n.log
+        .iter()
+        .filter(|p| p.side == side)
+        .filter_map(|p| {
+            let content: Value =
+                serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str()).ok()?;
+            let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
+            Some((p.at, frame.to_owned()))
+        })
+        .collect()
+}
+
+#[test]
+fn an_sdk_upload_publishes_each_frame_after_the_relays_answered_the_last() {
+    let upload = |client: Behaviour| {
+        let mut n = no_ok_net(ServerConfig::default(), client);
+        initialized(&mut n);
+        n.client.call_tool(
+            "upload",
+            json!({ "data": "x".repeat(150_000) }),
+            CallOptions { progress: true },
+            n.now(),
+        );
+        n.run_until(S(300));
+        let done = events(&mut n)
+            .iter()
+            .any(|e| matches!(e, ClientEvent::Response { .. }));
+        (done, frame_times(&n, Side::Client))
+    };
+    // The SDKs await each publish; with no OK coming, each waits its 10 s out (sdk-behaviour
+    // §2.3, §5): the frames go out 10 s apart, and the upload still completes.
+    let (done, frames) = upload(Behaviour {
+        upload_accept: AcceptWait::Never,
+        ..Behaviour::preset("rust-sdk", Role::Client).unwrap()
+    });
+    assert!(done);
+    assert!(frames.len() >= 4, "{frames:?}");
+    for pair in frames.windows(2) {
+        assert_eq!(pair[1].0 - pair[0].0, S(10), "{frames:?}");
+    }
+    // relaysim's client publishes them all at once.
+    let (done, frames) = upload(Behaviour {
+        upload_accept: AcceptWait::Never,
+        ..Behaviour::relaysim()
+    });
+    assert!(done);
+    assert!(
+        frames.iter().all(|(at, _)| *at == frames[0].0),
+        "{frames:?}"
+    );
+}
+
+#[test]
+fn an_sdk_writer_s_ping_does_not_wait_for_the_frame_before_it() {
+    // The stream's `start` waits 10 s for an OK that never comes; a ping comes due after 1 s.
+    let ping_at = |ping_bypass: bool| {
+        let server = ServerConfig {
+            behaviour: Behaviour {
+                ping_bypass,
+                ..Behaviour::preset("rust-sdk", Role::Server).unwrap()
+            },
+            writer: relaysim::protocol::open_stream::WriterConfig {
+                idle_timeout: S(1),
+                ..Default::default()
+            },
+            ..ServerConfig::default()
+        };
+        let mut n = no_ok_net(server, Behaviour::relaysim());
+        initialized(&mut n);
+        let start = n.now();
+        n.client.call_tool_stream(
+            "stream",
+            json!({ "chunks": 1, "chunk_bytes": 16, "interval_ms": 10 }),
+            start,
+        );
+        n.run_until(start + S(30));
+        let frames = frame_times(&n, Side::Server);
+        let start_at = frames.iter().find(|(_, f)| f == "start").unwrap().0;
+        let ping = frames.iter().find(|(_, f)| f == "ping").map(|(at, _)| *at);
+        (start_at, ping.expect("the writer pinged"), frames)
+    };
+    // Both SDK writers publish the ping outside their lock (sdk-behaviour §6 B4).
+    let (start, ping, frames) = ping_at(true);
+    assert!(ping - start < S(2), "{frames:?}");
+    // Under the lock it waits for the start frame's OK timeout.
+    let (start, ping, frames) = ping_at(false);
+    assert!(ping - start >= S(10), "{frames:?}");
+}
+
+#[test]
+fn ts_sdk_writer_frames_carry_no_e_tag_and_rust_sdk_ones_do() {
+    let e_tagged = |server: Behaviour| {
+        let mut n = net_with(server, Behaviour::relaysim());
+        initialized(&mut n);
+        n.client.call_tool_stream(
+            "stream",
+            json!({ "chunks": 2, "chunk_bytes": 16, "interval_ms": 10 }),
+            S(1),
+        );
+        n.run_until(S(5));
+        let frames: Vec<bool> = n
+            .log
+            .iter()
+            .filter(|p| p.side == Side::Server)
+            .map(|p| Event::from_json(&p.json).unwrap())
+            .filter(|e| e.content.contains("open-stream"))
+            .map(|e| e.tags.event_ids().next().is_some())
+            .collect();
+        assert!(frames.len() >= 4, "start, chunks and close: {frames:?}");
+        frames
+    };
+    // sdk-behaviour §1: the TS writer's frames carry only `p`.
+    let ts = e_tagged(Behaviour::preset("ts-sdk", Role::Server).unwrap());
+    assert!(ts.iter().all(|tagged| !tagged));
+    let rust = e_tagged(Behaviour::preset("rust-sdk", Role::Server).unwrap());
+    assert!(rust.iter().all(|tagged| *tagged));
+}
+
+#[test]
+fn a_rust_sdk_client_times_out_a_long_stream_whose_frames_carry_no_e_tag() {
+    // 30 chunks a second apart, a 10 s call timeout: only frames keep the call alive.
+    let outcome = |server: Behaviour, client: Behaviour| {
+        let mut n = Loopback::new(
+            7,
+            vec![("relay-a".into(), RelayProfile::ideal())],
+            |c| {
+                c.behaviour = client;
+                c.request_timeout = S(10);
+            },
+            ServerConfig {
+                behaviour: server,
+                ..ServerConfig::default()
+            },
+        );
+        initialized(&mut n);
+        let start = n.now();
+        let (call, _) = n.client.call_tool_stream(
+            "stream",
+            json!({ "chunks": 30, "chunk_bytes": 16, "interval_ms": 1000 }),
+            start,
+        );
+        n.run_until(start + S(120));
+        events(&mut n).into_iter().find_map(|e| match e {
+            ClientEvent::Response { call: c, .. } if c == call => Some(Ok(())),
+            ClientEvent::Failed { call: c, failure } if c == call => Some(Err(failure)),
+            _ => None,
+        })
+    };
+    let ts = || Behaviour::preset("ts-sdk", Role::Server).unwrap();
+    let rust = || Behaviour::preset("rust-sdk", Role::Client).unwrap();
+    // sdk-behaviour §6 B5: the Rust client refreshes by `e` tag; the TS writer sends none.
+    assert_eq!(outcome(ts(), rust()), Some(Err(CallFailure::Timeout)));
+    // Rust-style frames keep it alive; relaysim's client counts any frame with its token.
+    let rust_server = Behaviour::preset("rust-sdk", Role::Server).unwrap();
+    assert_eq!(outcome(rust_server, rust()), Some(Ok(())));
+    assert_eq!(outcome(ts(), Behaviour::relaysim()), Some(Ok(())));
+}
+
+#[test]
+fn a_rust_sdk_client_notices_a_timeout_only_on_its_15_s_sweep() {
+    // A tool that answers after 60 s, called at 1 s with a 20 s timeout (due at 21 s): is the
+    // call failed by `at`?
+    let failed_by = |client: Behaviour, at: Duration| {
+        let mut n = Loopback::new(
+            7,
+            vec![("relay-a".into(), RelayProfile::ideal())],
+            |c| {
+                c.behaviour = client;
+                c.request_timeout = S(20);
+            },
+            ServerConfig::default(),
+        );
+        n.client.call_tool(
+            "slow",
+            json!({ "ms": 60_000 }),
+            CallOptions::default(),
+            S(1),
+        );
+        n.run_until(at);
+        events(&mut n).iter().any(|e| {
+            matches!(
+                e,
+                ClientEvent::Failed {
+                    failure: CallFailure::Timeout,
+                    ..
+                }
+            )
+        })
+    };
+    let rust = || Behaviour::preset("rust-sdk", Role::Client).unwrap();
+    // sdk-behaviour §3.4: the Rust client sweeps every 15 s, so 21 s is noticed at 30 s.
+    assert!(!failed_by(rust(), S(29)));
+    assert!(failed_by(rust(), S(30)));
+    // relaysim's (and the TS) client notices at once.
+    assert!(failed_by(
+        Behaviour::relaysim(),
+        Duration::from_millis(21_001)
+    ));
+}

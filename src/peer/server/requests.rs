@@ -1,7 +1,7 @@
 //! What a request does: the MCP methods, the tool calls and the jobs (progress, delayed answers, stream chunks) they schedule.
 
 use super::*;
-use crate::peer::behaviour::AcceptWait;
+use crate::peer::behaviour::{AcceptWait, PublishWait};
 
 impl ContextVmServer {
     pub(super) fn on_request(
@@ -183,6 +183,7 @@ impl ContextVmServer {
                     None => return,
                 };
                 let core = &self.core;
+                let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
                 let Some((client, stream)) = self
                     .streams
                     .iter_mut()
@@ -195,7 +196,9 @@ impl ContextVmServer {
                     stream.write_waiting = true;
                     return;
                 }
+                let mut wrote = false;
                 if stream.written < stream.chunks {
+                    wrote = true;
                     let text = stream_chunk_text(stream.written, stream.chunk_bytes);
                     if let Ok(index) = stream.writer.write(text, now) {
                         stream.written += 1;
@@ -207,7 +210,11 @@ impl ContextVmServer {
                         });
                     }
                 }
-                if stream.written == stream.chunks {
+                if stream.written == stream.chunks && wrote && lanes {
+                    // `close` takes the writer's lock too: it waits for the last chunk's
+                    // publish, so it has no progress before then.
+                    self.schedule(now, Job::WriteChunk(call));
+                } else if stream.written == stream.chunks {
                     let _ = stream.writer.close(now);
                 } else if !matches!(stream.writer.state(), WriterState::Failed(_)) {
                     let at = now + stream.interval;
