@@ -72,6 +72,14 @@ pub struct Behaviour {
     /// The Rust client sweeps its pending requests every `(timeout/2).clamp(1 s, 30 s)`, 15 s
     /// by default (sdk-behaviour §3.4); TS timers are exact.
     pub timer_sweep: Option<std::time::Duration>,
+    /// Client: the largest ping nonce its stream reader answers, in bytes (`None`: any).
+    ///
+    /// The Rust reader refuses a nonce over 64 bytes and the stream dies
+    /// (`MAX_OPEN_STREAM_PING_NONCE_BYTES`, `open_stream/session.rs:443`); the TS reader has no
+    /// cap (sdk-behaviour §6 D). SDK writers' nonces are `"<token>:<n>"`, so a progress token
+    /// of about 62 bytes makes every keepalive ping fatal to a Rust reader. relaysim's reader
+    /// ignores a ping over its cap of 64 (the spec's SHOULD).
+    pub nonce_limit: Option<usize>,
 }
 
 /// What keeps a client's pending call alive (pushes its timeout back).
@@ -211,6 +219,7 @@ impl Behaviour {
             writer_e_tags: true,
             call_refresh: CallRefresh::Token,
             timer_sweep: None,
+            nonce_limit: Some(64),
         }
     }
 
@@ -236,6 +245,7 @@ impl Behaviour {
                 writer_e_tags: false,
                 call_refresh: CallRefresh::Token,
                 timer_sweep: None,
+                nonce_limit: None,
             },
             "rust-sdk" => Behaviour {
                 preset: "rust-sdk",
@@ -252,6 +262,7 @@ impl Behaviour {
                 writer_e_tags: true,
                 call_refresh: CallRefresh::ETag,
                 timer_sweep: Some(RUST_SWEEP),
+                nonce_limit: Some(64),
             },
             _ => return None,
         })

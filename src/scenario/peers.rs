@@ -532,6 +532,17 @@ fn custom(
         }
         b.timer_sweep = (!sweep.0.is_zero()).then_some(sweep.0);
     }
+    if let Some(limit) = t.nonce_limit {
+        if limit > 1_000_000 {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.nonce_limit"),
+                format!("at most 1000000 bytes (0 for no cap), got {limit}"),
+                None,
+            ));
+        }
+        b.nonce_limit = (limit > 0).then_some(limit);
+    }
     if let Some(when) = &t.reader_session {
         b.reader_session =
             match choose(when, "reader_session", &["at-start", "at-request"])?.as_str() {

@@ -163,6 +163,8 @@ pub struct BehaviourSpec {
     pub call_refresh: Option<Spanned<String>>,
     /// Client: check call timeouts only on sweeps this far apart (`"0s"`: exactly).
     pub timer_sweep: Option<Dur>,
+    /// Client: the largest ping nonce its reader answers, in bytes (0: any).
+    pub nonce_limit: Option<usize>,
 }
 
 /// A relay: a profile plus overrides.

@@ -194,7 +194,17 @@ pub struct SdkStreamReader<P> {
     outbox: VecDeque<(P, StreamFrame)>,
     events: VecDeque<RegistryEvent<P>>,
     last_sweep: Duration,
+    /// Largest ping nonce answered. The SDK session refuses nonces over 64 bytes (the Rust
+    /// reader's cap); a reader copying one without the cap (the TS reader) sets more, and
+    /// longer nonces reach the session under a short alias.
+    max_nonce: usize,
+    /// Alias → the nonce it stands for, until the pong goes out.
+    nonce_aliases: BTreeMap<String, String>,
+    next_alias: u64,
 }
+
+/// The SDK session's cap on ping nonces (`MAX_OPEN_STREAM_PING_NONCE_BYTES`).
+const SDK_NONCE_CAP: usize = 64;
 
 impl<P: Clone + Ord> SdkStreamReader<P> {
     /// A reader with the SDK's default policy; relaysim's `policy` only says whether to answer
@@ -215,7 +225,24 @@ impl<P: Clone + Ord> SdkStreamReader<P> {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             last_sweep: Duration::ZERO,
+            max_nonce: policy.max_nonce_bytes,
+            nonce_aliases: BTreeMap::new(),
+            next_alias: 0,
         }
+    }
+
+    /// `frame` as the SDK session is to see it: a ping whose nonce is over the session's cap
+    /// but within this reader's gets a short alias, answered with the original nonce.
+    fn aliased(&mut self, mut frame: StreamFrame) -> StreamFrame {
+        if let StreamBody::Ping { nonce } = &mut frame.body {
+            if nonce.len() > SDK_NONCE_CAP && nonce.len() <= self.max_nonce {
+                self.next_alias += 1;
+                let alias = format!("alias:{}", self.next_alias);
+                self.nonce_aliases
+                    .insert(alias.clone(), std::mem::replace(nonce, alias));
+            }
+        }
+        frame
     }
 
     /// Reports a stream's failure once. Errors about streams the reader never opened (frames
@@ -255,6 +282,7 @@ impl<P: Clone + Ord> SdkStreamReader<P> {
 
 impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
     fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration) {
+        let frame = self.aliased(frame);
         let Some(n) = to_sdk(&frame.to_json()) else {
             return;
         };
@@ -302,6 +330,7 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
         match result {
             Ok(FrameOutcome::None) => {}
             Ok(FrameOutcome::SendPong(nonce)) => {
+                let nonce = self.nonce_aliases.remove(&nonce).unwrap_or(nonce);
                 self.send(&peer, &token, StreamBody::Pong { nonce })
             }
             Ok(FrameOutcome::Closed) => {

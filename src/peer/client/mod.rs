@@ -282,9 +282,10 @@ impl ContextVmClient {
             downloads: config
                 .implementation
                 .transfer_receiver(config.oversized.clone()),
-            streams: config
-                .implementation
-                .stream_reader(config.stream_policy.clone()),
+            streams: config.implementation.stream_reader(StreamPolicy {
+                max_nonce_bytes: config.behaviour.nonce_limit.unwrap_or(usize::MAX),
+                ..config.stream_policy.clone()
+            }),
             core,
             frame_envelope,
             tokens: Tokens::new(config.behaviour.tokens.clone()),
