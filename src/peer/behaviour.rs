@@ -80,6 +80,13 @@ pub struct Behaviour {
     /// of about 62 bytes makes every keepalive ping fatal to a Rust reader. relaysim's reader
     /// ignores a ping over its cap of 64 (the spec's SHOULD).
     pub nonce_limit: Option<usize>,
+    /// Client: whether a failed CEP-22 download fails its call at once.
+    ///
+    /// In both SDKs it does not: "failure on the client is not surfaced to the caller"; the
+    /// error is logged (TS `onerror`) and the request times out at the MCP/rmcp layer
+    /// (sdk-behaviour §2.5). relaysim's client fails the call at once with the cause. Either
+    /// way the report names the failure; with `false` the call's outcome is `timeout`.
+    pub failures_reach_call: bool,
 }
 
 /// What keeps a client's pending call alive (pushes its timeout back).
@@ -220,6 +227,7 @@ impl Behaviour {
             call_refresh: CallRefresh::Token,
             timer_sweep: None,
             nonce_limit: Some(64),
+            failures_reach_call: true,
         }
     }
 
@@ -246,6 +254,7 @@ impl Behaviour {
                 call_refresh: CallRefresh::Token,
                 timer_sweep: None,
                 nonce_limit: None,
+                failures_reach_call: false,
             },
             "rust-sdk" => Behaviour {
                 preset: "rust-sdk",
@@ -263,6 +272,7 @@ impl Behaviour {
                 call_refresh: CallRefresh::ETag,
                 timer_sweep: Some(RUST_SWEEP),
                 nonce_limit: Some(64),
+                failures_reach_call: false,
             },
             _ => return None,
         })

@@ -543,6 +543,9 @@ fn custom(
         }
         b.nonce_limit = (limit > 0).then_some(limit);
     }
+    if let Some(reach) = t.failures_reach_call {
+        b.failures_reach_call = reach;
+    }
     if let Some(when) = &t.reader_session {
         b.reader_session =
             match choose(when, "reader_session", &["at-start", "at-request"])?.as_str() {

@@ -165,6 +165,8 @@ pub struct BehaviourSpec {
     pub timer_sweep: Option<Dur>,
     /// Client: the largest ping nonce its reader answers, in bytes (0: any).
     pub nonce_limit: Option<usize>,
+    /// Client: a failed CEP-22 download fails its call at once (else it times out).
+    pub failures_reach_call: Option<bool>,
 }
 
 /// A relay: a profile plus overrides.

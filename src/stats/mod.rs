@@ -430,6 +430,7 @@ impl Collector {
                 // A call that timed out because the server failed its request says so.
                 let words = match (failure, &server_words) {
                     (CallFailure::Timeout | CallFailure::HardTimeout, Some(w)) => Some(w.as_str()),
+                    (CallFailure::TimeoutAfter(_), Some(w)) => Some(w.as_str()),
                     _ => failure.detail(),
                 };
                 let cause = cause_text(&failure.cause(), words);

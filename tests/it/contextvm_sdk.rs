@@ -515,3 +515,35 @@ fn a_rust_sdk_reader_dies_of_a_long_token_s_ping_nonce_and_a_ts_sdk_one_does_not
         Some(Ok(()))
     );
 }
+
+#[test]
+fn an_sdk_client_s_failed_download_reaches_its_call_only_as_a_timeout() {
+    // two-relays-one-down: the SDK's CEP-22 receiver fails a download ("download-policy").
+    // Both SDKs only log that; the call times out (sdk-behaviour §2.5).
+    let base = std::fs::read_to_string(root().join("scenarios/two-relays-one-down.toml")).unwrap();
+    let run = |client_behaviour: &str| {
+        let text = base.replace(
+            "[[clients]]\nname = \"client\"\nrelays = [\"a\", \"b\"]",
+            &format!(
+                "[[clients]]\nname = \"client\"\nrelays = [\"a\", \"b\"]\nbehaviour = \"{client_behaviour}\"\n\
+                 [behaviours.ts-reaching]\npreset = \"ts-sdk\"\nfailures_reach_call = true"
+            ),
+        );
+        assert_ne!(text, base);
+        let report = Scenario::from_toml_str(&text, "t.toml")
+            .unwrap()
+            .run_seeds(1, 1, |_| {});
+        report.failure_texts()
+    };
+    let ts = run("ts-sdk");
+    assert!(
+        ts.keys()
+            .any(|t| t.starts_with("timeout: download-policy: ")),
+        "{ts:?}"
+    );
+    let reaching = run("ts-reaching");
+    assert!(
+        reaching.keys().any(|t| t.starts_with("download-policy: ")),
+        "{reaching:?}"
+    );
+}

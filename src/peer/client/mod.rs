@@ -130,6 +130,10 @@ pub enum CallFailure {
     /// The oversized response failed.
     #[error("oversized response failed: {0}")]
     Download(TransferFailure),
+    /// The call timed out after its transport failed something of it without telling the
+    /// caller (both SDKs only log a failed CEP-22 download, sdk-behaviour §2.5): what failed.
+    #[error("request timed out after {0}")]
+    TimeoutAfter(String),
     /// The oversized request failed.
     #[error("oversized request failed: {0}")]
     Upload(SenderFailure),
@@ -143,6 +147,7 @@ impl CallFailure {
     pub fn detail(&self) -> Option<&str> {
         match self {
             CallFailure::Download(f) => f.detail(),
+            CallFailure::TimeoutAfter(what) => Some(what),
             _ => None,
         }
     }
@@ -150,7 +155,7 @@ impl CallFailure {
     /// A short, stable cause name for statistics.
     pub fn cause(&self) -> String {
         match self {
-            CallFailure::Timeout => "timeout".into(),
+            CallFailure::Timeout | CallFailure::TimeoutAfter(_) => "timeout".into(),
             CallFailure::HardTimeout => "hard-timeout".into(),
             CallFailure::RequestTooLarge => "request-too-large".into(),
             CallFailure::Rejected(_) => "rejected".into(),
@@ -224,6 +229,8 @@ struct PendingCall {
     /// Silence allowed before the call fails: the request timeout, or for a call on a
     /// resumable stream the stream's `resumeInterval.max` if longer.
     patience: Duration,
+    /// A failure the transport kept from the call (see [`Behaviour::failures_reach_call`]).
+    swallowed: Option<String>,
 }
 
 /// A ContextVM client.
@@ -546,7 +553,11 @@ impl Peer for ContextVmClient {
                 if self.swept(c.hard_deadline) <= now {
                     Some((*id, CallFailure::HardTimeout))
                 } else if self.swept(c.soft_deadline) <= now {
-                    Some((*id, CallFailure::Timeout))
+                    let failure = match &c.swallowed {
+                        Some(what) => CallFailure::TimeoutAfter(what.clone()),
+                        None => CallFailure::Timeout,
+                    };
+                    Some((*id, failure))
                 } else {
                     None
                 }

@@ -238,8 +238,20 @@ impl ContextVmClient {
                     Err(_) => self.malformed += 1,
                 },
                 ReceiverEvent::Failed { token, failure, .. } => {
-                    if let Some(call) = self.by_token.get(&token).copied() {
-                        self.fail_call(call, CallFailure::Download(failure));
+                    let Some(call) = self.by_token.get(&token).copied() else {
+                        continue;
+                    };
+                    let failure = CallFailure::Download(failure);
+                    match self.calls.get_mut(&call) {
+                        Some(pending) if !self.config.behaviour.failures_reach_call => {
+                            // Logged, not passed on: the call waits for its timeout.
+                            let what = match failure.detail() {
+                                Some(words) => format!("{}: {words}", failure.cause()),
+                                None => failure.cause(),
+                            };
+                            pending.swallowed.get_or_insert(what);
+                        }
+                        _ => self.fail_call(call, failure),
                     }
                 }
                 ReceiverEvent::Started { .. } => {}

@@ -49,6 +49,7 @@ impl ContextVmClient {
                 token: token.clone(),
                 request_text: None,
                 request_event: None,
+                swallowed: None,
                 soft_deadline: now + self.config.request_timeout,
                 hard_deadline: now + self.config.max_request_timeout,
                 is_initialize,
