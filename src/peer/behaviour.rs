@@ -108,20 +108,48 @@ pub enum CallRefresh {
 ///
 /// Both SDKs publish "strictly in sequence, each awaiting the relay's publish acknowledgement"
 /// (sdk-behaviour §2.3). nostr-sdk 0.44's `send_event` waits up to 10 s for each relay's OK
-/// (`WAIT_FOR_OK_TIMEOUT`) and then returns as if it had succeeded (`relay/mod.rs:89`); the TS
-/// pool also times an attempt out after 10 s (it then retries, which relaysim does not model:
-/// after the timeout the lane goes on).
+/// (`WAIT_FOR_OK_TIMEOUT`) and then returns as if it had succeeded (`relay/mod.rs:89`). The TS
+/// pool (`ApplesauceRelayPool`) resolves once a relay acknowledged; an attempt times out after
+/// 10 s, is retried once, and then every 500 ms for ever, unless a relay gave a definitive
+/// `OK false` (sdk-behaviour §5; zero acknowledgements count as failure since `6e2013a`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PublishWait {
     /// Every event goes out at once (relaysim's peers).
     Immediate,
-    /// A lane's next event goes out when every relay answered the last one, or after
-    /// `timeout`.
+    /// A lane's next event goes out when the relays answered the last one (see [`OkQuorum`]),
+    /// or when its time runs out (see [`MissingOk`]).
     ForOk {
         /// How long to wait for the verdicts.
         timeout: std::time::Duration,
+        /// Whose answers end the wait.
+        quorum: OkQuorum,
+        /// What a missing answer means.
+        missing: MissingOk,
     },
 }
+
+/// Whose OK ends a lane's wait.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OkQuorum {
+    /// Every relay's verdict (nostr-sdk's `send_event`).
+    All,
+    /// The first relay's acceptance, or every relay's verdict if none accepts (the TS pool).
+    Any,
+}
+
+/// What a lane does when its wait for OKs times out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MissingOk {
+    /// Goes on, as if the publish had succeeded (nostr-sdk).
+    Proceed,
+    /// Publishes the same event again to the relays that have not answered: once after the
+    /// timeout, then every 500 ms, for as long as no relay accepts or rejects it (the TS
+    /// pool). Against a relay that never answers, the lane never moves again.
+    Retry,
+}
+
+/// How often the TS pool retries a publish after its first retry.
+pub const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
 
 /// The Rust client's default sweep of pending requests: half its 30 s timeout.
 pub const RUST_SWEEP: std::time::Duration = std::time::Duration::from_secs(15);
@@ -248,6 +276,8 @@ impl Behaviour {
                 stream_accept: AcceptWait::Never,
                 publish_wait: PublishWait::ForOk {
                     timeout: OK_TIMEOUT,
+                    quorum: OkQuorum::Any,
+                    missing: MissingOk::Retry,
                 },
                 ping_bypass: true,
                 writer_e_tags: false,
@@ -266,6 +296,8 @@ impl Behaviour {
                 stream_accept: AcceptWait::Never,
                 publish_wait: PublishWait::ForOk {
                     timeout: OK_TIMEOUT,
+                    quorum: OkQuorum::All,
+                    missing: MissingOk::Proceed,
                 },
                 ping_bypass: true,
                 writer_e_tags: true,

@@ -5,7 +5,7 @@
 //! its next event back until every relay has answered the previous one, or until a timeout,
 //! as the SDKs await each publish (see [`PublishWait`]).
 
-use super::behaviour::{Dedup, PublishWait};
+use super::behaviour::{Dedup, MissingOk, OkQuorum, PublishWait, RETRY_EVERY};
 use super::event::CONTEXTVM_KIND;
 use crate::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
@@ -77,8 +77,16 @@ pub struct PeerCore {
 #[derive(Debug, Default)]
 struct Lane {
     /// The event whose verdicts the lane waits for, and until when.
-    in_flight: Option<(EventId, Duration)>,
+    in_flight: Option<InFlight>,
     held: VecDeque<Event>,
+}
+
+#[derive(Debug)]
+struct InFlight {
+    event: Event,
+    deadline: Duration,
+    /// Times it was published again for want of an answer.
+    retries: u32,
 }
 
 impl PeerCore {
@@ -131,7 +139,7 @@ impl PeerCore {
 
     /// Sends lane `lane`'s next event if nothing of it is in flight; forgets an idle lane.
     fn release(&mut self, lane: &str, now: Duration) {
-        let PublishWait::ForOk { timeout } = self.wait else {
+        let PublishWait::ForOk { timeout, .. } = self.wait else {
             return;
         };
         let Some(l) = self.lanes.get_mut(lane) else {
@@ -144,9 +152,24 @@ impl PeerCore {
             self.lanes.remove(lane);
             return;
         };
-        l.in_flight = Some((event.id, now + timeout));
+        l.in_flight = Some(InFlight {
+            event: event.clone(),
+            deadline: now + timeout,
+            retries: 0,
+        });
         self.in_flight.insert(event.id, lane.to_owned());
         self.publish(event);
+    }
+
+    /// Whether the verdicts on lane event `id` so far end its wait.
+    fn answered(&self, id: &EventId, all_answered: bool) -> bool {
+        match self.wait {
+            PublishWait::ForOk {
+                quorum: OkQuorum::Any,
+                ..
+            } => all_answered || self.publications.get(id).is_some_and(|p| p.accepted),
+            _ => all_answered,
+        }
     }
 
     /// Lane `lane`'s event `id` is done with (every relay answered, or its time ran out).
@@ -164,23 +187,58 @@ impl PeerCore {
     pub fn poll_timeout(&self) -> Option<Duration> {
         self.lanes
             .values()
-            .filter_map(|l| l.in_flight.map(|(_, at)| at))
+            .filter_map(|l| l.in_flight.as_ref().map(|f| f.deadline))
             .min()
     }
 
-    /// Lets lanes whose verdicts did not come in time go on. A missing OK counts as nothing:
-    /// the SDKs' publish returns after its timeout (nostr-sdk's `send_event` even when every
-    /// relay failed), and the sender carries on.
+    /// Lanes whose verdicts did not come in time either go on, as nostr-sdk's `send_event`
+    /// returns after its timeout even when every relay failed, or publish the event again to
+    /// the relays that have not answered, as the TS pool does.
     pub fn handle_timeout(&mut self, now: Duration) {
+        let PublishWait::ForOk {
+            timeout, missing, ..
+        } = self.wait
+        else {
+            return;
+        };
         let expired: Vec<EventId> = self
             .lanes
             .values()
-            .filter_map(|l| l.in_flight)
-            .filter(|(_, at)| *at <= now)
-            .map(|(id, _)| id)
+            .filter_map(|l| l.in_flight.as_ref())
+            .filter(|f| f.deadline <= now)
+            .map(|f| f.event.id)
             .collect();
         for id in expired {
-            self.lane_done(id, now);
+            let waiting: Vec<RelayName> = self
+                .publications
+                .get(&id)
+                .map(|p| p.waiting.iter().cloned().collect())
+                .unwrap_or_default();
+            if missing == MissingOk::Proceed || waiting.is_empty() {
+                self.lane_done(id, now);
+                continue;
+            }
+            let Some(flight) = self
+                .in_flight
+                .get(&id)
+                .and_then(|lane| self.lanes.get_mut(lane))
+                .and_then(|l| l.in_flight.as_mut())
+            else {
+                continue;
+            };
+            // One retry after the attempt's timeout, then one every 500 ms.
+            flight.deadline = now
+                + if flight.retries == 0 {
+                    timeout
+                } else {
+                    RETRY_EVERY
+                };
+            flight.retries += 1;
+            let event = Box::new(flight.event.clone());
+            for relay in waiting {
+                self.outbox
+                    .push_back((relay, ClientMessage::Event(event.clone())));
+            }
         }
     }
 
@@ -338,7 +396,8 @@ impl PeerCore {
                 accepted,
                 message,
             } => {
-                if self.verdict(relay, id, accepted, message) {
+                let all_answered = self.verdict(relay, id, accepted, message);
+                if self.in_flight.contains_key(&id) && self.answered(&id, all_answered) {
                     self.lane_done(id, now);
                 }
                 None

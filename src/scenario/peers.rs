@@ -5,8 +5,8 @@ use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
 use crate::peer::behaviour::{
-    AcceptWait, Behaviour, CallRefresh, Dedup, PublishWait, ReaderSession, Role, TokenShape,
-    OK_TIMEOUT, PRESETS,
+    AcceptWait, Behaviour, CallRefresh, Dedup, MissingOk, OkQuorum, PublishWait, ReaderSession,
+    Role, TokenShape, OK_TIMEOUT, PRESETS,
 };
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
@@ -483,22 +483,47 @@ fn custom(
         b.publish_wait = match choose(wait, "publish_wait", &["none", "ok"])?.as_str() {
             "none" => PublishWait::Immediate,
             _ => match b.publish_wait {
-                PublishWait::ForOk { timeout } => PublishWait::ForOk { timeout },
+                wait @ PublishWait::ForOk { .. } => wait,
                 PublishWait::Immediate => PublishWait::ForOk {
                     timeout: OK_TIMEOUT,
+                    quorum: OkQuorum::All,
+                    missing: MissingOk::Proceed,
                 },
             },
         };
     }
-    if let Some(timeout) = t.ok_timeout {
-        let PublishWait::ForOk { .. } = b.publish_wait else {
-            return Err(ctx.at(
-                None,
-                &format!("{key}.ok_timeout"),
-                "applies to `publish_wait = \"ok\"`; this behaviour does not wait".into(),
-                None,
-            ));
+    let waiting = b.publish_wait;
+    let waits = |knob: &str| match waiting {
+        PublishWait::ForOk { .. } => Ok(()),
+        PublishWait::Immediate => Err(ctx.at(
+            None,
+            &format!("{key}.{knob}"),
+            "applies to `publish_wait = \"ok\"`; this behaviour does not wait".into(),
+            None,
+        )),
+    };
+    if let Some(quorum) = &t.ok_quorum {
+        waits("ok_quorum")?;
+        let q = match choose(quorum, "ok_quorum", &["all", "any"])?.as_str() {
+            "any" => OkQuorum::Any,
+            _ => OkQuorum::All,
         };
+        if let PublishWait::ForOk { quorum, .. } = &mut b.publish_wait {
+            *quorum = q;
+        }
+    }
+    if let Some(missing) = &t.missing_ok {
+        waits("missing_ok")?;
+        let m = match choose(missing, "missing_ok", &["proceed", "retry"])?.as_str() {
+            "retry" => MissingOk::Retry,
+            _ => MissingOk::Proceed,
+        };
+        if let PublishWait::ForOk { missing, .. } = &mut b.publish_wait {
+            *missing = m;
+        }
+    }
+    if let Some(timeout) = t.ok_timeout {
+        waits("ok_timeout")?;
         if timeout.0.is_zero() || timeout.0 > Duration::from_secs(3600) {
             return Err(ctx.at(
                 None,
@@ -507,7 +532,9 @@ fn custom(
                 None,
             ));
         }
-        b.publish_wait = PublishWait::ForOk { timeout: timeout.0 };
+        if let PublishWait::ForOk { timeout: t, .. } = &mut b.publish_wait {
+            *t = timeout.0;
+        }
     }
     if let Some(bypass) = t.ping_bypass {
         b.ping_bypass = bypass;

@@ -155,6 +155,10 @@ pub struct BehaviourSpec {
     pub publish_wait: Option<Spanned<String>>,
     /// With `publish_wait = "ok"`: how long to wait for the OKs.
     pub ok_timeout: Option<Dur>,
+    /// With `publish_wait = "ok"`: `all` (every relay's verdict) or `any` (the first acceptance).
+    pub ok_quorum: Option<Spanned<String>>,
+    /// With `publish_wait = "ok"`: `proceed` or `retry` when the OKs do not come in time.
+    pub missing_ok: Option<Spanned<String>>,
     /// Server: a CEP-41 writer's keepalive ping skips the wait for earlier frames.
     pub ping_bypass: Option<bool>,
     /// Server: CEP-41 writer frames carry an `e` tag naming the request.

@@ -677,7 +677,7 @@ fn frame_times(n: &Loopback, side: Side) -> Vec<(Duration, String)> {
 }
 
 #[test]
-fn an_sdk_upload_publishes_each_frame_after_the_relays_answered_the_last() {
+fn an_sdk_upload_publishes_each_frame_after_the_relays_answered_the_last_or_retries() {
     let upload = |client: Behaviour| {
         let mut n = no_ok_net(ServerConfig::default(), client);
         initialized(&mut n);
@@ -704,6 +704,20 @@ fn an_sdk_upload_publishes_each_frame_after_the_relays_answered_the_last() {
     for pair in frames.windows(2) {
         assert_eq!(pair[1].0 - pair[0].0, S(10), "{frames:?}");
     }
+    // The TS pool publishes the same frame again: after 10 s, then every 500 ms, and with no
+    // relay ever answering the upload never gets past `start` (sdk-behaviour §5, §6 C8).
+    let (done, frames) = upload(Behaviour {
+        upload_accept: AcceptWait::Never,
+        ..Behaviour::preset("ts-sdk", Role::Client).unwrap()
+    });
+    assert!(!done);
+    assert!(frames.iter().all(|(_, f)| f == "start"), "{frames:?}");
+    let gaps: Vec<Duration> = frames.windows(2).map(|p| p[1].0 - p[0].0).collect();
+    assert_eq!(
+        gaps[..3],
+        [S(10), S(10), Duration::from_millis(500)],
+        "{frames:?}"
+    );
     // relaysim's client publishes them all at once.
     let (done, frames) = upload(Behaviour {
         upload_accept: AcceptWait::Never,
