@@ -481,6 +481,49 @@ mod tests {
             ],
             "{ds}"
         );
+        // The transport knobs: each table's problem at its key.
+        let text = format!(
+            "{BASE}[behaviours.a]\nok_timeout = \"5s\"\n[behaviours.b]\npreset = \"ts-sdk\"\n\
+             missing_ok = \"maybe\"\n[behaviours.c]\nnonce_limit = 2000000\n\
+             [behaviours.d]\ntimer_sweep = \"2h\"\n[behaviours.e]\ncall_refresh = \"progress\"\n"
+        );
+        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
+            panic!("accepted")
+        };
+        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
+        assert_eq!(
+            keys,
+            [
+                "behaviours.a.ok_timeout",
+                "behaviours.b.missing_ok",
+                "behaviours.c.nonce_limit",
+                "behaviours.d.timer_sweep",
+                "behaviours.e.call_refresh"
+            ],
+            "{ds}"
+        );
+        let every_knob = format!(
+            "{BASE}behaviour = \"all\"\n[behaviours.all]\npublish_wait = \"ok\"\n\
+             ok_quorum = \"any\"\nmissing_ok = \"retry\"\nok_timeout = \"2s\"\n\
+             ping_bypass = true\nwriter_e_tags = false\ncall_refresh = \"e-tag\"\n\
+             timer_sweep = \"5s\"\nnonce_limit = 0\nfailures_reach_call = false\n"
+        );
+        let s = Scenario::from_toml_str(&every_knob, "t.toml").unwrap_or_else(|e| panic!("{e}"));
+        let b = &s.clients[0].behaviour;
+        assert_eq!(
+            b.publish_wait,
+            crate::peer::behaviour::PublishWait::ForOk {
+                timeout: Duration::from_secs(2),
+                quorum: crate::peer::behaviour::OkQuorum::Any,
+                missing: crate::peer::behaviour::MissingOk::Retry,
+            }
+        );
+        assert!(b.ping_bypass && !b.writer_e_tags && !b.failures_reach_call);
+        assert_eq!(b.call_refresh, crate::peer::behaviour::CallRefresh::ETag);
+        assert_eq!(
+            (b.timer_sweep, b.nonce_limit),
+            (Some(Duration::from_secs(5)), None)
+        );
         // Expectations name families, never an implementation's words.
         let text = format!(
             "{BASE}[[workloads]]\nname = \"w\"\nkind = \"request\"\n[expect]\n\
