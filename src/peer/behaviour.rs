@@ -67,11 +67,8 @@ pub struct Behaviour {
     pub writer_e_tags: bool,
     /// Client: what keeps a pending call from timing out.
     pub call_refresh: CallRefresh,
-    /// Client: call timeouts are checked only on sweeps this far apart (`None`: exactly).
-    ///
-    /// The Rust client sweeps its pending requests every `(timeout/2).clamp(1 s, 30 s)`, 15 s
-    /// by default (sdk-behaviour §3.4); TS timers are exact.
-    pub timer_sweep: Option<std::time::Duration>,
+    /// Client: when call timeouts are checked.
+    pub timer_sweep: TimerSweep,
     /// Client: the largest ping nonce its stream reader answers, in bytes (`None`: any).
     ///
     /// The Rust reader refuses a nonce over 64 bytes and the stream dies
@@ -87,6 +84,34 @@ pub struct Behaviour {
     /// (sdk-behaviour §2.5). relaysim's client fails the call at once with the cause. Either
     /// way the report names the failure; with `false` the call's outcome is `timeout`.
     pub failures_reach_call: bool,
+}
+
+/// When a client checks its calls' timeouts.
+///
+/// The Rust client sweeps its pending requests every `(timeout/2).clamp(1 s, 30 s)`, 15 s for
+/// its default 30 s timeout (sdk-behaviour §3.4); TS timers are exact.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimerSweep {
+    /// At the deadline.
+    Exact,
+    /// On sweeps this far apart, from virtual time zero.
+    Every(std::time::Duration),
+    /// On sweeps every half the request timeout, between 1 s and 30 s (the Rust client).
+    HalfTimeout,
+}
+
+impl TimerSweep {
+    /// The sweep interval for a client whose request timeout is `timeout`; `None` for exact.
+    pub fn interval(self, timeout: std::time::Duration) -> Option<std::time::Duration> {
+        use std::time::Duration;
+        match self {
+            TimerSweep::Exact => None,
+            TimerSweep::Every(every) => Some(every),
+            TimerSweep::HalfTimeout => {
+                Some((timeout / 2).clamp(Duration::from_secs(1), Duration::from_secs(30)))
+            }
+        }
+    }
 }
 
 /// What keeps a client's pending call alive (pushes its timeout back).
@@ -142,17 +167,15 @@ pub enum OkQuorum {
 pub enum MissingOk {
     /// Goes on, as if the publish had succeeded (nostr-sdk).
     Proceed,
-    /// Publishes the same event again to the relays that have not answered: once after the
-    /// timeout, then every 500 ms, for as long as no relay accepts or rejects it (the TS
-    /// pool). Against a relay that never answers, the lane never moves again.
+    /// Publishes the same event again to the relays that have not answered: when the timeout
+    /// runs out, again after another timeout, then every 500 ms, for as long as no relay
+    /// accepts or rejects it (the TS pool). Against a relay that never answers, the lane never
+    /// moves again.
     Retry,
 }
 
 /// How often the TS pool retries a publish after its first retry.
 pub const RETRY_EVERY: std::time::Duration = std::time::Duration::from_millis(500);
-
-/// The Rust client's default sweep of pending requests: half its 30 s timeout.
-pub const RUST_SWEEP: std::time::Duration = std::time::Duration::from_secs(15);
 
 /// nostr-sdk's and the TS pool's wait for a relay's OK.
 pub const OK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -253,7 +276,7 @@ impl Behaviour {
             ping_bypass: false,
             writer_e_tags: true,
             call_refresh: CallRefresh::Token,
-            timer_sweep: None,
+            timer_sweep: TimerSweep::Exact,
             nonce_limit: Some(64),
             failures_reach_call: true,
         }
@@ -282,7 +305,7 @@ impl Behaviour {
                 ping_bypass: true,
                 writer_e_tags: false,
                 call_refresh: CallRefresh::Token,
-                timer_sweep: None,
+                timer_sweep: TimerSweep::Exact,
                 nonce_limit: None,
                 failures_reach_call: false,
             },
@@ -302,7 +325,7 @@ impl Behaviour {
                 ping_bypass: true,
                 writer_e_tags: true,
                 call_refresh: CallRefresh::ETag,
-                timer_sweep: Some(RUST_SWEEP),
+                timer_sweep: TimerSweep::HalfTimeout,
                 nonce_limit: Some(64),
                 failures_reach_call: false,
             },

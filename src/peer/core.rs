@@ -76,14 +76,17 @@ pub struct PeerCore {
 /// One lane's publications: the event being published and the ones waiting for it.
 #[derive(Debug, Default)]
 struct Lane {
-    /// The event whose verdicts the lane waits for, and until when.
+    /// The event whose verdicts the lane waits for.
     in_flight: Option<InFlight>,
+    /// Events behind it, in the order they were published.
     held: VecDeque<Event>,
 }
 
+/// A lane's event awaiting its verdicts: kept whole so it can be published again.
 #[derive(Debug)]
 struct InFlight {
     event: Event,
+    /// When the wait (or the next retry) runs out.
     deadline: Duration,
     /// Times it was published again for want of an answer.
     retries: u32,
@@ -161,13 +164,21 @@ impl PeerCore {
         self.publish(event);
     }
 
-    /// Whether the verdicts on lane event `id` so far end its wait.
+    /// Whether the verdicts on lane event `id` so far end its wait: every relay's, or with
+    /// quorum `Any` the first definitive one (the TS pool resolves on an acknowledgement and
+    /// throws at once on an `OK false`).
     fn answered(&self, id: &EventId, all_answered: bool) -> bool {
         match self.wait {
             PublishWait::ForOk {
                 quorum: OkQuorum::Any,
                 ..
-            } => all_answered || self.publications.get(id).is_some_and(|p| p.accepted),
+            } => {
+                all_answered
+                    || self
+                        .publications
+                        .get(id)
+                        .is_some_and(|p| p.accepted || p.first_reason.is_some())
+            }
             _ => all_answered,
         }
     }
@@ -209,12 +220,17 @@ impl PeerCore {
             .map(|f| f.event.id)
             .collect();
         for id in expired {
-            let waiting: Vec<RelayName> = self
+            let (waiting, rejected): (Vec<RelayName>, bool) = self
                 .publications
                 .get(&id)
-                .map(|p| p.waiting.iter().cloned().collect())
+                .map(|p| {
+                    (
+                        p.waiting.iter().cloned().collect(),
+                        p.first_reason.is_some(),
+                    )
+                })
                 .unwrap_or_default();
-            if missing == MissingOk::Proceed || waiting.is_empty() {
+            if missing == MissingOk::Proceed || waiting.is_empty() || rejected {
                 self.lane_done(id, now);
                 continue;
             }
@@ -226,7 +242,8 @@ impl PeerCore {
             else {
                 continue;
             };
-            // One retry after the attempt's timeout, then one every 500 ms.
+            // The TS pool's schedule (sdk-behaviour §5): the first attempt and one internal
+            // retry each get the full timeout, then it tries again every 500 ms.
             flight.deadline = now
                 + if flight.retries == 0 {
                     timeout
@@ -338,8 +355,17 @@ impl PeerCore {
             },
         );
         self.publication_order.push_back(id);
-        while self.publication_order.len() > PENDING_CAPACITY {
-            if let Some(old) = self.publication_order.pop_front() {
+        // Forget the oldest tallies, except those a lane waits on: their verdicts (or their
+        // relays still to answer, for a retry) decide when the lane goes on.
+        let mut kept = 0;
+        while self.publication_order.len() > PENDING_CAPACITY + kept {
+            let Some(old) = self.publication_order.pop_front() else {
+                break;
+            };
+            if self.in_flight.contains_key(&old) {
+                self.publication_order.push_back(old);
+                kept += 1;
+            } else {
                 self.publications.remove(&old);
             }
         }
@@ -467,6 +493,89 @@ mod tests {
             Some((_, ClientMessage::Req { filter, .. })) => filter.since.map(|t| t.as_secs()),
             other => panic!("expected a REQ, got {other:?}"),
         }
+    }
+
+    fn lanes(quorum: OkQuorum, missing: MissingOk) -> PeerCore {
+        let mut core = PeerCore::new(Identity::derive(1, "p"), vec!["a".into(), "b".into()]);
+        core.set_publish_wait(PublishWait::ForOk {
+            timeout: Duration::from_secs(10),
+            quorum,
+            missing,
+        });
+        core
+    }
+
+    fn event(core: &PeerCore, text: &str) -> Event {
+        let other = Identity::derive(1, "q").public_key();
+        core.sign(&other, None, vec![], text.into(), Duration::ZERO)
+    }
+
+    /// The events sent, by relay, since the last call.
+    fn sent(core: &mut PeerCore) -> Vec<(String, EventId)> {
+        std::iter::from_fn(|| core.poll_transmit())
+            .filter_map(|(relay, m)| match m {
+                ClientMessage::Event(e) => Some((relay, e.id)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn ok(core: &mut PeerCore, relay: &str, id: EventId, accepted: bool, at: Duration) {
+        let message = if accepted { "" } else { "blocked: no" };
+        let verdict = RelayMessage::Ok {
+            id,
+            accepted,
+            message: message.into(),
+        };
+        core.handle_relay_message(relay, verdict, at);
+    }
+
+    #[test]
+    fn a_lane_waits_for_every_relay_or_the_first_acceptance() {
+        for quorum in [OkQuorum::All, OkQuorum::Any] {
+            let mut core = lanes(quorum, MissingOk::Proceed);
+            let (first, second) = (event(&core, "1"), event(&core, "2"));
+            let (a, b) = (first.id, second.id);
+            core.publish_in_lane("l", first, Duration::ZERO);
+            core.publish_in_lane("l", second, Duration::ZERO);
+            assert_eq!(sent(&mut core), [("a".into(), a), ("b".into(), a)]);
+            ok(&mut core, "a", a, true, Duration::from_millis(5));
+            let after_one = sent(&mut core);
+            ok(&mut core, "b", a, true, Duration::from_millis(6));
+            let after_both = sent(&mut core);
+            let second_out = vec![("a".to_owned(), b), ("b".to_owned(), b)];
+            match quorum {
+                OkQuorum::Any => assert_eq!((after_one, after_both), (second_out, vec![])),
+                OkQuorum::All => assert_eq!((after_one, after_both), (vec![], second_out)),
+            }
+        }
+    }
+
+    #[test]
+    fn a_retrying_lane_publishes_again_to_silent_relays_until_one_rejects() {
+        let mut core = lanes(OkQuorum::Any, MissingOk::Retry);
+        let (first, second) = (event(&core, "1"), event(&core, "2"));
+        let (a, b) = (first.id, second.id);
+        core.publish_in_lane("l", first, Duration::ZERO);
+        core.publish_in_lane("l", second, Duration::ZERO);
+        sent(&mut core);
+        // No answer in 10 s: again to both; then 10 s more; then every 500 ms.
+        let mut retries = Vec::new();
+        while let Some(at) = core
+            .poll_timeout()
+            .filter(|at| *at < Duration::from_secs(21))
+        {
+            core.handle_timeout(at);
+            retries.push((at, sent(&mut core).len()));
+        }
+        let s = Duration::from_secs;
+        assert_eq!(
+            retries,
+            [(s(10), 2), (s(20), 2), (Duration::from_millis(20_500), 2)]
+        );
+        // A definitive `OK false` ends the wait (the TS pool throws at once).
+        ok(&mut core, "a", a, false, s(21));
+        assert_eq!(sent(&mut core), [("a".into(), b), ("b".into(), b)]);
     }
 
     #[test]

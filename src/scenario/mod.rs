@@ -522,7 +522,10 @@ mod tests {
         assert_eq!(b.call_refresh, crate::peer::behaviour::CallRefresh::ETag);
         assert_eq!(
             (b.timer_sweep, b.nonce_limit),
-            (Some(Duration::from_secs(5)), None)
+            (
+                crate::peer::behaviour::TimerSweep::Every(Duration::from_secs(5)),
+                None
+            )
         );
         // Expectations name families, never an implementation's words.
         let text = format!(

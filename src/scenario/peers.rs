@@ -6,7 +6,7 @@ use super::spec::{self, ScenarioSpec};
 use super::{ClientDef, ServerDef};
 use crate::peer::behaviour::{
     AcceptWait, Behaviour, CallRefresh, Dedup, MissingOk, OkQuorum, PublishWait, ReaderSession,
-    Role, TokenShape, OK_TIMEOUT, PRESETS,
+    Role, TimerSweep, TokenShape, OK_TIMEOUT, PRESETS,
 };
 use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
@@ -557,7 +557,10 @@ fn custom(
                 None,
             ));
         }
-        b.timer_sweep = (!sweep.0.is_zero()).then_some(sweep.0);
+        b.timer_sweep = match sweep.0.is_zero() {
+            true => TimerSweep::Exact,
+            false => TimerSweep::Every(sweep.0),
+        };
     }
     if let Some(limit) = t.nonce_limit {
         if limit > 1_000_000 {

@@ -70,8 +70,18 @@ fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
         // Each pins the outcome of every workload: an SDK preset's failure, and what
         // relaysim's own peers do in its place (completed, unless they share the weakness).
         let text = std::fs::read_to_string(&path).unwrap();
-        assert!(text.contains("outcomes = {"), "{}", path.display());
-        assert!(text.contains("\"failed"), "{}", path.display());
+        let outcomes = text
+            .lines()
+            .find(|l| l.starts_with("outcomes = {"))
+            .unwrap_or_else(|| panic!("{}: no outcomes", path.display()));
+        for workload in s.workload_names() {
+            assert!(
+                outcomes.contains(&format!("\"{workload}\" = ")),
+                "{}: {workload} has no expected outcome",
+                path.display()
+            );
+        }
+        assert!(outcomes.contains("\"failed"), "{}", path.display());
     }
 }
 

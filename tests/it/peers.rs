@@ -704,7 +704,7 @@ fn an_sdk_upload_publishes_each_frame_after_the_relays_answered_the_last_or_retr
     for pair in frames.windows(2) {
         assert_eq!(pair[1].0 - pair[0].0, S(10), "{frames:?}");
     }
-    // The TS pool publishes the same frame again: after 10 s, then every 500 ms, and with no
+    // The TS pool publishes the same frame again: after 10 s, 10 s more, then every 500 ms; with no
     // relay ever answering the upload never gets past `start` (sdk-behaviour §5, §6 C8).
     let (done, frames) = upload(Behaviour {
         upload_accept: AcceptWait::Never,
@@ -837,8 +837,8 @@ fn a_rust_sdk_client_times_out_a_long_stream_whose_frames_carry_no_e_tag() {
 }
 
 #[test]
-fn a_rust_sdk_client_notices_a_timeout_only_on_its_15_s_sweep() {
-    // A tool that answers after 60 s, called at 1 s with a 20 s timeout (due at 21 s): is the
+fn a_rust_sdk_client_notices_a_timeout_only_on_its_sweep_every_half_timeout() {
+    // A tool that answers after 60 s, called at 1 s with a 10 s timeout (due at 11 s): is the
     // call failed by `at`?
     let failed_by = |client: Behaviour, at: Duration| {
         let mut n = Loopback::new(
@@ -846,7 +846,7 @@ fn a_rust_sdk_client_notices_a_timeout_only_on_its_15_s_sweep() {
             vec![("relay-a".into(), RelayProfile::ideal())],
             |c| {
                 c.behaviour = client;
-                c.request_timeout = S(20);
+                c.request_timeout = S(10);
             },
             ServerConfig::default(),
         );
@@ -868,12 +868,17 @@ fn a_rust_sdk_client_notices_a_timeout_only_on_its_15_s_sweep() {
         })
     };
     let rust = || Behaviour::preset("rust-sdk", Role::Client).unwrap();
-    // sdk-behaviour §3.4: the Rust client sweeps every 15 s, so 21 s is noticed at 30 s.
-    assert!(!failed_by(rust(), S(29)));
-    assert!(failed_by(rust(), S(30)));
-    // relaysim's (and the TS) client notices at once.
+    // sdk-behaviour §3.4: the Rust client sweeps every (timeout/2).clamp(1 s, 30 s), here 5 s,
+    // so a deadline at 11 s is noticed at 15 s.
+    assert!(!failed_by(rust(), Duration::from_millis(14_900)));
+    assert!(failed_by(rust(), S(15)));
+    // relaysim's (and the TS) client notices at the deadline.
+    assert!(!failed_by(
+        Behaviour::relaysim(),
+        Duration::from_millis(10_999)
+    ));
     assert!(failed_by(
         Behaviour::relaysim(),
-        Duration::from_millis(21_001)
+        Duration::from_millis(11_001)
     ));
 }

@@ -198,8 +198,9 @@ pub struct SdkStreamReader<P> {
     /// reader's cap); a reader copying one without the cap (the TS reader) sets more, and
     /// longer nonces reach the session under a short alias.
     max_nonce: usize,
-    /// Alias → the nonce it stands for, until the pong goes out.
-    nonce_aliases: BTreeMap<String, String>,
+    /// The alias of the ping being handled and the nonce it stands for: the session answers
+    /// (or not) within that one frame, so nothing outlives it.
+    nonce_alias: Option<(String, String)>,
     next_alias: u64,
 }
 
@@ -226,7 +227,7 @@ impl<P: Clone + Ord> SdkStreamReader<P> {
             events: VecDeque::new(),
             last_sweep: Duration::ZERO,
             max_nonce: policy.max_nonce_bytes,
-            nonce_aliases: BTreeMap::new(),
+            nonce_alias: None,
             next_alias: 0,
         }
     }
@@ -238,8 +239,8 @@ impl<P: Clone + Ord> SdkStreamReader<P> {
             if nonce.len() > SDK_NONCE_CAP && nonce.len() <= self.max_nonce {
                 self.next_alias += 1;
                 let alias = format!("alias:{}", self.next_alias);
-                self.nonce_aliases
-                    .insert(alias.clone(), std::mem::replace(nonce, alias));
+                let original = std::mem::replace(nonce, alias.clone());
+                self.nonce_alias = Some((alias, original));
             }
         }
         frame
@@ -280,9 +281,9 @@ impl<P: Clone + Ord> SdkStreamReader<P> {
     }
 }
 
-impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
-    fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration) {
-        let frame = self.aliased(frame);
+impl<P: Clone + Ord + Send> SdkStreamReader<P> {
+    /// One frame through the SDK's registry, and what it says back.
+    fn handle_sdk_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration) {
         let Some(n) = to_sdk(&frame.to_json()) else {
             return;
         };
@@ -330,7 +331,10 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
         match result {
             Ok(FrameOutcome::None) => {}
             Ok(FrameOutcome::SendPong(nonce)) => {
-                let nonce = self.nonce_aliases.remove(&nonce).unwrap_or(nonce);
+                let nonce = match self.nonce_alias.take() {
+                    Some((alias, original)) if alias == nonce => original,
+                    _ => nonce,
+                };
                 self.send(&peer, &token, StreamBody::Pong { nonce })
             }
             Ok(FrameOutcome::Closed) => {
@@ -345,6 +349,14 @@ impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
             }
             Err(e) => self.fail(peer, token, stream_failure(e)),
         }
+    }
+}
+
+impl<P: Clone + Ord + Send> StreamReading<P> for SdkStreamReader<P> {
+    fn handle_frame(&mut self, peer: &P, frame: StreamFrame, now: Duration) {
+        let frame = self.aliased(frame);
+        self.handle_sdk_frame(peer, frame, now);
+        self.nonce_alias = None;
     }
 
     fn set_send_accept(&mut self, send_accept: bool) {

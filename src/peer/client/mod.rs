@@ -231,6 +231,8 @@ struct PendingCall {
     patience: Duration,
     /// A failure the transport kept from the call (see [`Behaviour::failures_reach_call`]).
     swallowed: Option<String>,
+    /// An uploaded request's `start` event, which the server's answer names in its `e` tag.
+    upload_start: Option<EventId>,
 }
 
 /// A ContextVM client.
@@ -448,19 +450,23 @@ impl ContextVmClient {
         let server = self.config.server;
         let now = self.now;
         // Each frame, and the lane it waits in: an upload's frames wait for each other when the
-        // behaviour says so (sdk-behaviour §2.3).
-        let mut frames: Vec<(String, Option<String>)> = Vec::new();
+        // behaviour says so (sdk-behaviour §2.3). An upload's `start` is the event the server
+        // answers (its `e` tag), so its call remembers it.
+        let mut frames: Vec<(String, Option<String>, Option<CallId>)> = Vec::new();
         for sender in self.uploads.values_mut() {
             while let Some(frame) = sender.poll_transmit(now) {
                 let lane = format!("upload {}", frame.token.to_value());
-                frames.push((frame.to_json(), Some(lane)));
+                let start = matches!(frame.body, TransferBody::Start { .. })
+                    .then(|| self.by_token.get(&frame.token).copied())
+                    .flatten();
+                frames.push((frame.to_json(), Some(lane), start));
             }
         }
         while let Some((_, frame)) = self.streams.poll_transmit() {
-            frames.push((frame.to_json(), None));
+            frames.push((frame.to_json(), None, None));
         }
         while let Some((_, frame)) = self.downloads.poll_transmit() {
-            frames.push((frame.to_json(), None));
+            frames.push((frame.to_json(), None, None));
         }
         self.follower.handle_timeout(now);
         while let Some((attempt, request)) = self.follower.poll_transmit() {
@@ -480,15 +486,18 @@ impl ContextVmClient {
                     params: Some(r.to_params()),
                 },
             };
-            frames.push((message.to_json(), None));
+            frames.push((message.to_json(), None, None));
         }
-        for (text, lane) in frames {
+        for (text, lane, start_of) in frames {
             let tags = std::mem::take(&mut self.pending_tags);
             let event = self.core.sign(&server, None, tags, text, now);
-            match lane {
+            let id = match lane {
                 Some(lane) => self.core.publish_in_lane(&lane, event, now),
                 None => self.core.publish(event),
             };
+            if let Some(call) = start_of.and_then(|c| self.calls.get_mut(&c)) {
+                call.upload_start = Some(id);
+            }
         }
         self.uploads.retain(|_, s| !s.is_done());
         self.drain_engines();
@@ -580,12 +589,13 @@ impl ContextVmClient {
     /// When a call deadline is noticed: at once, or on the next sweep of pending calls when
     /// the behaviour sweeps (sweeps fall on multiples of the interval from virtual time zero).
     fn swept(&self, deadline: Duration) -> Duration {
-        let Some(every) = self.config.behaviour.timer_sweep else {
+        let sweep = self.config.behaviour.timer_sweep;
+        let Some(every) = sweep.interval(self.config.request_timeout) else {
             return deadline;
         };
-        let every = every.as_micros().max(1);
-        let ticks = deadline.as_micros().div_ceil(every);
-        Duration::from_micros(u64::try_from(ticks * every).unwrap_or(u64::MAX))
+        let every = every.as_nanos().max(1);
+        let ticks = deadline.as_nanos().div_ceil(every);
+        Duration::from_nanos(u64::try_from(ticks * every).unwrap_or(u64::MAX))
     }
 }
 

@@ -43,7 +43,7 @@ impl ContextVmClient {
                 let call = self
                     .calls
                     .values_mut()
-                    .find(|c| c.request_event.as_ref() == Some(&e));
+                    .find(|c| c.request_event == Some(e) || c.upload_start == Some(e));
                 if let Some(call) = call {
                     call.soft_deadline = now + call.patience;
                 }

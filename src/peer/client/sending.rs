@@ -50,6 +50,7 @@ impl ContextVmClient {
                 request_text: None,
                 request_event: None,
                 swallowed: None,
+                upload_start: None,
                 soft_deadline: now + self.config.request_timeout,
                 hard_deadline: now + self.config.max_request_timeout,
                 is_initialize,

@@ -542,7 +542,8 @@ impl ContextVmServer {
         }
         self.streams
             .retain(|_, s| !(s.responded && s.writer.is_done()));
-        // Writes that waited for their lane go on once it is free.
+        // Writes that waited for their lane go on once it is free: an SDK writer's `write` holds
+        // its lock until the frame before it was published.
         let core = &self.core;
         let free: Vec<u64> = self
             .streams
