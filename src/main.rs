@@ -7,6 +7,7 @@ use cli::Exit;
 use std::process::ExitCode;
 
 fn main() -> ExitCode {
+    quiet_on_closed_pipe();
     match cli::run() {
         Ok(Exit::Success) => ExitCode::SUCCESS,
         Ok(Exit::ExpectationFailed) => ExitCode::from(1),
@@ -14,5 +15,16 @@ fn main() -> ExitCode {
             eprintln!("error: {e:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so writing to a closed pipe (`relaysim compare … | head`) makes
+/// `println!` panic. A command-line tool should end quietly instead, as the default action does.
+fn quiet_on_closed_pipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in `main`, before any thread exists; setting a signal's
+    // disposition to its default has no other precondition.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

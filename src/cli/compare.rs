@@ -15,7 +15,7 @@ pub(super) struct CompareArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Runs per pairing (overrides each scenario's).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     runs: Option<u32>,
     /// Where to write compare.csv (default results/compare/<scenario>/).
     #[arg(long)]
@@ -33,7 +33,7 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
     for path in &args.scenarios {
         let scenario = Scenario::from_file(path)?;
         let seed = args.seed.unwrap_or(scenario.seed);
-        let runs = args.runs.unwrap_or(scenario.runs).max(1);
+        let runs = args.runs.unwrap_or(scenario.runs);
         let bar = ProgressBar::with_draw_target(
             Some((runs as usize * pairings) as u64),
             ProgressDrawTarget::stderr(),

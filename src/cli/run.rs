@@ -15,7 +15,7 @@ pub(super) struct RunArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Number of runs, with seeds seed, seed+1, ... (overrides the scenario's).
-    #[arg(long)]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     runs: Option<u32>,
     /// Where to write summary.csv, latency.csv and failures.csv (default results/<scenario>/).
     #[arg(long)]
@@ -46,7 +46,7 @@ pub(super) enum Engine {
 pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
     let scenario = load_scenario(&args.scenario)?;
     let seed = args.seed.unwrap_or(scenario.seed);
-    let runs = args.runs.unwrap_or(scenario.runs).max(1);
+    let runs = args.runs.unwrap_or(scenario.runs);
     if args.engine == Engine::Turmoil && args.trace_events == EventsMode::Ids {
         bail!("the turmoil engine's traces store events whole; drop --trace-events ids");
     }
@@ -119,6 +119,25 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
             println!("{}\n", scenario.description.trim());
         }
         print!("{}", output::summary_text(&report, &names));
+        if let Some(seed) = report
+            .failing_seeds()
+            .values()
+            .filter_map(|s| s.first())
+            .min()
+        {
+            let file = args
+                .scenario
+                .as_ref()
+                .map_or(String::new(), |p| format!(" {}", p.display()));
+            let engine = match args.engine {
+                Engine::Des => "",
+                Engine::Turmoil => " --engine turmoil",
+            };
+            println!(
+                "reproduce one with a trace: relaysim run{file}{engine} --seed {seed} --runs 1 \
+                 --trace trace-{seed}.jsonl"
+            );
+        }
         println!("results written to {}", out.display());
         if failed.is_empty() {
             println!("expectations: all hold");

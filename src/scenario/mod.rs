@@ -207,13 +207,16 @@ impl Scenario {
             .map(|(i, w)| workloads::declared_name(i, w.get_ref()))
             .collect();
         expect::validate(&ctx, &spec.expect, &workload_names);
+        if spec.runs == Some(0) {
+            ctx.record(ctx.at(None, "runs", "must be at least 1".into(), None));
+        }
         let server_config = policy::server_config(&ctx, &spec.policy);
         ctx.finish()?;
         Ok(Scenario {
             name: spec.name.clone().unwrap_or_default(),
             description: spec.description.clone().unwrap_or_default(),
             seed: spec.seed.unwrap_or(1),
-            runs: spec.runs.unwrap_or(1).max(1),
+            runs: spec.runs.unwrap_or(1),
             duration: spec.duration.map_or(Duration::from_secs(600), |d| d.0),
             hash: hex::encode(Sha256::digest(text.as_bytes())),
             source: text.to_owned(),

@@ -525,6 +525,27 @@ impl Report {
         out
     }
 
+    /// The seeds of the runs in which each workload's calls failed, by workload index and
+    /// cause family, each list sorted and without repeats.
+    pub fn failing_seeds(&self) -> BTreeMap<(usize, String), Vec<u64>> {
+        let mut out: BTreeMap<(usize, String), Vec<u64>> = BTreeMap::new();
+        for run in &self.runs {
+            for item in &run.items {
+                if let Some(family) = item.outcome.family() {
+                    let seeds = out.entry((item.workload, family.to_owned())).or_default();
+                    if seeds.last() != Some(&run.seed) {
+                        seeds.push(run.seed);
+                    }
+                }
+            }
+        }
+        for seeds in out.values_mut() {
+            seeds.sort_unstable();
+            seeds.dedup();
+        }
+        out
+    }
+
     /// Failures in the implementations' own words (causes with text after the family), with
     /// their counts, over all runs.
     pub fn failure_texts(&self) -> BTreeMap<String, u64> {

@@ -21,13 +21,14 @@ fn ms(us: u64) -> String {
 /// The human-readable summary printed by `relaysim run`.
 pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
     let mut out = String::new();
-    let seeds: Vec<String> = report.runs.iter().map(|r| r.seed.to_string()).collect();
+    let mut seeds: Vec<u64> = report.runs.iter().map(|r| r.seed).collect();
+    seeds.sort_unstable();
     let _ = writeln!(
         out,
         "scenario {}  runs {}  seeds {}",
         report.scenario,
         report.runs.len(),
-        seeds.join(",")
+        seed_ranges(&seeds)
     );
     let _ = writeln!(out);
     let _ = writeln!(
@@ -57,6 +58,14 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
             items.len() - done,
             causes.join(", ")
         );
+    }
+    let failing = report.failing_seeds();
+    if !failing.is_empty() {
+        let _ = writeln!(out, "\nfailing seeds:");
+        for ((workload, family), seeds) in &failing {
+            let name = workloads.get(*workload).map_or("?", String::as_str);
+            let _ = writeln!(out, "  {name:<26} {family:<24} {}", seed_ranges(seeds));
+        }
     }
     // Another implementation's own words tell failures of one family apart (a stalled reader
     // from a reordered one).
@@ -252,4 +261,22 @@ pub fn to_json(
         "items": items,
         "expectations_failed": expectation_failures,
     })
+}
+
+/// Sorted seeds written as ranges: `1-3, 7, 9-10`.
+pub fn seed_ranges(seeds: &[u64]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut i = 0;
+    while i < seeds.len() {
+        let mut j = i;
+        while j + 1 < seeds.len() && seeds[j + 1] == seeds[j] + 1 {
+            j += 1;
+        }
+        parts.push(match j - i {
+            0 => seeds[i].to_string(),
+            _ => format!("{}-{}", seeds[i], seeds[j]),
+        });
+        i = j + 1;
+    }
+    parts.join(", ")
 }

@@ -436,3 +436,88 @@ fn a_resumable_stream_scenario_reports_both_clients_and_the_resume_counters() {
     assert!(counters[0].contains("replayed_events"), "{text}");
     assert!(line("resume_latency").len() == 1, "{text}");
 }
+
+#[test]
+fn zero_runs_is_refused_on_the_command_line_and_in_a_file() {
+    let out = relaysim(&["run", "--runs", "0"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--runs"));
+    let dir = std::env::temp_dir().join(format!("relaysim-zero-runs-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("zero.toml");
+    std::fs::write(
+        &file,
+        "runs = 0\n[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+         [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n",
+    )
+    .unwrap();
+    let out = relaysim(&["run", file.to_str().unwrap()]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("zero.toml:1") && err.contains("runs"), "{err}");
+}
+
+#[test]
+fn a_run_with_failures_lists_the_failing_seeds_and_how_to_reproduce_one() {
+    let out_dir = std::env::temp_dir().join(format!("relaysim-seeds-{}", std::process::id()));
+    let out = relaysim(&[
+        "run",
+        "scenarios/damus-rate-cap.toml",
+        "--runs",
+        "3",
+        "--seed",
+        "4",
+        "--out",
+        out_dir.to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&out_dir);
+    let text = stdout(&out);
+    assert!(text.contains("runs 3  seeds 4-6"), "{text}");
+    let listed = text
+        .lines()
+        .skip_while(|l| *l != "failing seeds:")
+        .nth(1)
+        .unwrap_or_default();
+    assert!(
+        listed.contains("stream-probe-timeout") && listed.ends_with("4-6"),
+        "{text}"
+    );
+    assert!(
+        text.contains(
+            "relaysim run scenarios/damus-rate-cap.toml --seed 4 --runs 1 --trace trace-4.jsonl"
+        ),
+        "{text}"
+    );
+}
+
+#[test]
+fn a_closed_pipe_ends_the_output_quietly() {
+    // More output than a pipe holds (1,500 workload rows), read by nobody.
+    let dir = std::env::temp_dir().join(format!("relaysim-pipe-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let mut text = String::from(
+        "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+         [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n",
+    );
+    for i in 0..1500 {
+        text.push_str(&format!(
+            "[[workloads]]\nname = \"w{i}\"\nkind = \"request\"\n"
+        ));
+    }
+    let file = dir.join("many.toml");
+    std::fs::write(&file, text).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args(["run", file.to_str().unwrap(), "--out"])
+        .arg(dir.join("out"))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    drop(child.stdout.take());
+    let out = child.wait_with_output().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert!(err.is_empty(), "{err}");
+}
