@@ -41,9 +41,16 @@ pub enum ShrinkError {
     /// The trace cannot be replayed.
     #[error(transparent)]
     Replay(#[from] ReplayError),
-    /// The trace records no failure (or not the one asked for).
+    /// The trace records no failure with the cause asked for.
     #[error("the trace records no failure with cause {0:?}; causes recorded: {1}")]
     NoSuchFailure(String, String),
+    /// Every call in the trace completed.
+    #[error("every call in this trace completed: there is no failure to shrink")]
+    NothingFailed,
+    /// A live relay's trace (from `serve`, `record` or `--engine turmoil`) records what crossed
+    /// the relay, not the simulator's decisions, so there is nothing to take away.
+    #[error("shrink takes traces of the des engine (`relaysim run SCENARIO --trace FILE`); this one records a live relay. Run its scenario and seed in des with a trace (`relaysim run SCENARIO --seed N --runs 1 --trace FILE`) and shrink that")]
+    LiveTrace,
     /// Replaying with every disturbance does not fail the same way.
     #[error("replaying the trace does not reproduce the failure {0:?}")]
     DoesNotReproduce(String),
@@ -67,6 +74,9 @@ pub struct Shrunk {
 /// Shrinks `trace` while a call still fails with `cause` (default: the first recorded cause),
 /// trying at most `max_runs` candidate runs.
 pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shrunk, ShrinkError> {
+    if matches!(&trace.lines[0], Line::Header { driver, .. } if driver == "live") {
+        return Err(ShrinkError::LiveTrace);
+    }
     let scenario = scenario_of(trace)?;
     let causes: Vec<String> = trace
         .outcomes()
@@ -86,7 +96,7 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         None => causes
             .first()
             .map(|c| crate::stats::family(c).to_owned())
-            .ok_or_else(|| ShrinkError::NoSuchFailure("any".into(), "none".into()))?,
+            .ok_or(ShrinkError::NothingFailed)?,
     };
     let (_, seed, events, suppressed) = trace.header();
     let recorded = plans_of(trace);

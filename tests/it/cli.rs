@@ -521,3 +521,41 @@ fn a_closed_pipe_ends_the_output_quietly() {
     assert!(!err.contains("panicked"), "{err}");
     assert!(err.is_empty(), "{err}");
 }
+
+#[test]
+fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
+    let dir = std::env::temp_dir().join(format!("relaysim-shrink-{}", std::process::id()));
+    let passing = dir.join("passing.jsonl");
+    let run = relaysim(&[
+        "run",
+        "--trace",
+        passing.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert!(run.status.success());
+    let out = relaysim(&[
+        "shrink",
+        passing.to_str().unwrap(),
+        "--out",
+        dir.join("shrunk.jsonl").to_str().unwrap(),
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(err.contains("every call in this trace completed"), "{err}");
+    // A live relay's trace: the header says so.
+    let text = std::fs::read_to_string(&passing).unwrap();
+    let live = dir.join("live.jsonl");
+    std::fs::write(&live, text.replacen("\"driver\":\"des\"", "\"driver\":\"live\"", 1)).unwrap();
+    let out = relaysim(&[
+        "shrink",
+        live.to_str().unwrap(),
+        "--out",
+        dir.join("shrunk.jsonl").to_str().unwrap(),
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert_eq!(out.status.code(), Some(2));
+    // Its advice names only flags that exist.
+    assert!(err.contains("des engine") && !err.contains("--scenario"), "{err}");
+}
