@@ -14,8 +14,17 @@ use std::path::Path;
 /// Names the workloads of a report (index → name).
 pub type WorkloadNames<'a> = &'a [String];
 
-fn ms(us: u64) -> String {
-    format!("{:.1}", us as f64 / 1000.0)
+/// A duration in microseconds for people: milliseconds below 10 s, then seconds below
+/// 10 min, then minutes (CSV files keep microseconds).
+pub fn human_us(us: u64) -> String {
+    let secs = us as f64 / 1e6;
+    if secs < 10.0 {
+        format!("{:.1}ms", us as f64 / 1000.0)
+    } else if secs < 600.0 {
+        format!("{secs:.2}s")
+    } else {
+        format!("{:.1}min", secs / 60.0)
+    }
 }
 
 /// The human-readable summary printed by `relaysim run`.
@@ -89,7 +98,7 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}  (milliseconds of virtual time)",
+        "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}  (virtual time)",
         "metric", "count", "p50", "p90", "p99", "p99.9", "max"
     );
     for metric in METRICS {
@@ -99,11 +108,11 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
                 "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}",
                 metric,
                 row.count,
-                ms(row.p50),
-                ms(row.p90),
-                ms(row.p99),
-                ms(row.p999),
-                ms(row.max)
+                human_us(row.p50),
+                human_us(row.p90),
+                human_us(row.p99),
+                human_us(row.p999),
+                human_us(row.max)
             );
         }
     }
@@ -279,4 +288,25 @@ pub fn seed_ranges(seeds: &[u64]) -> String {
         i = j + 1;
     }
     parts.join(", ")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_read_in_the_unit_that_suits_them() {
+        assert_eq!(human_us(149_815), "149.8ms");
+        assert_eq!(human_us(9_999_900), "9999.9ms");
+        assert_eq!(human_us(10_000_000), "10.00s");
+        assert_eq!(human_us(149_815_300), "149.82s");
+        assert_eq!(human_us(600_000_000), "10.0min");
+    }
+
+    #[test]
+    fn seeds_read_as_ranges() {
+        assert_eq!(seed_ranges(&[1, 2, 3, 7, 9, 10]), "1-3, 7, 9-10");
+        assert_eq!(seed_ranges(&[4]), "4");
+        assert_eq!(seed_ranges(&[]), "");
+    }
 }

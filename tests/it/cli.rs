@@ -546,7 +546,11 @@ fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
     // A live relay's trace: the header says so.
     let text = std::fs::read_to_string(&passing).unwrap();
     let live = dir.join("live.jsonl");
-    std::fs::write(&live, text.replacen("\"driver\":\"des\"", "\"driver\":\"live\"", 1)).unwrap();
+    std::fs::write(
+        &live,
+        text.replacen("\"driver\":\"des\"", "\"driver\":\"live\"", 1),
+    )
+    .unwrap();
     let out = relaysim(&[
         "shrink",
         live.to_str().unwrap(),
@@ -557,5 +561,8 @@ fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2));
     // Its advice names only flags that exist.
-    assert!(err.contains("des engine") && !err.contains("--scenario"), "{err}");
+    assert!(
+        err.contains("des engine") && !err.contains("--scenario"),
+        "{err}"
+    );
 }
