@@ -17,7 +17,8 @@ pub(super) struct RunArgs {
     /// Number of runs, with seeds seed, seed+1, ... (overrides the scenario's).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
     runs: Option<u32>,
-    /// Where to write summary.csv, latency.csv and failures.csv (default results/<scenario>/).
+    /// Where to write summary.csv, latency.csv and failures.csv (default results/<file name>/,
+    /// with `-turmoil` for that engine; never another scenario file's directory).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
     /// Print the report as JSON instead of the table.
@@ -103,10 +104,10 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
     bar.finish_and_clear();
     let names = scenario.workload_names();
     let failed = scenario.check_observed(&report, args.engine == Engine::Des);
-    let out = args
-        .out
-        .clone()
-        .unwrap_or_else(|| std::path::Path::new("results").join(&scenario.name));
+    let out = match &args.out {
+        Some(out) => out.clone(),
+        None => default_results_dir(&args)?,
+    };
     output::write_csv(&report, &names, &out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
     if args.json {
@@ -153,6 +154,47 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
     } else {
         Exit::ExpectationFailed
     })
+}
+
+/// The file that says which scenario a results directory belongs to.
+const OWNER_FILE: &str = "scenario.txt";
+
+/// `results/<file name>/` (`-turmoil` for that engine), claimed for this scenario file. A
+/// directory another scenario file's results are in is refused, not overwritten.
+fn default_results_dir(args: &RunArgs) -> Result<std::path::PathBuf> {
+    let (stem, source) = match &args.scenario {
+        Some(path) => (
+            path.file_stem()
+                .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
+            // The same file, however it was named on the command line.
+            std::fs::canonicalize(path)
+                .unwrap_or_else(|_| path.clone())
+                .display()
+                .to_string(),
+        ),
+        None => (
+            "default".to_owned(),
+            "the built-in default scenario".to_owned(),
+        ),
+    };
+    let dir_name = match args.engine {
+        Engine::Des => stem,
+        Engine::Turmoil => format!("{stem}-turmoil"),
+    };
+    let dir = std::path::Path::new("results").join(dir_name);
+    let owner = dir.join(OWNER_FILE);
+    match std::fs::read_to_string(&owner) {
+        Ok(text) if text.trim() != source => bail!(
+            "{} holds the results of {}; give this run its own directory with --out DIR",
+            dir.display(),
+            text.trim()
+        ),
+        _ => {}
+    }
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(&owner, format!("{source}\n"))
+        .with_context(|| format!("cannot write {}", owner.display()))?;
+    Ok(dir)
 }
 
 pub(super) fn load_scenario(path: &Option<std::path::PathBuf>) -> Result<Scenario> {

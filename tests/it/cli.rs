@@ -566,3 +566,36 @@ fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
         "{err}"
     );
 }
+
+#[test]
+fn results_go_to_a_directory_named_after_the_file_and_are_never_another_file_s() {
+    let base = std::env::temp_dir().join(format!("relaysim-results-{}", std::process::id()));
+    let text = "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+                [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n[[workloads]]\nkind = \"request\"\n";
+    for dir in ["one", "two"] {
+        std::fs::create_dir_all(base.join(dir)).unwrap();
+        std::fs::write(base.join(dir).join("same.toml"), text).unwrap();
+    }
+    let run = |file: &str| {
+        Command::new(env!("CARGO_BIN_EXE_relaysim"))
+            .args(["run", file])
+            .current_dir(&base)
+            .output()
+            .unwrap()
+    };
+    let first = run("one/same.toml");
+    assert!(first.status.success(), "{}", stdout(&first));
+    assert!(stdout(&first).contains("results written to results/same"));
+    assert!(base.join("results/same/summary.csv").exists());
+    // The same file again, named differently: its own directory still.
+    assert!(run("./one/../one/same.toml").status.success());
+    // Another file of the same name: refused, with the way out.
+    let second = run("two/same.toml");
+    let err = String::from_utf8_lossy(&second.stderr).into_owned();
+    let _ = std::fs::remove_dir_all(&base);
+    assert_eq!(second.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("holds the results of") && err.contains("--out"),
+        "{err}"
+    );
+}
