@@ -33,6 +33,7 @@ enum Command {
         relaysim run\n  \
         relaysim run scenarios/strfry-1mib-escape.toml --runs 20\n  \
         relaysim run scenarios/damus-rate-cap.toml --seed 7 --json\n  \
+        relaysim run scenarios/contextvm-sdk/*.toml\n  \
         relaysim run my.toml --out /tmp/results")]
     Run(run::RunArgs),
     /// Run a scenario under every pairing of endpoint implementations (server engines ×

@@ -9,8 +9,8 @@ use relaysim::trace::EventsMode;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct RunArgs {
-    /// The scenario file (TOML). Default: the built-in default scenario.
-    scenario: Option<std::path::PathBuf>,
+    /// Scenario files (TOML), run one after the other. Default: the built-in default scenario.
+    scenarios: Vec<std::path::PathBuf>,
     /// First seed (overrides the scenario's).
     #[arg(long)]
     seed: Option<u64>,
@@ -45,7 +45,59 @@ pub(super) enum Engine {
 }
 
 pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
-    let scenario = load_scenario(&args.scenario)?;
+    if args.scenarios.len() <= 1 {
+        let path = args.scenarios.first().cloned();
+        return run_file(&args, path.as_ref(), args.out.clone());
+    }
+    if args.trace.is_some() {
+        bail!("--trace records one run of one scenario; give one scenario file");
+    }
+    let mut results = Vec::new();
+    for path in &args.scenarios {
+        // With several files, --out is a parent: each file's results go under its name.
+        let out = args.out.as_ref().map(|o| {
+            o.join(
+                path.file_stem()
+                    .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
+            )
+        });
+        println!("== {}", path.display());
+        let exit = run_file(&args, Some(path), out)
+            .with_context(|| format!("running {}", path.display()))?;
+        println!();
+        results.push((path, exit));
+    }
+    let held = results
+        .iter()
+        .filter(|(_, e)| matches!(e, Exit::Success))
+        .count();
+    println!(
+        "{} scenarios: expectations hold in {held}, fail in {}",
+        results.len(),
+        results.len() - held
+    );
+    for (path, exit) in &results {
+        let verdict = match exit {
+            Exit::Success => "all hold",
+            Exit::ExpectationFailed => "FAILED",
+        };
+        println!("  {:<60} {verdict}", path.display());
+    }
+    Ok(if held == results.len() {
+        Exit::Success
+    } else {
+        Exit::ExpectationFailed
+    })
+}
+
+/// Runs one scenario file (`None`: the built-in default), its CSV files into `out` (`None`:
+/// the default results directory).
+fn run_file(
+    args: &RunArgs,
+    path: Option<&std::path::PathBuf>,
+    out: Option<std::path::PathBuf>,
+) -> Result<Exit> {
+    let scenario = load_scenario(&path.cloned())?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.runs.unwrap_or(scenario.runs);
     if args.engine == Engine::Turmoil && args.trace_events == EventsMode::Ids {
@@ -104,9 +156,9 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
     bar.finish_and_clear();
     let names = scenario.workload_names();
     let failed = scenario.check_observed(&report, args.engine == Engine::Des);
-    let out = match &args.out {
-        Some(out) => out.clone(),
-        None => default_results_dir(&args)?,
+    let out = match out {
+        Some(out) => out,
+        None => default_results_dir(path, args.engine)?,
     };
     output::write_csv(&report, &names, &out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
@@ -126,10 +178,7 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
             .filter_map(|s| s.first())
             .min()
         {
-            let file = args
-                .scenario
-                .as_ref()
-                .map_or(String::new(), |p| format!(" {}", p.display()));
+            let file = path.map_or(String::new(), |p| format!(" {}", p.display()));
             let engine = match args.engine {
                 Engine::Des => "",
                 Engine::Turmoil => " --engine turmoil",
@@ -161,8 +210,11 @@ const OWNER_FILE: &str = "scenario.txt";
 
 /// `results/<file name>/` (`-turmoil` for that engine), claimed for this scenario file. A
 /// directory another scenario file's results are in is refused, not overwritten.
-fn default_results_dir(args: &RunArgs) -> Result<std::path::PathBuf> {
-    let (stem, source) = match &args.scenario {
+fn default_results_dir(
+    path: Option<&std::path::PathBuf>,
+    engine: Engine,
+) -> Result<std::path::PathBuf> {
+    let (stem, source) = match path {
         Some(path) => (
             path.file_stem()
                 .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
@@ -177,7 +229,7 @@ fn default_results_dir(args: &RunArgs) -> Result<std::path::PathBuf> {
             "the built-in default scenario".to_owned(),
         ),
     };
-    let dir_name = match args.engine {
+    let dir_name = match engine {
         Engine::Des => stem,
         Engine::Turmoil => format!("{stem}-turmoil"),
     };

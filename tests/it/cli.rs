@@ -599,3 +599,32 @@ fn results_go_to_a_directory_named_after_the_file_and_are_never_another_file_s()
         "{err}"
     );
 }
+
+#[test]
+fn run_takes_several_files_and_sums_them_up() {
+    let base = std::env::temp_dir().join(format!("relaysim-several-{}", std::process::id()));
+    std::fs::create_dir_all(&base).unwrap();
+    let text = "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+                [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n[[workloads]]\nname = \"w\"\n\
+                kind = \"request\"\n";
+    std::fs::write(base.join("good.toml"), text).unwrap();
+    let wrong = format!("{text}[expect]\noutcomes = {{ w = \"failed\" }}\n");
+    std::fs::write(base.join("wrong.toml"), wrong).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args(["run", "good.toml", "wrong.toml", "--out", "res"])
+        .current_dir(&base)
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    let wrote_both = base.join("res/good/summary.csv").exists() && base.join("res/wrong").exists();
+    let _ = std::fs::remove_dir_all(&base);
+    assert_eq!(out.status.code(), Some(1), "{text}");
+    assert!(wrote_both, "{text}");
+    assert!(
+        text.contains("2 scenarios: expectations hold in 1, fail in 1"),
+        "{text}"
+    );
+    let verdicts: Vec<&str> = text.lines().rev().take(2).collect();
+    assert!(verdicts[1].contains("good.toml") && verdicts[1].ends_with("all hold"));
+    assert!(verdicts[0].contains("wrong.toml") && verdicts[0].ends_with("FAILED"));
+}
