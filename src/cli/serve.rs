@@ -20,6 +20,9 @@ pub(super) struct ServeArgs {
 }
 
 pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
+    if let Some(path) = &args.trace {
+        super::create_parent(path)?;
+    }
     let Some(profile) = relaysim::relay::RelayProfile::built_in(&args.profile) else {
         bail!(
             "unknown relay profile {:?}; built-in profiles: {}",
@@ -34,6 +37,7 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
         let config = relaysim::live::ServeConfig {
             listen: args.listen,
             seed: args.seed,
+            trace: args.trace.clone(),
             ..relaysim::live::ServeConfig::new(profile)
         };
         let relay = relaysim::live::serve(config)
@@ -46,6 +50,9 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
         tokio::signal::ctrl_c().await?;
         relay.shutdown().await;
         eprintln!("relaysim serve: stopped");
+        if let Some(path) = &args.trace {
+            eprintln!("trace written to {}", path.display());
+        }
         Ok::<_, anyhow::Error>(())
     })?;
     Ok(Exit::Success)

@@ -628,3 +628,45 @@ fn run_takes_several_files_and_sums_them_up() {
     assert!(verdicts[1].contains("good.toml") && verdicts[1].ends_with("all hold"));
     assert!(verdicts[0].contains("wrong.toml") && verdicts[0].ends_with("FAILED"));
 }
+
+#[cfg(unix)]
+#[test]
+fn serve_writes_its_trace_when_stopped() {
+    use std::io::BufRead;
+    let dir = std::env::temp_dir().join(format!("relaysim-serve-trace-{}", std::process::id()));
+    let trace = dir.join("nested/serve.jsonl");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--trace"])
+        .arg(&trace)
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait (bounded) until it listens.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    for _ in 0..20 {
+        line.clear();
+        if stderr.read_line(&mut line).unwrap() == 0 || line.contains("ws://") {
+            break;
+        }
+    }
+    assert!(line.contains("ws://127.0.0.1:"), "{line}");
+    let stopped = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(stopped.success());
+    let status = child.wait().unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut stderr, &mut rest).unwrap();
+    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(status.success(), "{rest}");
+    assert!(rest.contains("trace written to"), "{rest}");
+    assert!(
+        text.lines()
+            .next()
+            .is_some_and(|h| h.contains("\"driver\":\"live\"")),
+        "{text}"
+    );
+}
