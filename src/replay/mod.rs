@@ -386,22 +386,26 @@ fn drain(
             .map(|((_, t), _)| t.clone())
             .collect();
         for token in open {
-            // Tokens are strings or integers; `token_text` wrote integers as digits.
-            let key = match token.parse::<i64>() {
-                Ok(n) if n.to_string() == token => {
-                    crate::protocol::jsonrpc::ProgressToken::Number(n)
+            // Tokens are strings or integers, and `token_text` wrote both as text: digits may be
+            // either (the TypeScript SDK sends its numeric ids as strings), so both are read.
+            use crate::protocol::jsonrpc::ProgressToken;
+            let mut keys = vec![ProgressToken::String(token.clone())];
+            if let Ok(n) = token.parse::<i64>() {
+                if n.to_string() == token {
+                    keys.push(ProgressToken::Number(n));
                 }
-                _ => crate::protocol::jsonrpc::ProgressToken::String(token.clone()),
-            };
+            }
             let senders: Vec<String> = if sender.is_empty() {
                 Vec::new()
             } else {
                 vec![sender.to_owned()]
             };
             for s in senders {
-                while x.read(&s, &key).is_some() {
-                    if let Some(i) = results.get_mut(&(peer.to_owned(), token.clone())) {
-                        i.chunks += 1;
+                for key in &keys {
+                    while x.read(&s, key).is_some() {
+                        if let Some(i) = results.get_mut(&(peer.to_owned(), token.clone())) {
+                            i.chunks += 1;
+                        }
                     }
                 }
             }

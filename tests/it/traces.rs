@@ -164,3 +164,20 @@ fn every_shipped_scenario_traces_deterministically() {
         );
     }
 }
+
+#[test]
+fn inject_reads_streams_whose_tokens_are_strings_of_digits() {
+    // A client copying the TypeScript SDK's token shape: the JSON-RPC id as a string ("1").
+    let text = "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+                [[clients]]\nname = \"c\"\nrelays = [\"r\"]\nbehaviour = \"digits\"\n\
+                [behaviours.digits]\ntokens = \"message-id\"\n\
+                [[workloads]]\nkind = \"stream\"\nchunks = 5\ninterval = \"10ms\"\n";
+    let s = relaysim::scenario::Scenario::from_toml_str(text, "t.toml").unwrap();
+    let (report, trace_text) = s.run_traced(1, relaysim::trace::EventsMode::Full);
+    assert_eq!(report.items[0].outcome, relaysim::stats::Outcome::Completed);
+    let trace = Trace::parse(&trace_text, "t.jsonl").unwrap();
+    let injected = replay::inject(&trace).unwrap();
+    let stream = injected.iter().find(|i| i.kind == "stream").unwrap();
+    assert_eq!(stream.token, "1");
+    assert_eq!((stream.outcome.as_str(), stream.chunks), ("completed", 5));
+}
