@@ -670,3 +670,41 @@ fn serve_writes_its_trace_when_stopped() {
         "{text}"
     );
 }
+
+#[test]
+fn inject_says_when_there_is_nothing_to_compare() {
+    let dir = std::env::temp_dir().join(format!("relaysim-inject-none-{}", std::process::id()));
+    let trace = dir.join("t.jsonl");
+    let run = relaysim(&[
+        "run",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert!(run.status.success());
+    // Without its calls (as a recording of foreign peers), the trace has no outcomes to hold
+    // the injected ones against.
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let foreign: String = text
+        .lines()
+        .filter(|l| !l.contains("\"type\":\"called\"") && !l.contains("\"type\":\"client\""))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let bare = dir.join("bare.jsonl");
+    std::fs::write(&bare, foreign).unwrap();
+    let plain = relaysim(&["replay", bare.to_str().unwrap(), "--mode", "inject"]);
+    let checked = relaysim(&[
+        "replay",
+        bare.to_str().unwrap(),
+        "--mode",
+        "inject",
+        "--check",
+    ]);
+    let _ = std::fs::remove_dir_all(&dir);
+    assert!(plain.status.success());
+    let text = stdout(&plain);
+    assert!(text.contains("nothing to compare"), "{text}");
+    assert!(!text.contains("matches"), "{text}");
+    assert_eq!(checked.status.code(), Some(2));
+}
