@@ -511,6 +511,22 @@ fn net_with_stateless(server: Behaviour, client: Behaviour, stateless: bool) -> 
     )
 }
 
+/// [`net_with`], with the client's call timeout set to `timeout`.
+fn net_with_timeout(server: Behaviour, client: Behaviour, timeout: Duration) -> Loopback {
+    Loopback::new(
+        7,
+        vec![("relay-a".into(), RelayProfile::ideal())],
+        |c| {
+            c.behaviour = client;
+            c.request_timeout = timeout;
+        },
+        ServerConfig {
+            behaviour: server,
+            ..ServerConfig::default()
+        },
+    )
+}
+
 fn tools_calls_seen(n: &mut Loopback) -> usize {
     std::iter::from_fn(|| n.server.poll_event())
         .filter(|e| matches!(e, ServerEvent::Request { method, .. } if method == "tools/call"))
@@ -800,18 +816,7 @@ fn ts_sdk_writer_frames_carry_no_e_tag_and_rust_sdk_ones_do() {
 fn a_rust_sdk_client_times_out_a_long_stream_whose_frames_carry_no_e_tag() {
     // 30 chunks a second apart, a 10 s call timeout: only frames keep the call alive.
     let outcome = |server: Behaviour, client: Behaviour| {
-        let mut n = Loopback::new(
-            7,
-            vec![("relay-a".into(), RelayProfile::ideal())],
-            |c| {
-                c.behaviour = client;
-                c.request_timeout = S(10);
-            },
-            ServerConfig {
-                behaviour: server,
-                ..ServerConfig::default()
-            },
-        );
+        let mut n = net_with_timeout(server, client, S(10));
         initialized(&mut n);
         let start = n.now();
         let (call, _) = n.client.call_tool_stream(
@@ -841,15 +846,7 @@ fn a_rust_sdk_client_notices_a_timeout_only_on_its_sweep_every_half_timeout() {
     // A tool that answers after 60 s, called at 1 s with a 10 s timeout (due at 11 s): is the
     // call failed by `at`?
     let failed_by = |client: Behaviour, at: Duration| {
-        let mut n = Loopback::new(
-            7,
-            vec![("relay-a".into(), RelayProfile::ideal())],
-            |c| {
-                c.behaviour = client;
-                c.request_timeout = S(10);
-            },
-            ServerConfig::default(),
-        );
+        let mut n = net_with_timeout(Behaviour::relaysim(), client, S(10));
         n.client.call_tool(
             "slow",
             json!({ "ms": 60_000 }),
