@@ -251,15 +251,11 @@ impl Scenario {
         };
         let server = Behaviour::preset(server, Role::Server)?;
         let client = Behaviour::preset(client, Role::Client)?;
-        let (server_engines, client_engines) = (engines(&server)?, engines(&client)?);
-        let mut s = Scenario::from_toml_str(&self.source, &self.name).expect("it parsed before");
-        s.name = self.name.clone();
+        let mut s = self.with_implementations(engines(&server)?, engines(&client)?);
         for d in &mut s.servers {
-            d.implementation = server_engines;
             d.behaviour = server.clone();
         }
         for d in &mut s.clients {
-            d.implementation = client_engines;
             d.behaviour = client.clone();
         }
         Some(s)

@@ -532,10 +532,9 @@ impl Report {
         for run in &self.runs {
             for item in &run.items {
                 if let Some(family) = item.outcome.family() {
-                    let seeds = out.entry((item.workload, family.to_owned())).or_default();
-                    if seeds.last() != Some(&run.seed) {
-                        seeds.push(run.seed);
-                    }
+                    out.entry((item.workload, family.to_owned()))
+                        .or_default()
+                        .push(run.seed);
                 }
             }
         }

@@ -457,27 +457,26 @@ fn a_client_timeout_names_the_server_s_failure_of_its_upload() {
 fn a_rust_sdk_reader_dies_of_a_long_token_s_ping_nonce_and_a_ts_sdk_one_does_not() {
     // An SDK writer's nonce is "<token>:<n>"; a 70-byte token makes it over 64 bytes. The
     // writer pings after 1 s of silence, between chunks 3 s apart.
-    let outcome = |client: relaysim::peer::behaviour::Behaviour| {
-        let server = relaysim::peer::server::ServerConfig {
-            behaviour: relaysim::peer::behaviour::Behaviour::preset(
-                "rust-sdk",
-                relaysim::peer::behaviour::Role::Server,
-            )
-            .unwrap(),
+    use relaysim::peer::behaviour::{Behaviour, Role, TokenShape};
+    use relaysim::peer::client::ClientEvent;
+    use relaysim::peer::server::ServerConfig;
+    let outcome = |client: Behaviour| {
+        let server = ServerConfig {
+            behaviour: Behaviour::preset("rust-sdk", Role::Server).unwrap(),
             implementation: SDK,
             writer: relaysim::protocol::open_stream::WriterConfig {
                 idle_timeout: Duration::from_secs(1),
                 ..Default::default()
             },
-            ..relaysim::peer::server::ServerConfig::default()
+            ..ServerConfig::default()
         };
         let mut n = relaysim::sim::loopback::Loopback::new(
             7,
             vec![("relay-a".into(), relaysim::relay::RelayProfile::ideal())],
             |c| {
                 c.implementation = SDK;
-                c.behaviour = relaysim::peer::behaviour::Behaviour {
-                    tokens: relaysim::peer::behaviour::TokenShape::Prefixed("t".repeat(70)),
+                c.behaviour = Behaviour {
+                    tokens: TokenShape::Prefixed("t".repeat(70)),
                     ..client
                 }
             },
@@ -493,20 +492,12 @@ fn a_rust_sdk_reader_dies_of_a_long_token_s_ping_nonce_and_a_ts_sdk_one_does_not
         );
         n.run_until(start + Duration::from_secs(60));
         std::iter::from_fn(|| n.client.poll_event()).find_map(|e| match e {
-            relaysim::peer::client::ClientEvent::StreamEnded { call: c, outcome } if c == call => {
-                Some(outcome)
-            }
+            ClientEvent::StreamEnded { call: c, outcome } if c == call => Some(outcome),
             _ => None,
         })
     };
     // sdk-behaviour §6 D: the Rust reader caps nonces at 64 bytes; the TS reader has no cap.
-    let rust = outcome(
-        relaysim::peer::behaviour::Behaviour::preset(
-            "rust-sdk",
-            relaysim::peer::behaviour::Role::Client,
-        )
-        .unwrap(),
-    );
+    let rust = outcome(Behaviour::preset("rust-sdk", Role::Client).unwrap());
     match rust {
         Some(Err(failure)) => assert!(
             failure.detail().is_some_and(|d| d.contains("nonce")),
@@ -515,13 +506,7 @@ fn a_rust_sdk_reader_dies_of_a_long_token_s_ping_nonce_and_a_ts_sdk_one_does_not
         other => panic!("the Rust reader should refuse the nonce: {other:?}"),
     }
     assert_eq!(
-        outcome(
-            relaysim::peer::behaviour::Behaviour::preset(
-                "ts-sdk",
-                relaysim::peer::behaviour::Role::Client
-            )
-            .unwrap()
-        ),
+        outcome(Behaviour::preset("ts-sdk", Role::Client).unwrap()),
         Some(Ok(()))
     );
 }

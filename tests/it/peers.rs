@@ -187,16 +187,24 @@ fn oversized_request(stateless: bool) -> (Loopback, Vec<ClientEvent>) {
     (n, evs)
 }
 
-/// Every CEP-22 or CEP-41 frame published, in order, with who published it.
-fn frames(n: &Loopback) -> Vec<(Side, String)> {
+/// Every CEP-22 or CEP-41 frame published, in order, with who published it and when.
+fn frame_log(n: &Loopback) -> Vec<(Side, Duration, String)> {
     n.log
         .iter()
         .filter_map(|p| {
             let content: Value =
                 serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str()).ok()?;
             let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
-            Some((p.side, frame.to_owned()))
+            Some((p.side, p.at, frame.to_owned()))
         })
+        .collect()
+}
+
+/// Every CEP-22 or CEP-41 frame published, in order, with who published it.
+fn frames(n: &Loopback) -> Vec<(Side, String)> {
+    frame_log(n)
+        .into_iter()
+        .map(|(side, _, f)| (side, f))
         .collect()
 }
 
@@ -496,35 +504,43 @@ fn net_with(server: Behaviour, client: Behaviour) -> Loopback {
     net_with_stateless(server, client, false)
 }
 
-fn net_with_stateless(server: Behaviour, client: Behaviour, stateless: bool) -> Loopback {
+/// A loopback through one relay of `profile`: a server of `server`, and a client of `client`
+/// with the rest of its configuration set by `configure`.
+fn loopback(
+    profile: RelayProfile,
+    server: ServerConfig,
+    client: Behaviour,
+    configure: impl FnOnce(&mut relaysim::peer::client::ClientConfig),
+) -> Loopback {
     Loopback::new(
         7,
-        vec![("relay-a".into(), RelayProfile::ideal())],
+        vec![("relay-a".into(), profile)],
         |c| {
             c.behaviour = client;
-            c.stateless = stateless;
+            configure(c);
         },
-        ServerConfig {
-            behaviour: server,
-            ..ServerConfig::default()
-        },
+        server,
     )
+}
+
+fn server_of(behaviour: Behaviour) -> ServerConfig {
+    ServerConfig {
+        behaviour,
+        ..ServerConfig::default()
+    }
+}
+
+fn net_with_stateless(server: Behaviour, client: Behaviour, stateless: bool) -> Loopback {
+    loopback(RelayProfile::ideal(), server_of(server), client, |c| {
+        c.stateless = stateless
+    })
 }
 
 /// [`net_with`], with the client's call timeout set to `timeout`.
 fn net_with_timeout(server: Behaviour, client: Behaviour, timeout: Duration) -> Loopback {
-    Loopback::new(
-        7,
-        vec![("relay-a".into(), RelayProfile::ideal())],
-        |c| {
-            c.behaviour = client;
-            c.request_timeout = timeout;
-        },
-        ServerConfig {
-            behaviour: server,
-            ..ServerConfig::default()
-        },
-    )
+    loopback(RelayProfile::ideal(), server_of(server), client, |c| {
+        c.request_timeout = timeout
+    })
 }
 
 fn tools_calls_seen(n: &mut Loopback) -> usize {
@@ -628,14 +644,11 @@ fn an_sdk_server_streams_without_waiting_for_the_clients_accept() {
     // A client that does not advertise CEP-41: relaysim's writer waits for its accept, as the
     // CEP requires; the SDK servers' writers never wait (sdk-behaviour §3.5).
     let order = |server: Behaviour| {
-        let mut n = Loopback::new(
-            7,
-            vec![("relay-a".into(), RelayProfile::ideal())],
+        let mut n = loopback(
+            RelayProfile::ideal(),
+            server_of(server),
+            Behaviour::relaysim(),
             |c| c.capabilities.open_stream = false,
-            ServerConfig {
-                behaviour: server,
-                ..ServerConfig::default()
-            },
         );
         initialized(&mut n);
         n.client.call_tool_stream(
@@ -666,29 +679,18 @@ fn an_sdk_server_streams_without_waiting_for_the_clients_accept() {
 /// A loopback through one relay that never answers ephemeral events with OK (nostr-rs-relay
 /// 0.8), so a lane waits out its whole OK timeout.
 fn no_ok_net(server: ServerConfig, client: Behaviour) -> Loopback {
-    Loopback::new(
-        7,
-        vec![("relay-a".into(), RelayProfile::nostr_rs_relay())],
-        |c| {
-            c.behaviour = client;
-            c.request_timeout = S(600);
-            c.max_request_timeout = S(600);
-        },
-        server,
-    )
+    loopback(RelayProfile::nostr_rs_relay(), server, client, |c| {
+        c.request_timeout = S(600);
+        c.max_request_timeout = S(600);
+    })
 }
 
 /// When each frame of one side was published, in order.
 fn frame_times(n: &Loopback, side: Side) -> Vec<(Duration, String)> {
-    n.log
-        .iter()
-        .filter(|p| p.side == side)
-        .filter_map(|p| {
-            let content: Value =
-                serde_json::from_str(Event::from_json(&p.json).unwrap().content.as_str()).ok()?;
-            let frame = content.pointer("/params/cvm/frameType")?.as_str()?;
-            Some((p.at, frame.to_owned()))
-        })
+    frame_log(n)
+        .into_iter()
+        .filter(|(s, _, _)| *s == side)
+        .map(|(_, at, f)| (at, f))
         .collect()
 }
 

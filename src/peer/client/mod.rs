@@ -8,7 +8,7 @@
 mod receiving;
 mod sending;
 
-use super::behaviour::{Behaviour, ReaderSession, Tokens};
+use super::behaviour::{Behaviour, PublishWait, ReaderSession, Tokens};
 use super::capabilities::Capabilities;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
@@ -453,13 +453,14 @@ impl ContextVmClient {
         // behaviour says so (sdk-behaviour §2.3). An upload's `start` is the event the server
         // answers (its `e` tag), so its call remembers it.
         let mut frames: Vec<(String, Option<String>, Option<CallId>)> = Vec::new();
+        let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
         for sender in self.uploads.values_mut() {
             while let Some(frame) = sender.poll_transmit(now) {
-                let lane = format!("upload {}", frame.token.to_value());
+                let lane = lanes.then(|| format!("upload {}", frame.token.to_value()));
                 let start = matches!(frame.body, TransferBody::Start { .. })
                     .then(|| self.by_token.get(&frame.token).copied())
                     .flatten();
-                frames.push((frame.to_json(), Some(lane), start));
+                frames.push((frame.to_json(), lane, start));
             }
         }
         while let Some((_, frame)) = self.streams.poll_transmit() {

@@ -24,7 +24,7 @@ mod requests;
 mod responses;
 mod resumable;
 
-use super::behaviour::Behaviour;
+use super::behaviour::{Behaviour, PublishWait};
 use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
 use super::core::{Clock, PeerCore, PublishOutcome};
@@ -455,15 +455,17 @@ impl ContextVmServer {
             out.push((client, origin, frame.to_json(), None, None));
         }
         let mut transfers_done: Vec<String> = Vec::new();
+        // Without lanes (relaysim's peers) no frame needs one: none is named.
+        let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
         for o in self.outgoing.values_mut() {
             while let Some(frame) = o.sender.poll_transmit(now) {
-                let lane = lane_of(&o.client, &frame.token);
+                let lane = lanes.then(|| lane_of(&o.client, &frame.token));
                 out.push((
                     o.client,
                     Some(o.reply_to),
                     frame.to_json(),
                     o.resumable.clone(),
-                    Some(lane),
+                    lane,
                 ));
             }
             if o.sender.is_done() {
@@ -482,7 +484,7 @@ impl ContextVmServer {
                 .filter(|_| e_tags);
             while let Some(frame) = stream.writer.poll_transmit(now) {
                 let bypass = ping_bypass && matches!(frame.body, StreamBody::Ping { .. });
-                let lane = (!bypass).then(|| lane_of(client, &frame.token));
+                let lane = (lanes && !bypass).then(|| lane_of(client, &frame.token));
                 out.push((
                     *client,
                     reply_to,

@@ -1,7 +1,7 @@
 //! What a request does: the MCP methods, the tool calls and the jobs (progress, delayed answers, stream chunks) they schedule.
 
 use super::*;
-use crate::peer::behaviour::{AcceptWait, PublishWait};
+use crate::peer::behaviour::AcceptWait;
 
 impl ContextVmServer {
     pub(super) fn on_request(
@@ -192,7 +192,7 @@ impl ContextVmServer {
                 else {
                     return;
                 };
-                if core.lane_busy(&lane_of(client, stream.writer.token())) {
+                if lanes && core.lane_busy(&lane_of(client, stream.writer.token())) {
                     stream.write_waiting = true;
                     return;
                 }

@@ -28,6 +28,9 @@ impl ContextVmServer {
     /// waiting, as both SDKs await the `close` publish before flushing the deferred response
     /// (sdk-behaviour §3.6).
     fn response_lane(&self, call: &Call) -> Option<String> {
+        if self.config.behaviour.publish_wait == PublishWait::Immediate {
+            return None;
+        }
         let lane = lane_of(&call.client, call.token.as_ref()?);
         self.core.lane_busy(&lane).then_some(lane)
     }
