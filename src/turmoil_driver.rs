@@ -114,17 +114,18 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
         let config = ServeConfig {
             seed: plan.seed.wrapping_mul(1_000_003).wrapping_add(index as u64),
             epoch_secs: Some(EPOCH_SECS),
-            name: name.clone(),
             trace: trace.map(|t| relay_trace_path(t, name, plan.relays.len())),
             origin: plan.origin.clone(),
-            ..ServeConfig::new(profile.clone())
+            ..ServeConfig::new(profile.clone()).named(name)
         };
         let done = clients_done.clone();
         sim.client(format!("relay-{name}").as_str(), async move {
             let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RELAY_PORT)).await?;
             let relay = serve_on(
-                listener,
-                std::net::SocketAddr::from(([0, 0, 0, 0], RELAY_PORT)),
+                vec![(
+                    listener,
+                    std::net::SocketAddr::from(([0, 0, 0, 0], RELAY_PORT)),
+                )],
                 config,
             )?;
             while done.get() < client_count {

@@ -14,6 +14,10 @@ pub(super) struct RecordArgs {
     /// The trace file to write.
     #[arg(long)]
     out: std::path::PathBuf,
+    /// Name the peer connecting from ADDR in the trace; bind each client to its own
+    /// 127.x.y.z address to tell them apart (their upstream connections leave from it too).
+    #[arg(long, value_name = "ADDR=NAME", value_parser = super::serve::parse_label)]
+    label: Vec<(std::net::IpAddr, String)>,
 }
 
 pub(super) fn record(args: RecordArgs) -> Result<Exit> {
@@ -28,9 +32,13 @@ pub(super) fn record(args: RecordArgs) -> Result<Exit> {
         .build()?;
     runtime.block_on(async {
         let config = relaysim::live::record::RecordConfig {
-            listen: args.listen,
-            upstream: args.upstream.clone(),
-            out: args.out.clone(),
+            labels: args.label.iter().cloned().collect(),
+            log: relaysim::live::record::Log::to(|line| eprintln!("{line}")),
+            ..relaysim::live::record::RecordConfig::new(
+                args.listen,
+                &args.upstream,
+                args.out.clone(),
+            )
         };
         let proxy = relaysim::live::record::record(config)
             .await

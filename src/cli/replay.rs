@@ -163,6 +163,9 @@ pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
                     rec.map_or("-", String::as_str)
                 );
             }
+            println!();
+            print!("{}", replay::traffic::traffic(&trace).text());
+            println!();
             if compared == 0 {
                 // Foreign peers (a live recording) record no outcomes to hold these against.
                 println!(

@@ -1,59 +1,247 @@
-//! `relaysim serve`: a live relay on a real socket.
+//! `relaysim serve`: live relays on real sockets, one profile or every relay of a scenario,
+//! optionally around a command (your SDK's peers) that runs against them.
 
 use super::Exit;
 use anyhow::{bail, Context, Result};
+use relaysim::live::{LiveReport, ServeConfig};
+use relaysim::relay::RelayProfile;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 
 #[derive(clap::Args, Debug)]
 pub(super) struct ServeArgs {
-    /// Address to listen on (loopback by default).
+    /// A scenario file: every relay of it on its own port, with all of its impairments (both
+    /// directions) and outages on the wall clock. Without it, one relay with --profile.
+    scenario: Option<PathBuf>,
+    /// Address of the first relay (the next relays take the next ports; port 0: free ports).
     #[arg(long, default_value = "127.0.0.1:7777")]
-    listen: std::net::SocketAddr,
-    /// Built-in relay profile.
-    #[arg(long, default_value = "strfry")]
-    profile: String,
-    /// Seed of the impairments' random draws.
-    #[arg(long, default_value_t = 1)]
-    seed: u64,
-    /// Write every EVENT, OK and NOTICE to this trace (closed on Ctrl-C).
+    listen: SocketAddr,
+    /// Built-in relay profile of the lone relay (without a scenario).
     #[arg(long)]
-    trace: Option<std::path::PathBuf>,
+    profile: Option<String>,
+    /// Seed of the impairments' and outages' random draws (default: the scenario's, or 1).
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Write every EVENT, OK, NOTICE, connection and outage to this trace (closed on stop).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// Name the peer connecting from ADDR (outages aimed at a peer and the trace use it);
+    /// bind each client to its own 127.x.y.z address to tell them apart. Repeatable.
+    #[arg(long, value_name = "ADDR=NAME", value_parser = parse_label)]
+    label: Vec<(IpAddr, String)>,
+    /// Write report.json, report.txt and the command's outcomes.jsonl here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// A command to run against the relays (after `--`); serve stops when it exits. It gets
+    /// RELAYSIM_RELAYS (the relays' ws:// URLs, comma-separated) and RELAYSIM_OUTCOMES (a file
+    /// for one JSON line per call: {"peer", "call", "outcome", "latency_ms"}).
+    #[arg(last = true, value_name = "COMMAND")]
+    command: Vec<String>,
+}
+
+/// Reads `ADDR=NAME`.
+pub(super) fn parse_label(text: &str) -> Result<(IpAddr, String), String> {
+    let (addr, name) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected ADDR=NAME, got {text:?}"))?;
+    let addr: IpAddr = addr
+        .parse()
+        .map_err(|e| format!("{addr:?} is not an IP address: {e}"))?;
+    if name.is_empty() {
+        return Err(format!("no name after '=' in {text:?}"));
+    }
+    Ok((addr, name.to_owned()))
+}
+
+/// What to serve: the relays (name and profile), the seed, and what to call it.
+struct Deployment {
+    relays: Vec<(String, RelayProfile)>,
+    seed: u64,
+    what: String,
+}
+
+fn deployment(args: &ServeArgs) -> Result<Deployment> {
+    match (&args.scenario, &args.profile) {
+        (Some(_), Some(_)) => bail!(
+            "give a scenario or --profile, not both (a scenario's relays carry their own profiles)"
+        ),
+        (Some(path), None) => {
+            let scenario = relaysim::Scenario::from_file(path)?;
+            let seed = args.seed.unwrap_or(scenario.seed);
+            let plan = scenario.plan(seed);
+            Ok(Deployment {
+                relays: plan.relays.clone(),
+                seed,
+                what: scenario.name.clone(),
+            })
+        }
+        (None, profile) => {
+            let name = profile.as_deref().unwrap_or("strfry");
+            let Some(profile) = RelayProfile::built_in(name) else {
+                bail!(
+                    "unknown relay profile {name:?}; built-in profiles: {}",
+                    RelayProfile::BUILT_IN.join(", ")
+                );
+            };
+            Ok(Deployment {
+                relays: vec![("upstream".to_owned(), profile)],
+                seed: args.seed.unwrap_or(1),
+                what: name.to_owned(),
+            })
+        }
+    }
 }
 
 pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
     if let Some(path) = &args.trace {
         super::create_parent(path)?;
     }
-    let Some(profile) = relaysim::relay::RelayProfile::built_in(&args.profile) else {
-        bail!(
-            "unknown relay profile {:?}; built-in profiles: {}",
-            args.profile,
-            relaysim::relay::RelayProfile::BUILT_IN.join(", ")
-        );
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+    }
+    let Deployment { relays, seed, what } = deployment(&args)?;
+    let config = ServeConfig {
+        seed,
+        trace: args.trace.clone(),
+        labels: args.label.iter().cloned().collect::<BTreeMap<_, _>>(),
+        ..ServeConfig::relays(&relays, args.listen)
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    runtime.block_on(async {
-        let config = relaysim::live::ServeConfig {
-            listen: args.listen,
-            seed: args.seed,
-            trace: args.trace.clone(),
-            ..relaysim::live::ServeConfig::new(profile)
-        };
-        let relay = relaysim::live::serve(config)
-            .await
-            .with_context(|| format!("cannot listen on {}", args.listen))?;
-        eprintln!(
-            "relaysim serve: {} relay on ws://{} (NIP-11 at http://{}); Ctrl-C stops it",
-            args.profile, relay.local_addr, relay.local_addr
-        );
-        tokio::signal::ctrl_c().await?;
-        relay.shutdown().await;
-        eprintln!("relaysim serve: stopped");
-        if let Some(path) = &args.trace {
-            eprintln!("trace written to {}", path.display());
+    let (report, command) = runtime.block_on(async {
+        let deployment = relaysim::live::serve(config).await?;
+        eprintln!("relaysim serve: {what}, seed {seed}");
+        for (name, addr) in &deployment.addrs {
+            eprintln!("  relay {name:<12} ws://{addr}   (NIP-11 and /stats at http://{addr})");
         }
-        Ok::<_, anyhow::Error>(())
+        let command = if args.command.is_empty() {
+            eprintln!("Ctrl-C stops it and prints the counters");
+            tokio::signal::ctrl_c().await?;
+            None
+        } else {
+            Some(run_command(&args, &deployment.urls()).await?)
+        };
+        let report = deployment.shutdown().await;
+        Ok::<_, anyhow::Error>((report, command))
     })?;
-    Ok(Exit::Success)
+    finish(&args, &report, command)
+}
+
+/// What the command did: its exit status and the outcomes file it was given.
+struct CommandRun {
+    success: bool,
+    outcomes: PathBuf,
+    temporary: bool,
+}
+
+async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
+    let (outcomes, temporary) = match &args.out {
+        Some(dir) => (dir.join("outcomes.jsonl"), false),
+        None => (
+            std::env::temp_dir().join(format!("relaysim-outcomes-{}.jsonl", std::process::id())),
+            true,
+        ),
+    };
+    let _ = std::fs::remove_file(&outcomes);
+    eprintln!("running: {}", args.command.join(" "));
+    let mut child = tokio::process::Command::new(&args.command[0])
+        .args(&args.command[1..])
+        .env("RELAYSIM_RELAYS", urls.join(","))
+        .env("RELAYSIM_OUTCOMES", &outcomes)
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {:?}", args.command[0]))?;
+    let status = tokio::select! {
+        status = child.wait() => status?,
+        _ = tokio::signal::ctrl_c() => {
+            let _ = child.kill().await;
+            bail!("interrupted; the command was stopped");
+        }
+    };
+    if !status.success() {
+        eprintln!("the command exited with {status}");
+    }
+    Ok(CommandRun {
+        success: status.success(),
+        outcomes,
+        temporary,
+    })
+}
+
+/// One call the command reported.
+#[derive(Debug, serde::Deserialize, serde::Serialize)]
+struct CallOutcome {
+    peer: String,
+    call: String,
+    outcome: String,
+    #[serde(default)]
+    latency_ms: Option<f64>,
+}
+
+fn read_outcomes(path: &Path) -> Result<Vec<CallOutcome>> {
+    let Ok(text) = std::fs::read_to_string(path) else {
+        return Ok(Vec::new());
+    };
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(i, line)| {
+            serde_json::from_str(line).with_context(|| {
+                format!(
+                    "{}:{}: expected {{\"peer\", \"call\", \"outcome\", \"latency_ms\"}}",
+                    path.display(),
+                    i + 1
+                )
+            })
+        })
+        .collect()
+}
+
+fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) -> Result<Exit> {
+    let mut text = report.text();
+    let mut exit = Exit::Success;
+    if let Some(run) = &command {
+        let outcomes = read_outcomes(&run.outcomes)?;
+        text.push('\n');
+        if outcomes.is_empty() {
+            text.push_str("the command reported no call outcomes\n");
+        } else {
+            text.push_str(&format!(
+                "{:<16} {:<12} {:>10}  outcome\n",
+                "peer", "call", "latency"
+            ));
+            for o in &outcomes {
+                let latency = o
+                    .latency_ms
+                    .map_or("-".to_owned(), |ms| format!("{ms:.1}ms"));
+                text.push_str(&format!(
+                    "{:<16} {:<12} {:>10}  {}\n",
+                    o.peer, o.call, latency, o.outcome
+                ));
+            }
+        }
+        let failed = outcomes.iter().filter(|o| o.outcome != "completed").count();
+        if !run.success || failed > 0 {
+            exit = Exit::ExpectationFailed;
+        }
+        if run.temporary {
+            let _ = std::fs::remove_file(&run.outcomes);
+        }
+    }
+    print!("{text}");
+    if let Some(dir) = &args.out {
+        super::write_file(&dir.join("report.txt"), &text)?;
+        super::write_file(
+            &dir.join("report.json"),
+            &serde_json::to_string_pretty(report)?,
+        )?;
+        eprintln!("report written to {}", dir.display());
+    }
+    if let Some(path) = &args.trace {
+        eprintln!("trace written to {}", path.display());
+    }
+    Ok(exit)
 }

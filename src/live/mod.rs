@@ -1,78 +1,150 @@
-//! Live mode: the relay model behind a real NIP-01 WebSocket server on a real socket, so any
-//! client (the TypeScript ContextVM SDK, the Rust SDK, a CLI) can be tested against a relay that
-//! behaves like strfry, damus, nostr-rs-relay or khatru, impairments included.
+//! Live mode: the relay model behind a real NIP-01 WebSocket server on real sockets, so any
+//! client (the TypeScript ContextVM SDK, the Rust SDK, a CLI) can be tested against relays that
+//! behave like strfry, damus, nostr-rs-relay or khatru, impairments and outages included.
 //!
-//! One task owns the sans-IO [`Relay`]; connection tasks hand it text frames and it hands back
-//! the messages to send, delayed as the profile's relay→peer impairments say: in order per
-//! connection (head-of-line delay) unless the profile asks for the datagram stress mode. A plain HTTP GET with `Accept: application/nostr+json` gets the NIP-11 document, which
-//! reflects the profile's limits. Live mode reads the real clock: it is the one driver that is
-//! not deterministic, by nature.
+//! One task, the [`world`], owns the sans-IO [`Relay`] of every relay in the deployment (the
+//! relays of a scenario, each on its own port, or one `--profile` relay) and the impaired links
+//! of every connection; connection tasks ([`http`]) hand it text frames and write what it
+//! sends. A plain HTTP GET with `Accept: application/nostr+json` gets the NIP-11 document,
+//! which reflects the profile's limits; `GET /stats` gets the counters so far. Live mode reads
+//! the real clock: it is the one driver that is not deterministic, by nature.
 
 pub mod driver;
+mod http;
 pub mod record;
+pub mod report;
+mod trace_writer;
 pub(crate) mod wire;
+mod world;
 
-use wire::{to_model, to_wire};
+pub use report::{LiveRelayCounters, LiveReport};
 
-use crate::nip01::RelayMessage;
-use crate::relay::impair::{LinkState, Pipe};
-use crate::relay::{ConnId, Relay, RelayProfile};
-use crate::rng::SeededStreams;
-use futures_util::{SinkExt, StreamExt};
+use crate::relay::RelayProfile;
 use std::collections::BTreeMap;
-use std::net::SocketAddr;
-use std::pin::Pin;
-use std::task::{Context, Poll};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{mpsc, oneshot, Semaphore};
+use tokio::sync::{mpsc, oneshot, watch};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
+use world::{Inbound, RelaySlot, World, WorldConfig};
 
-/// How a live relay runs.
+/// One relay of a live deployment.
+#[derive(Debug, Clone)]
+pub struct LiveRelaySpec {
+    /// Its name (the scenario's relay name; `upstream` for a lone `--profile` relay).
+    pub name: String,
+    /// Where it listens; port 0 picks a free port.
+    pub listen: SocketAddr,
+    /// How it behaves, impairments and outages included.
+    pub profile: RelayProfile,
+}
+
+/// How a live deployment runs.
 #[derive(Debug, Clone)]
 pub struct ServeConfig {
-    /// Where to listen (loopback by default).
-    pub listen: SocketAddr,
-    /// The relay's behaviour.
-    pub profile: RelayProfile,
+    /// The relays, each on its own port.
+    pub relays: Vec<LiveRelaySpec>,
     /// Seed of the impairments' random draws.
     pub seed: u64,
-    /// Connections served at once; more are refused.
+    /// Connections served at once per relay; more are refused.
     pub max_connections: usize,
     /// Messages queued for one connection before it is cut off as a slow reader.
     pub max_queued_per_connection: usize,
-    /// Write every EVENT, OK and NOTICE that crosses the relay to this trace (driver `live`).
+    /// Write every EVENT, OK and NOTICE that crosses the relays to this trace (driver `live`).
     pub trace: Option<std::path::PathBuf>,
-    /// The relay's name in its trace (`upstream` by default; the scenario's relay name under
-    /// the turmoil engine).
-    pub name: String,
-    /// Unix seconds the relay's clock reads at start. `None` reads the wall clock, as a real
+    /// Unix seconds the relays' clock reads at start. `None` reads the wall clock, as a real
     /// relay does; simulated networks (turmoil) fix it so runs repeat exactly.
     pub epoch_secs: Option<u64>,
-    /// The scenario whose peers this relay carries (the turmoil engine), written into its
-    /// trace's header so the trace can be schedule-replayed.
+    /// The scenario whose peers these relays carry, written into the trace's header so the
+    /// trace can be schedule-replayed.
     pub origin: Option<crate::trace::ScenarioOrigin>,
+    /// Peer names by client address: outages aimed at a peer, and the trace, use them.
+    pub labels: BTreeMap<IpAddr, String>,
 }
 
 impl ServeConfig {
-    /// A relay with `profile` on `127.0.0.1:7777`.
+    /// One relay, `upstream`, with `profile` on `127.0.0.1:7777`.
     pub fn new(profile: RelayProfile) -> Self {
         ServeConfig {
-            listen: SocketAddr::from(([127, 0, 0, 1], 7777)),
-            profile,
+            relays: vec![LiveRelaySpec {
+                name: "upstream".into(),
+                listen: SocketAddr::from(([127, 0, 0, 1], 7777)),
+                profile,
+            }],
             seed: 1,
             max_connections: 256,
             max_queued_per_connection: 4096,
             trace: None,
-            name: "upstream".into(),
             epoch_secs: None,
             origin: None,
+            labels: BTreeMap::new(),
         }
+    }
+
+    /// Every relay of `relays` (name and profile, in order), the first on `base`, the next
+    /// on the following ports (all on free ports when `base`'s port is 0).
+    pub fn relays(relays: &[(String, RelayProfile)], base: SocketAddr) -> Self {
+        let mut config = ServeConfig::new(RelayProfile::ideal());
+        config.relays = relays
+            .iter()
+            .enumerate()
+            .map(|(i, (name, profile))| {
+                let port = match base.port() {
+                    0 => 0,
+                    p => p.saturating_add(i as u16),
+                };
+                LiveRelaySpec {
+                    name: name.clone(),
+                    listen: SocketAddr::new(base.ip(), port),
+                    profile: profile.clone(),
+                }
+            })
+            .collect();
+        config
+    }
+
+    /// This configuration with the first relay listening on `listen`.
+    pub fn listening_on(mut self, listen: SocketAddr) -> Self {
+        if let Some(first) = self.relays.first_mut() {
+            first.listen = listen;
+        }
+        self
+    }
+
+    /// This configuration with the first relay named `name`.
+    pub fn named(mut self, name: &str) -> Self {
+        if let Some(first) = self.relays.first_mut() {
+            first.name = name.to_owned();
+        }
+        self
     }
 }
 
+/// Who may not connect right now: relays down for a restart, peers whose connection dropped.
+/// Checked before the WebSocket upgrade (503), updated by the world.
+#[derive(Debug, Default)]
+pub(crate) struct Gate {
+    /// Relays restarting, until when.
+    down_until: BTreeMap<usize, Instant>,
+    /// Peers (by label or address; `*` for everyone) refused by a relay, until when.
+    blocked: BTreeMap<(usize, String), Instant>,
+}
+
+impl Gate {
+    /// Why `identity` may not connect to `relay` now, if it may not.
+    fn refuses(&self, relay: usize, identity: &str, now: Instant) -> Option<&'static str> {
+        if self.down_until.get(&relay).is_some_and(|t| *t > now) {
+            return Some("the relay is restarting");
+        }
+        let blocked = |who: &str| {
+            self.blocked
+                .get(&(relay, who.to_owned()))
+                .is_some_and(|t| *t > now)
+        };
+        (blocked(identity) || blocked("*")).then_some("this peer's connection is down")
+    }
+}
 /// Where a relay accepts connections: tokio's real TCP, or turmoil's simulated TCP.
 pub trait Listener: Send + 'static {
     /// The accepted stream.
@@ -102,38 +174,42 @@ impl Listener for turmoil::net::TcpListener {
     }
 }
 
-/// A running live relay.
+/// A running live deployment.
 pub struct LiveRelay {
-    /// The address it listens on.
+    /// The address the first relay listens on.
     pub local_addr: SocketAddr,
-    shutdown: Option<oneshot::Sender<()>>,
+    /// Every relay's name and address, in order.
+    pub addrs: Vec<(String, SocketAddr)>,
+    inbound: mpsc::Sender<Inbound>,
+    stop_accepting: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl LiveRelay {
-    /// Stops accepting, closes connections and waits for the relay task to end.
-    pub async fn shutdown(mut self) {
-        if let Some(s) = self.shutdown.take() {
-            let _ = s.send(());
-        }
-        let _ = self.task.await;
+    /// The `ws://` URL of every relay, in order.
+    pub fn urls(&self) -> Vec<String> {
+        self.addrs
+            .iter()
+            .map(|(_, a)| format!("ws://{a}"))
+            .collect()
     }
-}
 
-enum Inbound {
-    Open {
-        conn: ConnId,
-        ip: String,
-        out: mpsc::Sender<Message>,
-    },
-    Text {
-        conn: ConnId,
-        text: String,
-    },
-    Closed {
-        conn: ConnId,
-    },
-    Shutdown,
+    /// The counters so far; `None` once the deployment has stopped.
+    pub async fn stats(&self) -> Option<LiveReport> {
+        let (reply, answer) = oneshot::channel();
+        self.inbound.send(Inbound::Stats { reply }).await.ok()?;
+        answer.await.ok()
+    }
+
+    /// Stops accepting, closes connections, finishes the trace and returns the counters.
+    pub async fn shutdown(self) -> LiveReport {
+        let _ = self.stop_accepting.send(true);
+        let (reply, answer) = oneshot::channel();
+        let _ = self.inbound.send(Inbound::Shutdown { reply }).await;
+        let report = answer.await.unwrap_or_default();
+        let _ = self.task.await;
+        report
+    }
 }
 
 /// The NIP-11 document of a profile.
@@ -160,375 +236,103 @@ pub fn nip11(profile: &RelayProfile) -> serde_json::Value {
     })
 }
 
-/// Starts a live relay on a real socket (`config.listen`); returns once it listens.
+/// Starts a live deployment on real sockets (each relay's `listen`); returns once every relay
+/// listens.
 pub async fn serve(config: ServeConfig) -> std::io::Result<LiveRelay> {
-    let listener = TcpListener::bind(config.listen).await?;
-    let local_addr = listener.local_addr()?;
-    serve_on(listener, local_addr, config)
+    let mut listeners = Vec::new();
+    for relay in &config.relays {
+        let listener = TcpListener::bind(relay.listen).await.map_err(|e| {
+            std::io::Error::new(
+                e.kind(),
+                format!("relay {} on {}: {e}", relay.name, relay.listen),
+            )
+        })?;
+        let addr = listener.local_addr()?;
+        listeners.push((listener, addr));
+    }
+    serve_on(listeners, config)
 }
 
-/// Starts a relay on an already bound `listener` (reported as `local_addr`): the same server
-/// on tokio's TCP or inside a turmoil simulation. Must be called inside a tokio runtime.
+/// Starts a deployment on already bound listeners, one per relay of `config` in order
+/// (each reported as its address): the same server on tokio's TCP or inside a turmoil
+/// simulation. Must be called inside a tokio runtime.
 pub fn serve_on<L: Listener>(
-    listener: L,
-    local_addr: SocketAddr,
+    listeners: Vec<(L, SocketAddr)>,
     config: ServeConfig,
 ) -> std::io::Result<LiveRelay> {
-    let (shutdown_tx, shutdown_rx) = oneshot::channel();
+    if listeners.len() != config.relays.len() || listeners.is_empty() {
+        return Err(std::io::Error::other(format!(
+            "{} listeners for {} relays",
+            listeners.len(),
+            config.relays.len()
+        )));
+    }
     let (inbound_tx, inbound_rx) = mpsc::channel::<Inbound>(65_536);
     let trace = match &config.trace {
-        Some(path) => Some(record::start_trace(
-            path,
-            format!("relaysim serve ({})", config.profile.name),
-            config.origin.as_ref(),
-            config.name.clone(),
-            Instant::now(),
-        )?),
+        Some(path) => {
+            let what = match config.relays.as_slice() {
+                [one] => format!("relaysim serve ({})", one.profile.name),
+                many => format!("relaysim serve ({} relays)", many.len()),
+            };
+            Some(trace_writer::start_trace(
+                path,
+                what,
+                config.origin.as_ref(),
+                Instant::now(),
+            )?)
+        }
         None => None,
     };
-    let relay_task = tokio::spawn(run_relay(config.clone(), inbound_rx, trace));
-    let task = tokio::spawn(accept_loop(
-        listener,
-        config,
-        inbound_tx,
-        shutdown_rx,
-        relay_task,
-    ));
-    Ok(LiveRelay {
-        local_addr,
-        shutdown: Some(shutdown_tx),
-        task,
-    })
-}
-
-async fn accept_loop<L: Listener>(
-    listener: L,
-    config: ServeConfig,
-    inbound: mpsc::Sender<Inbound>,
-    mut shutdown: oneshot::Receiver<()>,
-    relay_task: tokio::task::JoinHandle<()>,
-) {
-    let slots = std::sync::Arc::new(Semaphore::new(config.max_connections));
-    let mut next_conn: ConnId = 1;
-    loop {
-        // `biased`: a fixed polling order keeps turmoil runs repeatable without relying on
-        // tokio's seeded select (which needs `--cfg tokio_unstable`).
-        tokio::select! {
-            biased;
-            _ = &mut shutdown => break,
-            accepted = listener.accept() => {
-                let Ok((stream, peer)) = accepted else { continue };
-                let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    // Over the connection limit: refuse before the upgrade, as khatru does.
-                    let mut stream = stream;
-                    let _ = stream.write_all(b"HTTP/1.1 429 Too Many Requests\r\ncontent-length: 0\r\n\r\n").await;
-                    continue;
-                };
-                let conn = next_conn;
-                next_conn += 1;
-                let inbound = inbound.clone();
-                let profile = config.profile.clone();
-                let queue = config.max_queued_per_connection;
-                tokio::spawn(async move {
-                    let _permit = permit;
-                    let _ = handle_connection(stream, peer, conn, inbound, profile, queue).await;
-                });
-            }
-        }
-    }
-    // The relay task closes the trace before it ends.
-    let _ = inbound.send(Inbound::Shutdown).await;
-    let _ = relay_task.await;
-}
-
-/// A stream that first yields bytes already read from it (the HTTP request head).
-struct Prefixed<S> {
-    prefix: Vec<u8>,
-    offset: usize,
-    inner: S,
-}
-
-impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
-        if self.offset < self.prefix.len() {
-            let n = buf.remaining().min(self.prefix.len() - self.offset);
-            let start = self.offset;
-            buf.put_slice(&self.prefix[start..start + n]);
-            self.offset += n;
-            return Poll::Ready(Ok(()));
-        }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
-    mut stream: S,
-    peer: SocketAddr,
-    conn: ConnId,
-    inbound: mpsc::Sender<Inbound>,
-    profile: RelayProfile,
-    queue: usize,
-) -> std::io::Result<()> {
-    // Read the HTTP request head to tell a NIP-11 request from a WebSocket upgrade.
-    let mut head = Vec::new();
-    let mut buf = [0u8; 4096];
-    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
-        if head.len() > 16 * 1024 {
-            return Ok(());
-        }
-        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
-            .await
-            .map_err(|_| std::io::ErrorKind::TimedOut)??;
-        if n == 0 {
-            return Ok(());
-        }
-        head.extend_from_slice(&buf[..n]);
-    }
-    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
-    if !text.contains("upgrade: websocket") {
-        let body = if text.contains("application/nostr+json") {
-            nip11(&profile).to_string()
-        } else {
-            "relaysim: connect with a WebSocket client\n".to_owned()
-        };
-        let kind = if text.contains("application/nostr+json") {
-            "application/nostr+json"
-        } else {
-            "text/plain"
-        };
-        let response = format!("HTTP/1.1 200 OK\r\ncontent-type: {kind}\r\naccess-control-allow-origin: *\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}", body.len());
-        stream.write_all(response.as_bytes()).await?;
-        return Ok(());
-    }
-    // The relay model applies the profile's own size rules; the socket only guards memory.
-    let ws_config = tokio_tungstenite::tungstenite::protocol::WebSocketConfig::default()
-        .max_message_size(Some(64 << 20))
-        .max_frame_size(Some(64 << 20));
-    let ws = tokio_tungstenite::accept_async_with_config(
-        Prefixed {
-            prefix: head,
-            offset: 0,
-            inner: stream,
-        },
-        Some(ws_config),
-    )
-    .await
-    .map_err(std::io::Error::other)?;
-    let (mut sink, mut source) = ws.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Message>(queue);
-    if inbound
-        .send(Inbound::Open {
-            conn,
-            ip: peer.ip().to_string(),
-            out: out_tx,
-        })
-        .await
-        .is_err()
-    {
-        return Ok(());
-    }
-    let writer = tokio::spawn(async move {
-        while let Some(m) = out_rx.recv().await {
-            let close = matches!(m, Message::Close(_));
-            if sink.send(m).await.is_err() || close {
-                break;
-            }
-        }
-        let _ = sink.close().await;
-    });
-    while let Some(frame) = source.next().await {
-        match frame {
-            Ok(Message::Text(t)) => {
-                if inbound
-                    .send(Inbound::Text {
-                        conn,
-                        text: t.to_string(),
-                    })
-                    .await
-                    .is_err()
-                {
-                    break;
-                }
-            }
-            Ok(Message::Binary(_)) => {
-                let _ = inbound
-                    .send(Inbound::Text {
-                        conn,
-                        text: String::new(),
-                    })
-                    .await;
-            }
-            Ok(Message::Close(_)) | Err(_) => break,
-            Ok(_) => {}
-        }
-    }
-    let _ = inbound.send(Inbound::Closed { conn }).await;
-    writer.abort();
-    Ok(())
-}
-
-async fn run_relay(
-    config: ServeConfig,
-    mut inbound: mpsc::Receiver<Inbound>,
-    trace: Option<(
-        record::TraceFeed,
-        tokio::task::JoinHandle<std::io::Result<u64>>,
-    )>,
-) {
     let (feed, writer) = match trace {
         Some((f, w)) => (Some(f), Some(w)),
         None => (None, None),
     };
-    let seen = |s: record::Seen| {
-        if let Some(f) = &feed {
-            let _ = f.send(Some((Instant::now(), s)));
-        }
-    };
-    let start = Instant::now();
-    let mut relay = Relay::new(config.profile.clone());
-    let epoch = config.epoch_secs.unwrap_or_else(|| {
-        SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs())
+    let gate = Arc::new(Mutex::new(Gate::default()));
+    let slots = config
+        .relays
+        .iter()
+        .map(|r| RelaySlot::new(r.name.clone(), r.profile.clone()))
+        .collect();
+    let world = World::new(
+        slots,
+        WorldConfig {
+            seed: config.seed,
+            epoch_secs: config.epoch_secs,
+            labels: config.labels.clone(),
+        },
+        gate.clone(),
+        feed,
+    );
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let next_conn = Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let mut addrs = Vec::new();
+    let mut accepting = tokio::task::JoinSet::new();
+    for (index, (listener, addr)) in listeners.into_iter().enumerate() {
+        addrs.push((config.relays[index].name.clone(), addr));
+        accepting.spawn(http::accept_loop(
+            listener,
+            http::RelayDoor {
+                index,
+                profile: config.relays[index].profile.clone(),
+                max_connections: config.max_connections,
+                queue: config.max_queued_per_connection,
+                labels: config.labels.clone(),
+                gate: gate.clone(),
+                next_conn: next_conn.clone(),
+            },
+            inbound_tx.clone(),
+            stop_rx.clone(),
+        ));
+    }
+    let task = tokio::spawn(async move {
+        world::run(world, inbound_rx, writer).await;
+        while accepting.join_next().await.is_some() {}
     });
-    relay.set_epoch_secs(epoch);
-    let streams = SeededStreams::new(config.seed);
-    let mut conns: BTreeMap<ConnId, mpsc::Sender<Message>> = BTreeMap::new();
-    // Each connection draws its own delays and keeps its own order (a WebSocket over TCP).
-    let mut links: BTreeMap<ConnId, (LinkState, Pipe)> = BTreeMap::new();
-    let mut delayed: BTreeMap<(Instant, u64), (ConnId, Message)> = BTreeMap::new();
-    let mut seq = 0u64;
-    let down = config.profile.impairments.relay_to_peer.clone();
-    loop {
-        let wake = [
-            relay.poll_timeout().map(|t| start + t),
-            delayed.keys().next().map(|(t, _)| *t),
-        ]
-        .into_iter()
-        .flatten()
-        .min();
-        tokio::select! {
-            biased;
-            msg = inbound.recv() => {
-                let Some(msg) = msg else { break };
-                if matches!(msg, Inbound::Shutdown) {
-                    break;
-                }
-                let now = start.elapsed();
-                match msg {
-                    Inbound::Open { conn, ip, out } => {
-                        relay.connect(conn, &ip);
-                        conns.insert(conn, out);
-                        links.insert(conn, (LinkState::new(streams.stream(&format!("live/{conn}/down"))), Pipe::default()));
-                    }
-                    Inbound::Shutdown => unreachable!("handled above"),
-                    Inbound::Text { conn, text } => {
-                        let parsed = to_model(&text);
-                        seen(record::Seen::FromClient { client: conn, text });
-                        match parsed {
-                            Some(m) => relay.handle_client_message(conn, m, now),
-                            None => {
-                                if let Some(out) = conns.get(&conn) {
-                                    let notice = RelayMessage::Notice { message: "error: could not parse the message".into() };
-                                    let _ = out.try_send(Message::text(to_wire(&notice)));
-                                }
-                            }
-                        }
-                    }
-                    Inbound::Closed { conn } => {
-                        relay.disconnect(conn);
-                        conns.remove(&conn);
-                        links.remove(&conn);
-                    }
-                }
-            }
-            _ = async { match wake { Some(t) => tokio::time::sleep_until(t).await, None => std::future::pending().await } } => {
-                relay.handle_timeout(start.elapsed());
-            }
-        }
-        // Messages from the relay: through the relay -> peer impairments.
-        let now = start.elapsed();
-        while let Some((conn, message)) = relay.poll_transmit() {
-            let Some((link, pipe)) = links.get_mut(&conn) else {
-                continue;
-            };
-            let is_event = matches!(message, RelayMessage::Event { .. });
-            let delays = if is_event {
-                link.plan(&down)
-            } else {
-                link.plan(&crate::relay::impair::Direction {
-                    delay: down.delay.clone(),
-                    ..Default::default()
-                })
-            };
-            let text = to_wire(&message);
-            for at in pipe.arrivals(&down, now, text.len(), &delays, true) {
-                seq += 1;
-                delayed.insert((start + at, seq), (conn, Message::text(text.clone())));
-            }
-        }
-        while let Some(conn) = relay.poll_dropped() {
-            if let Some(out) = conns.remove(&conn) {
-                // What the relay said before closing (a NOTICE) goes out first.
-                let pending: Vec<(Instant, u64)> = delayed
-                    .iter()
-                    .filter(|(_, (c, _))| *c == conn)
-                    .map(|(k, _)| *k)
-                    .collect();
-                for key in pending {
-                    if let Some((_, m)) = delayed.remove(&key) {
-                        let _ = out.try_send(m);
-                    }
-                }
-                let _ = out.try_send(Message::Close(None));
-            }
-            links.remove(&conn);
-        }
-        while let Some(entry) = delayed.first_entry() {
-            if entry.key().0 > Instant::now() {
-                break;
-            }
-            let (conn, message) = entry.remove();
-            if let Message::Text(t) = &message {
-                seen(record::Seen::FromRelay {
-                    client: conn,
-                    text: t.to_string(),
-                });
-            }
-            if let Some(out) = conns.get(&conn) {
-                if out.try_send(message).is_err() {
-                    // A reader that cannot keep up is cut off, as strfry does past 32 MiB.
-                    relay.disconnect(conn);
-                    conns.remove(&conn);
-                }
-            }
-        }
-    }
-    // Close the trace: the summary line, then flush.
-    if let Some(f) = &feed {
-        let _ = f.send(None);
-    }
-    if let Some(w) = writer {
-        let _ = w.await;
-    }
+    Ok(LiveRelay {
+        local_addr: addrs[0].1,
+        addrs,
+        inbound: inbound_tx,
+        stop_accepting: stop_tx,
+        task,
+    })
 }

@@ -1,17 +1,56 @@
 //! The recording proxy: a transparent WebSocket proxy in front of any relay that writes what
-//! crosses it, both ways, as a trace (driver `live`). Events are stored whole, so
-//! `relaysim replay --mode inject` feeds the recorded deliveries to relaysim's receivers.
+//! crosses it, both ways, as a trace (driver `live`, see [`super::trace_writer`]).
+//!
+//! What a relay behind it sees stays as close to a direct connection as a proxy allows:
+//! NIP-11 requests are forwarded; each client's upstream connection leaves from the client's
+//! own loopback address when it has one (so per-address limits apply per client) and carries
+//! `X-Forwarded-For`; an unreachable upstream is refused with `502 Bad Gateway` and a log line
+//! rather than an accepted and silently dropped WebSocket.
 
-use crate::trace::{EventsMode, Line, ScenarioOrigin, FORMAT};
+use super::http::{http_response, read_head, Prefixed};
+use super::trace_writer::{start_trace, Seen, TraceFeed};
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
-use std::io::Write;
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
-use tokio::net::TcpListener;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpSocket, TcpStream};
+use tokio::sync::{oneshot, Semaphore};
 use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::Message;
+
+/// A function that takes log lines.
+type LogFn = dyn Fn(&str) + Send + Sync;
+
+/// Where the proxy's log lines go (the CLI prints them on stderr).
+#[derive(Clone, Default)]
+pub struct Log(Option<Arc<LogFn>>);
+
+impl Log {
+    /// Log lines handed to `f`.
+    pub fn to(f: impl Fn(&str) + Send + Sync + 'static) -> Self {
+        Log(Some(Arc::new(f)))
+    }
+
+    fn line(&self, text: &str) {
+        if let Some(f) = &self.0 {
+            f(text);
+        }
+    }
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Log(on)"
+        } else {
+            "Log(off)"
+        })
+    }
+}
 
 /// How the recording proxy runs.
 #[derive(Debug, Clone)]
@@ -22,50 +61,29 @@ pub struct RecordConfig {
     pub upstream: String,
     /// The trace file.
     pub out: PathBuf,
+    /// Peer names by client address, for the trace.
+    pub labels: BTreeMap<IpAddr, String>,
+    /// Clients proxied at once; more are refused with 429.
+    pub max_connections: usize,
+    /// How long to wait for the upstream's TCP connection and WebSocket handshake.
+    pub connect_timeout: Duration,
+    /// Where log lines go.
+    pub log: Log,
 }
 
-/// A message that crossed a live relay or proxy, for the trace writer.
-pub(crate) enum Seen {
-    /// Client → relay.
-    FromClient { client: u64, text: String },
-    /// Relay → client.
-    FromRelay { client: u64, text: String },
-}
-
-/// What feeds a live trace: `Some` per message, `None` to close it.
-pub(crate) type TraceFeed = mpsc::UnboundedSender<Option<(Instant, Seen)>>;
-
-/// Writes the header of a live trace to `out` and starts the task that writes the rest;
-/// returns the feed and the task (which yields the number of lines written).
-/// `scenario` names what is recorded; `origin`, when relaysim's own peers ran a scenario
-/// (the turmoil engine), is written whole so the trace can be schedule-replayed.
-pub(crate) fn start_trace(
-    out: &std::path::Path,
-    scenario: String,
-    origin: Option<&ScenarioOrigin>,
-    relay: String,
-    start: Instant,
-) -> std::io::Result<(TraceFeed, tokio::task::JoinHandle<std::io::Result<u64>>)> {
-    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
-    let header = Line::Header {
-        format: FORMAT,
-        relaysim: env!("CARGO_PKG_VERSION").into(),
-        scenario: origin.map_or(scenario, |o| o.name.clone()),
-        scenario_hash: origin.map(|o| o.hash.clone()).unwrap_or_default(),
-        seed: origin.map_or(0, |o| o.seed),
-        driver: "live".into(),
-        events: EventsMode::Full,
-        suppressed_outages: Vec::new(),
-        shrunk: None,
-        scenario_toml: origin.map(|o| o.toml.clone()).unwrap_or_default(),
-    };
-    writeln!(
-        file,
-        "{}",
-        serde_json::to_string(&header).map_err(std::io::Error::other)?
-    )?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    Ok((tx, tokio::spawn(write_lines(file, relay, start, rx))))
+impl RecordConfig {
+    /// A proxy on `listen` in front of `upstream`, writing `out`.
+    pub fn new(listen: SocketAddr, upstream: &str, out: PathBuf) -> Self {
+        RecordConfig {
+            listen,
+            upstream: upstream.to_owned(),
+            out,
+            labels: BTreeMap::new(),
+            max_connections: 256,
+            connect_timeout: Duration::from_secs(5),
+            log: Log::default(),
+        }
+    }
 }
 
 /// A running recording proxy.
@@ -90,17 +108,15 @@ impl Recorder {
 pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     let listener = TcpListener::bind(config.listen).await?;
     let local_addr = listener.local_addr()?;
-    let (seen_tx, writer) = start_trace(
+    let (feed, writer) = start_trace(
         &config.out,
         format!("recording of {}", config.upstream),
         None,
-        "upstream".into(),
         Instant::now(),
     )?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
-    let upstream = config.upstream.clone();
     let task = tokio::spawn(async move {
-        accept(listener, upstream, seen_tx, shutdown_rx).await;
+        accept(listener, Arc::new(config), feed, shutdown_rx).await;
         writer.await.map_err(std::io::Error::other)?
     });
     Ok(Recorder {
@@ -112,157 +128,200 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
 
 async fn accept(
     listener: TcpListener,
-    upstream: String,
-    seen: mpsc::UnboundedSender<Option<(Instant, Seen)>>,
+    config: Arc<RecordConfig>,
+    feed: TraceFeed,
     mut shutdown: oneshot::Receiver<()>,
 ) {
+    let slots = Arc::new(Semaphore::new(config.max_connections));
     let mut next = 0u64;
     loop {
         tokio::select! {
             _ = &mut shutdown => break,
             accepted = listener.accept() => {
-                let Ok((stream, _)) = accepted else { continue };
-                let client = next;
+                let Ok((mut stream, client_addr)) = accepted else { continue };
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    let _ = stream.write_all(&http_response("429 Too Many Requests", "text/plain", "too many connections\n", "")).await;
+                    continue;
+                };
+                let peer = config
+                    .labels
+                    .get(&client_addr.ip())
+                    .cloned()
+                    .unwrap_or_else(|| format!("client-{next}"));
                 next += 1;
-                let seen = seen.clone();
-                let upstream = upstream.clone();
+                let (feed, config) = (feed.clone(), config.clone());
                 tokio::spawn(async move {
-                    let Ok(downstream) = tokio_tungstenite::accept_async(stream).await else { return };
-                    let Ok((relay, _)) = tokio_tungstenite::connect_async(upstream.as_str()).await else { return };
-                    let (mut to_client, mut from_client) = downstream.split();
-                    let (mut to_relay, mut from_relay) = relay.split();
-                    let seen_up = seen.clone();
-                    let up = async {
-                        while let Some(Ok(m)) = from_client.next().await {
-                            if let Message::Text(t) = &m {
-                                let _ = seen_up.send(Some((Instant::now(), Seen::FromClient { client, text: t.to_string() })));
-                            }
-                            let close = matches!(m, Message::Close(_));
-                            if to_relay.send(m).await.is_err() || close {
-                                break;
-                            }
-                        }
-                    };
-                    let down = async {
-                        while let Some(Ok(m)) = from_relay.next().await {
-                            if let Message::Text(t) = &m {
-                                let _ = seen.send(Some((Instant::now(), Seen::FromRelay { client, text: t.to_string() })));
-                            }
-                            let close = matches!(m, Message::Close(_));
-                            if to_client.send(m).await.is_err() || close {
-                                break;
-                            }
-                        }
-                    };
-                    tokio::select! { _ = up => {}, _ = down => {} }
+                    let _permit = permit;
+                    proxy(stream, client_addr, peer, &config, feed).await;
                 });
             }
         }
     }
-    let _ = seen.send(None);
+    let _ = feed.send(None);
 }
 
-async fn write_lines(
-    mut file: std::io::BufWriter<std::fs::File>,
-    relay: String,
-    start: Instant,
-    mut seen: mpsc::UnboundedReceiver<Option<(Instant, Seen)>>,
-) -> std::io::Result<u64> {
-    let mut published: BTreeMap<String, u64> = BTreeMap::new();
-    let mut lines = 1u64;
-    let mut last = 0u64;
-    // `None` marks the end: the proxy stopped (connections may still be open).
-    while let Some(Some((at, s))) = seen.recv().await {
-        // Times never go backwards in a trace, even if two tasks raced to report.
-        let t = (at.saturating_duration_since(start).as_micros() as u64).max(last);
-        last = t;
-        let mut out: Vec<Line> = Vec::new();
-        match s {
-            Seen::FromClient { client, text } => {
-                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                if v[0] == "EVENT" {
-                    let mut event = v[1].clone();
-                    crate::peer::streams::redact_event_json(&mut event);
-                    let id = event["id"].as_str().unwrap_or_default().to_owned();
-                    published.entry(id.clone()).or_insert(t);
-                    out.push(Line::Published {
-                        t,
-                        peer: format!("client-{client}"),
-                        relay: relay.clone(),
-                        id,
-                        bytes: event.to_string().len(),
-                        event: Some(event),
-                    });
-                }
-            }
-            Seen::FromRelay { client, text } => {
-                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
-                let peer = format!("client-{client}");
-                match v[0].as_str() {
-                    Some("EVENT") => {
-                        let mut event = v[2].clone();
-                        crate::peer::streams::redact_event_json(&mut event);
-                        let id = event["id"].as_str().unwrap_or_default().to_owned();
-                        // An event published elsewhere: store it so inject replay has its body.
-                        let first = *published.entry(id.clone()).or_insert_with(|| {
-                            out.push(Line::Published {
-                                t,
-                                peer: "external".into(),
-                                relay: relay.clone(),
-                                id: id.clone(),
-                                bytes: event.to_string().len(),
-                                event: Some(event.clone()),
-                            });
-                            t
-                        });
-                        out.push(Line::Delivered {
-                            t,
-                            relay: relay.clone(),
-                            peer,
-                            id,
-                            latency_us: t - first,
-                            reordered: false,
-                            duplicate: false,
-                            via: None,
-                        });
-                    }
-                    Some("OK") => out.push(Line::Verdict {
-                        t,
-                        relay: relay.clone(),
-                        peer,
-                        id: v[1].as_str().unwrap_or_default().to_owned(),
-                        accepted: v[2].as_bool().unwrap_or(false),
-                        message: v[3].as_str().unwrap_or_default().to_owned(),
-                    }),
-                    Some("NOTICE") => out.push(Line::Notice {
-                        t,
-                        relay: relay.clone(),
-                        peer,
-                        message: v[1].as_str().unwrap_or_default().to_owned(),
-                    }),
-                    _ => {}
-                }
-            }
+/// Host and port of a `ws://` URL.
+fn host_port(url: &str) -> Option<(String, u16)> {
+    let request = url.into_client_request().ok()?;
+    let uri = request.uri();
+    Some((uri.host()?.to_owned(), uri.port_u16().unwrap_or(80)))
+}
+
+/// A TCP connection to the upstream, from the client's own loopback address when it has one.
+async fn connect_upstream(upstream: &str, client: IpAddr) -> std::io::Result<TcpStream> {
+    let (host, port) = host_port(upstream)
+        .ok_or_else(|| std::io::Error::other(format!("cannot read the address {upstream:?}")))?;
+    let mut last = std::io::Error::other(format!("{host} resolves to no address"));
+    for addr in tokio::net::lookup_host((host.as_str(), port)).await? {
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()?
+        } else {
+            TcpSocket::new_v6()?
+        };
+        // Leaving from the client's loopback address keeps per-address limits per client;
+        // any other address is not ours to bind, so the system picks.
+        if client.is_loopback() && client.is_ipv4() == addr.is_ipv4() {
+            let _ = socket.bind(SocketAddr::new(client, 0));
         }
-        for line in out {
-            writeln!(
-                file,
-                "{}",
-                serde_json::to_string(&line).map_err(std::io::Error::other)?
-            )?;
-            lines += 1;
+        match socket.connect(addr).await {
+            Ok(stream) => return Ok(stream),
+            Err(e) => last = e,
         }
     }
-    let summary = Line::Summary {
-        outcomes: Vec::new(),
-        integrity_violations: 0,
-        completion_ratio: 1.0,
+    Err(last)
+}
+
+async fn proxy(
+    mut stream: TcpStream,
+    client_addr: SocketAddr,
+    peer: String,
+    config: &RecordConfig,
+    feed: TraceFeed,
+) {
+    let Ok(Ok(Some(head))) =
+        tokio::time::timeout(config.connect_timeout * 2, read_head(&mut stream)).await
+    else {
+        return;
     };
-    writeln!(
-        file,
-        "{}",
-        serde_json::to_string(&summary).map_err(std::io::Error::other)?
-    )?;
-    file.flush()?;
-    Ok(lines + 1)
+    let upgrade = String::from_utf8_lossy(&head)
+        .to_ascii_lowercase()
+        .contains("upgrade: websocket");
+    let mut upstream = match tokio::time::timeout(
+        config.connect_timeout,
+        connect_upstream(&config.upstream, client_addr.ip()),
+    )
+    .await
+    {
+        Ok(Ok(s)) => s,
+        Ok(Err(e)) => return refuse(stream, client_addr, config, &e.to_string()).await,
+        Err(_) => {
+            let why = format!("no connection within {:?}", config.connect_timeout);
+            return refuse(stream, client_addr, config, &why).await;
+        }
+    };
+    if !upgrade {
+        // NIP-11 and any other plain request: the upstream answers it.
+        if upstream.write_all(&head).await.is_ok() {
+            let mut answer = Vec::new();
+            let mut limited = (&mut upstream).take(1 << 20);
+            let read = limited.read_to_end(&mut answer);
+            let _ = tokio::time::timeout(config.connect_timeout, read).await;
+            let _ = stream.write_all(&answer).await;
+        }
+        return;
+    }
+    let Ok(mut request) = config.upstream.as_str().into_client_request() else {
+        return refuse(
+            stream,
+            client_addr,
+            config,
+            "cannot read the upstream address",
+        )
+        .await;
+    };
+    if let Ok(value) = client_addr.ip().to_string().parse() {
+        request.headers_mut().insert("x-forwarded-for", value);
+    }
+    let relay = match tokio::time::timeout(
+        config.connect_timeout,
+        tokio_tungstenite::client_async(request, upstream),
+    )
+    .await
+    {
+        Ok(Ok((relay, _))) => relay,
+        Ok(Err(e)) => return refuse(stream, client_addr, config, &e.to_string()).await,
+        Err(_) => {
+            let why = format!("no WebSocket handshake within {:?}", config.connect_timeout);
+            return refuse(stream, client_addr, config, &why).await;
+        }
+    };
+    let Ok(downstream) = tokio_tungstenite::accept_async(Prefixed::new(head, stream)).await else {
+        return;
+    };
+    let relay_name = "upstream".to_owned();
+    let _ = feed.send(Some((
+        Instant::now(),
+        Seen::Connected {
+            relay: relay_name.clone(),
+            peer: peer.clone(),
+        },
+    )));
+    let (mut to_client, mut from_client) = downstream.split();
+    let (mut to_relay, mut from_relay) = relay.split();
+    let up = async {
+        while let Some(Ok(m)) = from_client.next().await {
+            if let Message::Text(t) = &m {
+                let seen = Seen::FromClient {
+                    relay: relay_name.clone(),
+                    peer: peer.clone(),
+                    text: t.to_string(),
+                };
+                let _ = feed.send(Some((Instant::now(), seen)));
+            }
+            let close = matches!(m, Message::Close(_));
+            if to_relay.send(m).await.is_err() || close {
+                break;
+            }
+        }
+    };
+    let down = async {
+        while let Some(Ok(m)) = from_relay.next().await {
+            if let Message::Text(t) = &m {
+                let seen = Seen::FromRelay {
+                    relay: relay_name.clone(),
+                    peer: peer.clone(),
+                    text: t.to_string(),
+                    arrival: None,
+                    latency_us: None,
+                };
+                let _ = feed.send(Some((Instant::now(), seen)));
+            }
+            let close = matches!(m, Message::Close(_));
+            if to_client.send(m).await.is_err() || close {
+                break;
+            }
+        }
+    };
+    // Whichever side ends first ends both: the other socket is dropped and closed.
+    tokio::select! { _ = up => {}, _ = down => {} }
+    let _ = feed.send(Some((
+        Instant::now(),
+        Seen::Disconnected {
+            relay: relay_name,
+            peer,
+            reason: "proxy connection ended".into(),
+        },
+    )));
+}
+
+/// Answers a client whose upstream is unreachable: 502 and a log line.
+async fn refuse(mut stream: TcpStream, client: SocketAddr, config: &RecordConfig, why: &str) {
+    config.log.line(&format!(
+        "relaysim record: upstream {} unreachable for {client}: {why}",
+        config.upstream
+    ));
+    let body = format!("upstream {} unreachable: {why}\n", config.upstream);
+    let _ = stream
+        .write_all(&http_response("502 Bad Gateway", "text/plain", &body, ""))
+        .await;
 }

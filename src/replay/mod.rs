@@ -18,6 +18,7 @@ pub use crate::trace::{plans_of, NamedPlans};
 
 pub mod live_schedule;
 pub mod shrink;
+pub mod traffic;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::open_stream::{OpenStreamRegistry, RegistryEvent, StreamFrame, StreamPolicy};
 use crate::protocol::oversized::{OversizedReceiver, ReceiverConfig, ReceiverEvent, TransferFrame};
@@ -260,7 +261,11 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
             ) {
                 continue;
             }
-            results
+            let is_chunk = matches!(
+                frame.body,
+                crate::protocol::oversized::TransferBody::Chunk { .. }
+            );
+            let entry = results
                 .entry((peer.clone(), token_text(&frame.token)))
                 .or_insert_with(|| Injected {
                     receiver: peer.clone(),
@@ -269,6 +274,9 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
                     outcome: "unfinished".into(),
                     chunks: 0,
                 });
+            if is_chunk {
+                entry.chunks += 1;
+            }
             r.transfers
                 .get_or_insert_with(|| OversizedReceiver::new(ReceiverConfig::default()))
                 .handle_frame(&sender, frame, now);
@@ -279,10 +287,11 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
                 StreamBody::Start { .. } | StreamBody::Chunk { .. } | StreamBody::Close { .. }
             ) {
                 // Keepalive and control frames still reach an existing session.
+                let token = token_text(&frame.token);
                 if let Some(reg) = r.streams.as_mut() {
                     reg.handle_frame(&sender, frame, now);
                 }
-                drain(peer, r, &mut results, &sender);
+                drain(peer, r, &mut results, Some((&sender, &token)));
                 continue;
             }
             let token = token_text(&frame.token);
@@ -290,7 +299,7 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
                 .entry((peer.clone(), token.clone()))
                 .or_insert_with(|| Injected {
                     receiver: peer.clone(),
-                    token,
+                    token: token.clone(),
                     kind: "stream",
                     outcome: "unfinished".into(),
                     chunks: 0,
@@ -298,8 +307,10 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
             r.streams
                 .get_or_insert_with(|| OpenStreamRegistry::new(StreamPolicy::default()))
                 .handle_frame(&sender, frame, now);
+            drain(peer, r, &mut results, Some((&sender, &token)));
+            continue;
         }
-        drain(peer, r, &mut results, &sender);
+        drain(peer, r, &mut results, None);
     }
     // Let grace periods and timeouts run out.
     run_timers(
@@ -332,7 +343,7 @@ fn run_timers(
                     if let Some(x) = r.streams.as_mut() {
                         x.handle_timeout(t);
                     }
-                    drain(peer, r, results, "");
+                    drain(peer, r, results, None);
                 }
                 _ => break,
             }
@@ -340,11 +351,14 @@ fn run_timers(
     }
 }
 
+/// Takes the receivers' events into `results`; `frame` names the sender and token of the
+/// frame just handled, whose stream is read (only that one: reading every open stream at each
+/// delivery made injection quadratic in the number of streams).
 fn drain(
     peer: &str,
     r: &mut Receivers,
     results: &mut BTreeMap<(String, String), Injected>,
-    sender: &str,
+    frame: Option<(&str, &str)>,
 ) {
     let mut set = |token: String, outcome: String| {
         if let Some(i) = results.get_mut(&(peer.to_owned(), token)) {
@@ -380,32 +394,21 @@ fn drain(
                 RegistryEvent::Opened { .. } => {}
             }
         }
-        let open: Vec<String> = results
-            .iter()
-            .filter(|((p, _), i)| p == peer && i.kind == "stream")
-            .map(|((_, t), _)| t.clone())
-            .collect();
-        for token in open {
+        if let Some((sender, token)) = frame {
             // Tokens are strings or integers, and `token_text` wrote both as text: digits may be
             // either (the TypeScript SDK sends its numeric ids as strings), so both are read.
             use crate::protocol::jsonrpc::ProgressToken;
-            let mut keys = vec![ProgressToken::String(token.clone())];
+            let mut keys = vec![ProgressToken::String(token.to_owned())];
             if let Ok(n) = token.parse::<i64>() {
                 if n.to_string() == token {
                     keys.push(ProgressToken::Number(n));
                 }
             }
-            let senders: Vec<String> = if sender.is_empty() {
-                Vec::new()
-            } else {
-                vec![sender.to_owned()]
-            };
-            for s in senders {
-                for key in &keys {
-                    while x.read(&s, key).is_some() {
-                        if let Some(i) = results.get_mut(&(peer.to_owned(), token.clone())) {
-                            i.chunks += 1;
-                        }
+            let sender = sender.to_owned();
+            for key in &keys {
+                while x.read(&sender, key).is_some() {
+                    if let Some(i) = results.get_mut(&(peer.to_owned(), token.to_owned())) {
+                        i.chunks += 1;
                     }
                 }
             }

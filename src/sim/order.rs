@@ -89,27 +89,40 @@ struct Stages {
     sent: Option<u64>,
 }
 
-/// Follows events through their stages; see the module documentation.
-#[derive(Debug, Default)]
-pub struct OrderTracker {
+/// Follows events through their stages; see the module documentation. Peers are named by
+/// `P`: the des world's [`PeerId`], or whatever a live relay knows a connection by.
+#[derive(Debug)]
+pub struct OrderTracker<P = PeerId> {
     /// Author and the ordinal at which the author made it.
-    made: BTreeMap<EventId, (PeerId, u64)>,
+    made: BTreeMap<EventId, (P, u64)>,
     stages: BTreeMap<(usize, EventId), Stages>,
     /// The relay whose copy each reader took first.
-    first_copy: BTreeMap<(PeerId, EventId), usize>,
+    first_copy: BTreeMap<(P, EventId), usize>,
     /// Per reader and author: the latest-made event delivered so far, and through which relay.
-    newest: BTreeMap<(PeerId, PeerId), (u64, EventId, usize)>,
+    newest: BTreeMap<(P, P), (u64, EventId, usize)>,
     counter: u64,
 }
 
-impl OrderTracker {
+impl<P> Default for OrderTracker<P> {
+    fn default() -> Self {
+        OrderTracker {
+            made: BTreeMap::new(),
+            stages: BTreeMap::new(),
+            first_copy: BTreeMap::new(),
+            newest: BTreeMap::new(),
+            counter: 0,
+        }
+    }
+}
+
+impl<P: Ord + Copy> OrderTracker<P> {
     fn tick(&mut self) -> u64 {
         self.counter += 1;
         self.counter
     }
 
     /// `author` made `event` (the first time only: a re-send keeps its place).
-    pub fn made(&mut self, author: PeerId, event: EventId) {
+    pub fn made(&mut self, author: P, event: EventId) {
         if !self.made.contains_key(&event) {
             let n = self.tick();
             self.made.insert(event, (author, n));
@@ -148,7 +161,7 @@ impl OrderTracker {
     /// author is in the datagram stress mode.
     pub fn delivered(
         &mut self,
-        reader: PeerId,
+        reader: P,
         relay: usize,
         event: EventId,
         replay: bool,

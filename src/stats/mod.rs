@@ -18,6 +18,7 @@
 //! `datagram-link`, `unexplained`), `disconnects`, `outages`.
 
 pub mod output;
+pub mod rpc_pairs;
 
 use crate::peer::client::{CallFailure, CallId, ClientEvent};
 use crate::peer::tools::Expected;

@@ -13,10 +13,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio_tungstenite::tungstenite::Message;
 
 fn config(profile: RelayProfile) -> ServeConfig {
-    ServeConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        ..ServeConfig::new(profile)
-    }
+    ServeConfig::new(profile).listening_on("127.0.0.1:0".parse().unwrap())
 }
 
 fn event(padding: usize) -> Event {
@@ -204,11 +201,11 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
 
     let relay = serve(config(RelayProfile::ideal())).await.unwrap();
     let out = std::env::temp_dir().join(format!("relaysim-record-{}.jsonl", std::process::id()));
-    let proxy = record(RecordConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        upstream: format!("ws://{}", relay.local_addr),
-        out: out.clone(),
-    })
+    let proxy = record(RecordConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        &format!("ws://{}", relay.local_addr),
+        out.clone(),
+    ))
     .await
     .unwrap();
     let url = format!("ws://{}", proxy.local_addr);

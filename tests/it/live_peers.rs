@@ -18,12 +18,9 @@ use std::time::Duration;
 const LIMIT: Duration = Duration::from_secs(20);
 
 async fn relay_at(profile: RelayProfile, listen: SocketAddr) -> LiveRelay {
-    serve(ServeConfig {
-        listen,
-        ..ServeConfig::new(profile)
-    })
-    .await
-    .unwrap()
+    serve(ServeConfig::new(profile).listening_on(listen))
+        .await
+        .unwrap()
 }
 
 /// A server peer driven in its own task until the test ends, with its connection count
@@ -268,11 +265,11 @@ async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outc
     let upstream = LocalRelay::new(RelayBuilder::default());
     upstream.run().await.unwrap();
     let out = std::env::temp_dir().join(format!("relaysim-interop-{}.jsonl", std::process::id()));
-    let proxy = record(RecordConfig {
-        listen: "127.0.0.1:0".parse().unwrap(),
-        upstream: upstream.url().await.to_string(),
-        out: out.clone(),
-    })
+    let proxy = record(RecordConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        &upstream.url().await.to_string(),
+        out.clone(),
+    ))
     .await
     .unwrap();
     let url = format!("ws://{}", proxy.local_addr);

@@ -27,8 +27,7 @@ fn run(seed: u64) -> Vec<String> {
     sim.host("relay", || async {
         let listener = turmoil::net::TcpListener::bind(("0.0.0.0", 7777)).await?;
         let _relay = serve_on(
-            listener,
-            SocketAddr::from(([0, 0, 0, 0], 7777)),
+            vec![(listener, SocketAddr::from(([0, 0, 0, 0], 7777)))],
             ServeConfig {
                 epoch_secs: Some(EPOCH_SECS),
                 ..ServeConfig::new(RelayProfile::strfry())

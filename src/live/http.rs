@@ -1,0 +1,284 @@
+//! The socket side of a live relay: accepting connections, reading the HTTP request head,
+//! answering NIP-11 and `/stats`, refusing what the relay would refuse (over the connection
+//! limit: 429; restarting or the peer's connection down: 503), and moving WebSocket frames
+//! between a connection and the [`world`](super::world).
+
+use super::world::Inbound;
+use super::{nip11, Gate, Listener};
+use crate::relay::{ConnId, RelayProfile};
+use futures_util::{SinkExt, StreamExt};
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::sync::{mpsc, oneshot, watch, Semaphore};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::error::CapacityError;
+use tokio_tungstenite::tungstenite::protocol::WebSocketConfig;
+use tokio_tungstenite::tungstenite::Message;
+
+/// The whole HTTP request head and WebSocket upgrade must finish within this, so a client
+/// that trickles bytes cannot hold a connection slot.
+const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+/// The longest request head accepted.
+const MAX_HEAD_BYTES: usize = 16 * 1024;
+/// The frame limit of a relay whose profile sets none: it only guards memory.
+const DEFAULT_FRAME_LIMIT: usize = 64 << 20;
+
+/// What a connection to one relay needs to know.
+#[derive(Clone)]
+pub(crate) struct RelayDoor {
+    pub index: usize,
+    pub profile: RelayProfile,
+    pub max_connections: usize,
+    pub queue: usize,
+    pub labels: BTreeMap<IpAddr, String>,
+    pub gate: Arc<Mutex<Gate>>,
+    pub next_conn: Arc<AtomicU64>,
+}
+
+/// Accepts connections to one relay until told to stop.
+pub(crate) async fn accept_loop<L: Listener>(
+    listener: L,
+    door: RelayDoor,
+    inbound: mpsc::Sender<Inbound>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let slots = Arc::new(Semaphore::new(door.max_connections));
+    loop {
+        tokio::select! {
+            biased;
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    break;
+                }
+            }
+            accepted = listener.accept() => {
+                let Ok((mut stream, peer)) = accepted else { continue };
+                let Ok(permit) = slots.clone().try_acquire_owned() else {
+                    // Over the connection limit: refuse before the upgrade, as khatru does.
+                    let _ = stream.write_all(&plain_response("429 Too Many Requests", "too many connections\n")).await;
+                    continue;
+                };
+                let conn = door.next_conn.fetch_add(1, Ordering::Relaxed);
+                let (door, inbound) = (door.clone(), inbound.clone());
+                tokio::spawn(async move {
+                    let _permit = permit;
+                    let _ = handle_connection(stream, peer, conn, door, inbound).await;
+                });
+            }
+        }
+    }
+}
+
+pub(crate) fn plain_response(status: &str, body: &str) -> Vec<u8> {
+    http_response(status, "text/plain", body, "")
+}
+
+pub(crate) fn http_response(status: &str, kind: &str, body: &str, extra_headers: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\naccess-control-allow-origin: *\r\ncontent-length: {}\r\n{extra_headers}connection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+/// A stream that first yields bytes already read from it (the HTTP request head).
+pub(crate) struct Prefixed<S> {
+    prefix: Vec<u8>,
+    offset: usize,
+    inner: S,
+}
+
+impl<S> Prefixed<S> {
+    /// `inner`, yielding `prefix` first.
+    pub(crate) fn new(prefix: Vec<u8>, inner: S) -> Self {
+        Prefixed {
+            prefix,
+            offset: 0,
+            inner,
+        }
+    }
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Prefixed<S> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        if self.offset < self.prefix.len() {
+            let n = buf.remaining().min(self.prefix.len() - self.offset);
+            let start = self.offset;
+            buf.put_slice(&self.prefix[start..start + n]);
+            self.offset += n;
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Prefixed<S> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.inner).poll_write(cx, buf)
+    }
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// Reads the HTTP request head; `None` when the client went away or sent too much.
+pub(crate) async fn read_head<S: AsyncRead + Unpin>(
+    stream: &mut S,
+) -> std::io::Result<Option<Vec<u8>>> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 4096];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+        if head.len() > MAX_HEAD_BYTES {
+            return Ok(None);
+        }
+        let n = stream.read(&mut buf).await?;
+        if n == 0 {
+            return Ok(None);
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(Some(head))
+}
+
+async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    mut stream: S,
+    peer: SocketAddr,
+    conn: ConnId,
+    door: RelayDoor,
+    inbound: mpsc::Sender<Inbound>,
+) -> std::io::Result<()> {
+    let deadline = Instant::now() + HANDSHAKE_DEADLINE;
+    let Some(head) = tokio::time::timeout_at(deadline, read_head(&mut stream))
+        .await
+        .map_err(|_| std::io::ErrorKind::TimedOut)??
+    else {
+        return Ok(());
+    };
+    let text = String::from_utf8_lossy(&head).to_ascii_lowercase();
+    let path = text.split_whitespace().nth(1).unwrap_or("/");
+    if !text.contains("upgrade: websocket") {
+        let response = if path == "/stats" {
+            let (reply, answer) = oneshot::channel();
+            let _ = inbound.send(Inbound::Stats { reply }).await;
+            let body = match answer.await {
+                Ok(report) => serde_json::to_string_pretty(&report).unwrap_or_default(),
+                Err(_) => "{}".into(),
+            };
+            http_response("200 OK", "application/json", &body, "")
+        } else if text.contains("application/nostr+json") {
+            http_response(
+                "200 OK",
+                "application/nostr+json",
+                &nip11(&door.profile).to_string(),
+                "",
+            )
+        } else {
+            plain_response("200 OK", "relaysim: connect with a WebSocket client\n")
+        };
+        stream.write_all(&response).await?;
+        return Ok(());
+    }
+    let identity = door
+        .labels
+        .get(&peer.ip())
+        .cloned()
+        .unwrap_or_else(|| peer.ip().to_string());
+    let refusal = door
+        .gate
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+        .refuses(door.index, &identity, Instant::now());
+    if let Some(why) = refusal {
+        let body = format!("{why}\n");
+        stream
+            .write_all(&http_response(
+                "503 Service Unavailable",
+                "text/plain",
+                &body,
+                "retry-after: 1\r\n",
+            ))
+            .await?;
+        return Ok(());
+    }
+    // Frames over the profile's message limit are refused before they are read whole, as
+    // the real relays' WebSocket libraries do; the world applies the profile's reaction.
+    let limit = door
+        .profile
+        .max_message_bytes
+        .unwrap_or(DEFAULT_FRAME_LIMIT);
+    let ws_config = WebSocketConfig::default()
+        .max_message_size(Some(limit))
+        .max_frame_size(Some(limit));
+    let upgrade =
+        tokio_tungstenite::accept_async_with_config(Prefixed::new(head, stream), Some(ws_config));
+    let ws = tokio::time::timeout_at(deadline, upgrade)
+        .await
+        .map_err(|_| std::io::ErrorKind::TimedOut)?
+        .map_err(std::io::Error::other)?;
+    let (mut sink, mut source) = ws.split();
+    let (out_tx, mut out_rx) = mpsc::channel::<Message>(door.queue);
+    let open = Inbound::Open {
+        relay: door.index,
+        conn,
+        ip: peer.ip(),
+        out: out_tx,
+    };
+    if inbound.send(open).await.is_err() {
+        return Ok(());
+    }
+    let mut writer = tokio::spawn(async move {
+        while let Some(m) = out_rx.recv().await {
+            let close = matches!(m, Message::Close(_));
+            if sink.send(m).await.is_err() || close {
+                break;
+            }
+        }
+        let _ = sink.close().await;
+    });
+    while let Some(frame) = source.next().await {
+        let text = match frame {
+            Ok(Message::Text(t)) => t.to_string(),
+            // A binary frame is not NIP-01: the world answers it as unparseable.
+            Ok(Message::Binary(_)) => String::new(),
+            Err(tokio_tungstenite::tungstenite::Error::Capacity(e)) => {
+                let size = match e {
+                    CapacityError::MessageTooLong { size, .. } => size,
+                    CapacityError::TooManyHeaders => 0,
+                };
+                let _ = inbound.send(Inbound::Oversize { conn, size }).await;
+                break;
+            }
+            Ok(Message::Close(_)) | Err(_) => break,
+            Ok(_) => continue,
+        };
+        if inbound.send(Inbound::Text { conn, text }).await.is_err() {
+            break;
+        }
+    }
+    let _ = inbound.send(Inbound::Closed { conn }).await;
+    // Let the writer send what the world queued (an oversize NOTICE, a close) before going.
+    if tokio::time::timeout(Duration::from_secs(1), &mut writer)
+        .await
+        .is_err()
+    {
+        writer.abort();
+    }
+    Ok(())
+}

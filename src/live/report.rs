@@ -1,0 +1,128 @@
+//! What a live deployment did: per relay counters (the relay model's and the links'), and the
+//! request/response pairs read off the traffic. `relaysim serve` prints it when it stops,
+//! writes it as JSON, and answers it at `GET /stats` while running.
+
+use crate::relay::RelayCounters;
+use crate::stats::output::human_us;
+use crate::stats::rpc_pairs::PairRow;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// Counters of one live relay.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LiveRelayCounters {
+    /// The relay's name.
+    pub relay: String,
+    /// Its profile.
+    pub profile: String,
+    /// WebSocket connections opened.
+    pub connections: u64,
+    /// Events received by the relay model.
+    pub received: u64,
+    /// Events accepted.
+    pub accepted: u64,
+    /// Events refused, by the prefix of the reason.
+    pub rejected: BTreeMap<String, u64>,
+    /// Events held back or dropped by a rate limit.
+    pub rate_limited: u64,
+    /// Event copies delivered to subscribers' sockets.
+    pub delivered: u64,
+    /// Events a datagram-mode link lost, by way (`up`, `down`).
+    pub lost: BTreeMap<String, u64>,
+    /// Events a datagram-mode link duplicated, by way.
+    pub duplicated: BTreeMap<String, u64>,
+    /// Deliveries of an event the reader already had, by mechanism.
+    pub duplicate_deliveries: BTreeMap<String, u64>,
+    /// First deliveries after a later event of the same author, by mechanism.
+    pub reordered_deliveries: BTreeMap<String, u64>,
+    /// Outages, by kind.
+    pub outages: BTreeMap<String, u64>,
+    /// Connections closed for a frame over the message limit.
+    pub frames_too_large: u64,
+    /// Readers cut off because their queue was full.
+    pub cut_off: u64,
+    /// Connections the relay model closed.
+    pub closed_by_relay: u64,
+}
+
+impl LiveRelayCounters {
+    /// Zero counters for relay `relay` with profile `profile`.
+    pub fn new(relay: &str, profile: &str) -> Self {
+        LiveRelayCounters {
+            relay: relay.to_owned(),
+            profile: profile.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// These counters with the relay model's.
+    pub fn with_model(&self, model: &RelayCounters) -> Self {
+        LiveRelayCounters {
+            received: model.received,
+            accepted: model.accepted,
+            rejected: model.rejected.clone(),
+            rate_limited: model.delayed + model.dropped,
+            closed_by_relay: model.connections_closed,
+            ..self.clone()
+        }
+    }
+}
+
+/// Everything a live deployment reports.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct LiveReport {
+    /// Time since the relays started, in microseconds.
+    pub elapsed_us: u64,
+    /// One entry per relay, in the scenario's order.
+    pub relays: Vec<LiveRelayCounters>,
+    /// Request/response pairs by method.
+    pub calls: Vec<PairRow>,
+    /// Deliveries of gift-wrapped events, which cannot be paired.
+    pub gift_wrapped: u64,
+}
+
+fn listed(map: &BTreeMap<String, u64>) -> String {
+    if map.is_empty() {
+        return "0".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("{k} ×{v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+impl LiveReport {
+    /// The report as text for people.
+    pub fn text(&self) -> String {
+        let mut out = String::new();
+        let _ = writeln!(out, "after {}", human_us(self.elapsed_us));
+        for r in &self.relays {
+            let _ = writeln!(out, "\nrelay {} ({})", r.relay, r.profile);
+            let rows = [
+                ("connections", r.connections.to_string()),
+                ("events received", r.received.to_string()),
+                ("accepted", r.accepted.to_string()),
+                ("rejected", listed(&r.rejected)),
+                ("rate-limited", r.rate_limited.to_string()),
+                ("delivered", r.delivered.to_string()),
+                ("lost on a link", listed(&r.lost)),
+                ("duplicated on a link", listed(&r.duplicated)),
+                ("duplicate deliveries", listed(&r.duplicate_deliveries)),
+                ("reordered deliveries", listed(&r.reordered_deliveries)),
+                ("outages", listed(&r.outages)),
+                ("frames too large", r.frames_too_large.to_string()),
+                ("slow readers cut off", r.cut_off.to_string()),
+                ("closed by the relay", r.closed_by_relay.to_string()),
+            ];
+            for (name, value) in rows {
+                let _ = writeln!(out, "  {name:<22} {value}");
+            }
+        }
+        let _ = writeln!(out);
+        out.push_str(&crate::stats::rpc_pairs::table(
+            &self.calls,
+            self.gift_wrapped,
+        ));
+        out
+    }
+}

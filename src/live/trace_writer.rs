@@ -1,0 +1,281 @@
+//! The live trace writer: what `relaysim serve` and `relaysim record` saw, as trace lines
+//! (driver `live`). Events are stored whole, so `relaysim replay --mode inject` feeds the
+//! recorded deliveries to relaysim's receivers.
+
+use crate::sim::order::{Arrival, OrderTracker};
+use crate::trace::{EventsMode, Line, ScenarioOrigin, FORMAT};
+use nostr::prelude::EventId;
+use std::collections::BTreeMap;
+use std::io::Write;
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+/// What happened at a live relay or proxy, for the trace writer.
+pub(crate) enum Seen {
+    /// Client → relay.
+    FromClient {
+        relay: String,
+        peer: String,
+        text: String,
+    },
+    /// Relay → client; `arrival` says whether a delivered event was reordered or a duplicate
+    /// and why, `latency_us` how long after its first publication it arrived.
+    FromRelay {
+        relay: String,
+        peer: String,
+        text: String,
+        arrival: Option<Arrival>,
+        latency_us: Option<u64>,
+    },
+    /// A connection came up.
+    Connected { relay: String, peer: String },
+    /// A connection went down.
+    Disconnected {
+        relay: String,
+        peer: String,
+        reason: String,
+    },
+    /// A datagram-mode link lost an event.
+    Lost {
+        relay: String,
+        peer: String,
+        way: String,
+        id: Option<String>,
+    },
+    /// A datagram-mode link duplicated an event.
+    Duplicated {
+        relay: String,
+        peer: String,
+        way: String,
+        copies: usize,
+    },
+    /// An outage began.
+    Outage {
+        index: u64,
+        relay: String,
+        peer: Option<String>,
+        kind: String,
+        duration_us: u64,
+    },
+}
+
+/// What feeds a live trace: `Some` per message, `None` to close it.
+pub(crate) type TraceFeed = mpsc::UnboundedSender<Option<(Instant, Seen)>>;
+
+/// Writes the header of a live trace to `out` and starts the task that writes the rest;
+/// returns the feed and the task (which yields the number of lines written).
+/// `scenario` names what is recorded; `origin`, when relaysim's own peers ran a scenario
+/// (the turmoil engine), is written whole so the trace can be schedule-replayed.
+pub(crate) fn start_trace(
+    out: &std::path::Path,
+    scenario: String,
+    origin: Option<&ScenarioOrigin>,
+    start: Instant,
+) -> std::io::Result<(TraceFeed, tokio::task::JoinHandle<std::io::Result<u64>>)> {
+    let mut file = std::io::BufWriter::new(std::fs::File::create(out)?);
+    let header = Line::Header {
+        format: FORMAT,
+        relaysim: env!("CARGO_PKG_VERSION").into(),
+        scenario: origin.map_or(scenario, |o| o.name.clone()),
+        scenario_hash: origin.map(|o| o.hash.clone()).unwrap_or_default(),
+        seed: origin.map_or(0, |o| o.seed),
+        driver: "live".into(),
+        events: EventsMode::Full,
+        suppressed_outages: Vec::new(),
+        shrunk: None,
+        scenario_toml: origin.map(|o| o.toml.clone()).unwrap_or_default(),
+    };
+    writeln!(
+        file,
+        "{}",
+        serde_json::to_string(&header).map_err(std::io::Error::other)?
+    )?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    Ok((tx, tokio::spawn(write_lines(file, start, rx))))
+}
+
+async fn write_lines(
+    mut file: std::io::BufWriter<std::fs::File>,
+    start: Instant,
+    mut seen: mpsc::UnboundedReceiver<Option<(Instant, Seen)>>,
+) -> std::io::Result<u64> {
+    let mut published: BTreeMap<String, u64> = BTreeMap::new();
+    // The proxy cannot see inside the relay: it marks reordered and duplicate deliveries
+    // itself, without a mechanism (the relay's own world marks them with one).
+    let mut order: OrderTracker<u32> = OrderTracker::default();
+    let mut ordinals: BTreeMap<String, u32> = BTreeMap::new();
+    let mut ordinal = |name: String| {
+        let next = ordinals.len() as u32;
+        *ordinals.entry(name).or_insert(next)
+    };
+    let mut lines = 1u64;
+    let mut last = 0u64;
+    // `None` marks the end: the proxy stopped (connections may still be open).
+    while let Some(Some((at, s))) = seen.recv().await {
+        // Times never go backwards in a trace, even if two tasks raced to report.
+        let t = (at.saturating_duration_since(start).as_micros() as u64).max(last);
+        last = t;
+        let mut out: Vec<Line> = Vec::new();
+        match s {
+            Seen::FromClient { relay, peer, text } => {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                if v[0] == "EVENT" {
+                    let mut event = v[1].clone();
+                    crate::peer::streams::redact_event_json(&mut event);
+                    let id = event["id"].as_str().unwrap_or_default().to_owned();
+                    published.entry(id.clone()).or_insert(t);
+                    if let (Ok(event_id), Some(author)) =
+                        (EventId::from_hex(&id), event["pubkey"].as_str())
+                    {
+                        order.made(ordinal(format!("key:{author}")), event_id);
+                    }
+                    out.push(Line::Published {
+                        t,
+                        peer,
+                        relay,
+                        id,
+                        bytes: event.to_string().len(),
+                        event: Some(event),
+                    });
+                }
+            }
+            Seen::FromRelay {
+                relay,
+                peer,
+                text,
+                arrival,
+                latency_us,
+            } => {
+                let v: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
+                match v[0].as_str() {
+                    Some("EVENT") => {
+                        let mut event = v[2].clone();
+                        crate::peer::streams::redact_event_json(&mut event);
+                        let id = event["id"].as_str().unwrap_or_default().to_owned();
+                        // An event published elsewhere: store it so inject replay has its body.
+                        let first = *published.entry(id.clone()).or_insert_with(|| {
+                            out.push(Line::Published {
+                                t,
+                                peer: "external".into(),
+                                relay: relay.clone(),
+                                id: id.clone(),
+                                bytes: event.to_string().len(),
+                                event: Some(event.clone()),
+                            });
+                            t
+                        });
+                        let arrival = arrival.unwrap_or_else(|| {
+                            let reader = ordinal(format!("peer:{peer}"));
+                            match EventId::from_hex(&id) {
+                                Ok(event_id) => Arrival {
+                                    via: None,
+                                    ..order.delivered(reader, 0, event_id, false, false)
+                                },
+                                Err(_) => Arrival {
+                                    duplicate: false,
+                                    reordered: false,
+                                    via: None,
+                                },
+                            }
+                        });
+                        out.push(Line::Delivered {
+                            t,
+                            relay,
+                            peer,
+                            id,
+                            latency_us: latency_us.unwrap_or(t - first),
+                            reordered: arrival.reordered,
+                            duplicate: arrival.duplicate,
+                            via: arrival.via.map(|v| v.name().to_owned()),
+                        });
+                    }
+                    Some("OK") => out.push(Line::Verdict {
+                        t,
+                        relay,
+                        peer,
+                        id: v[1].as_str().unwrap_or_default().to_owned(),
+                        accepted: v[2].as_bool().unwrap_or(false),
+                        message: v[3].as_str().unwrap_or_default().to_owned(),
+                    }),
+                    Some("NOTICE") => out.push(Line::Notice {
+                        t,
+                        relay,
+                        peer,
+                        message: v[1].as_str().unwrap_or_default().to_owned(),
+                    }),
+                    _ => {}
+                }
+            }
+            Seen::Connected { relay, peer } => out.push(Line::Connected { t, relay, peer }),
+            Seen::Disconnected {
+                relay,
+                peer,
+                reason,
+            } => out.push(Line::Disconnected {
+                t,
+                relay,
+                peer,
+                reason,
+            }),
+            Seen::Lost {
+                relay,
+                peer,
+                way,
+                id,
+            } => out.push(Line::Lost {
+                t,
+                relay,
+                peer,
+                way,
+                id,
+            }),
+            Seen::Duplicated {
+                relay,
+                peer,
+                way,
+                copies,
+            } => out.push(Line::Duplicated {
+                t,
+                relay,
+                peer,
+                way,
+                copies,
+            }),
+            Seen::Outage {
+                index,
+                relay,
+                peer,
+                kind,
+                duration_us,
+            } => out.push(Line::Outage {
+                t,
+                index,
+                relay,
+                peer,
+                kind,
+                duration_us,
+                suppressed: false,
+            }),
+        }
+        for line in out {
+            writeln!(
+                file,
+                "{}",
+                serde_json::to_string(&line).map_err(std::io::Error::other)?
+            )?;
+            lines += 1;
+        }
+    }
+    let summary = Line::Summary {
+        outcomes: Vec::new(),
+        integrity_violations: 0,
+        completion_ratio: 1.0,
+    };
+    writeln!(
+        file,
+        "{}",
+        serde_json::to_string(&summary).map_err(std::io::Error::other)?
+    )?;
+    file.flush()?;
+    Ok(lines + 1)
+}

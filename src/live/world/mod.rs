@@ -1,0 +1,654 @@
+//! The task that owns a live deployment's relay models: one [`Relay`] per relay of the
+//! scenario (or the one `--profile` relay), the impaired links of every connection in both
+//! directions, the outages on the wall clock, and the counters and trace of what happened.
+//!
+//! Connection tasks hand it text frames ([`Inbound`]); it decides when each reaches the relay
+//! model and when each answer reaches the socket, with the same link physics as the des world
+//! ([`LinkState`] draws, [`Pipe`] order and bandwidth): over a connection messages keep their
+//! order and are delayed, never lost singly; loss, reordering and duplication of single
+//! messages only in the datagram stress mode. Outages act on sockets: a relay restart closes
+//! every connection and refuses new ones until it is back; a connection drop closes one peer's
+//! connections and refuses that peer for the downtime; a partition holds a peer's messages,
+//! both ways, until it ends (TCP retransmits them then).
+//!
+//! A peer is known by its label (`--label ADDR=NAME`) or, unlabelled, by its address: clients
+//! on distinct loopback addresses are distinct peers for outages and per-address limits.
+
+use super::report::{LiveRelayCounters, LiveReport};
+mod outages;
+
+use super::trace_writer::{self as record};
+use super::wire::{to_model, to_wire};
+use super::Gate;
+use crate::nip01::{ClientMessage, RelayMessage};
+use crate::relay::impair::{Direction, LinkState, Ordering, Pipe};
+use crate::relay::{ConnId, FrameOversizeReaction, Relay, RelayProfile};
+use crate::rng::SeededStreams;
+use crate::sim::order::{Arrival, OrderTracker};
+use crate::stats::rpc_pairs::RpcPairs;
+use nostr::prelude::EventId;
+use outages::Outage;
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::sync::{mpsc, oneshot};
+use tokio::time::Instant;
+use tokio_tungstenite::tungstenite::Message;
+
+/// What connection tasks and the HTTP side tell the world.
+pub(crate) enum Inbound {
+    /// A WebSocket connection to relay `relay` is up.
+    Open {
+        relay: usize,
+        conn: ConnId,
+        ip: IpAddr,
+        out: mpsc::Sender<Message>,
+    },
+    /// A text frame from a connection.
+    Text { conn: ConnId, text: String },
+    /// A frame over the relay's message limit (`size` bytes; 0 when unknown) arrived; the
+    /// connection task stops reading.
+    Oversize { conn: ConnId, size: usize },
+    /// The client closed its connection.
+    Closed { conn: ConnId },
+    /// The counters so far (the HTTP stats path).
+    Stats { reply: oneshot::Sender<LiveReport> },
+    /// Stop: close the trace and answer with the final counters.
+    Shutdown { reply: oneshot::Sender<LiveReport> },
+}
+
+/// One relay of the deployment.
+pub(crate) struct RelaySlot {
+    pub name: String,
+    pub relay: Relay,
+    up: Direction,
+    down: Direction,
+    counters: LiveRelayCounters,
+    restart_rng: Option<LinkState>,
+}
+
+impl RelaySlot {
+    pub fn new(name: String, profile: RelayProfile) -> Self {
+        RelaySlot {
+            counters: LiveRelayCounters::new(&name, &profile.name),
+            name,
+            up: profile.impairments.peer_to_relay.clone(),
+            down: profile.impairments.relay_to_peer.clone(),
+            relay: Relay::new(profile),
+            restart_rng: None,
+        }
+    }
+}
+
+/// One open connection.
+struct Conn {
+    relay: usize,
+    /// The peer's name in the trace: its label, or `client-N`.
+    peer: String,
+    /// Who the peer is for outages: its label, or its address.
+    identity: String,
+    /// Its ordinal among readers and authors, for the order tracker.
+    reader: u32,
+    out: mpsc::Sender<Message>,
+    up: (LinkState, Pipe),
+    down: (LinkState, Pipe),
+    /// A partition holds this connection's messages until then.
+    stalled_until: Duration,
+    drop_rng: Option<LinkState>,
+}
+
+/// Something due at a time.
+enum Action {
+    /// A client message reaches the relay model.
+    ToRelay {
+        conn: ConnId,
+        message: ClientMessage,
+    },
+    /// A relay message reaches the socket.
+    ToClient {
+        conn: ConnId,
+        text: String,
+        /// The delivered event and whether it was a stored event replayed to a new REQ.
+        event: Option<(EventId, bool)>,
+    },
+    /// An outage begins.
+    Outage(Outage),
+}
+
+/// Settings the world needs beyond its relays.
+pub(crate) struct WorldConfig {
+    pub seed: u64,
+    pub epoch_secs: Option<u64>,
+    pub labels: BTreeMap<IpAddr, String>,
+}
+
+/// The world's state; see the module documentation.
+pub(crate) struct World {
+    slots: Vec<RelaySlot>,
+    conns: BTreeMap<ConnId, Conn>,
+    due: BTreeMap<(Duration, u64), Action>,
+    seq: u64,
+    start: Instant,
+    streams: SeededStreams,
+    labels: BTreeMap<IpAddr, String>,
+    gate: Arc<Mutex<Gate>>,
+    order: OrderTracker<u32>,
+    ordinals: BTreeMap<String, u32>,
+    /// When each event id was first published, for delivery latencies.
+    published_at: BTreeMap<EventId, Duration>,
+    pairs: RpcPairs,
+    outage_seq: u64,
+    feed: Option<record::TraceFeed>,
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+impl World {
+    pub fn new(
+        slots: Vec<RelaySlot>,
+        config: WorldConfig,
+        gate: Arc<Mutex<Gate>>,
+        feed: Option<record::TraceFeed>,
+    ) -> Self {
+        let epoch = config.epoch_secs.unwrap_or_else(|| {
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs())
+        });
+        let mut world = World {
+            slots,
+            conns: BTreeMap::new(),
+            due: BTreeMap::new(),
+            seq: 0,
+            start: Instant::now(),
+            streams: SeededStreams::new(config.seed),
+            labels: config.labels,
+            gate,
+            order: OrderTracker::default(),
+            ordinals: BTreeMap::new(),
+            published_at: BTreeMap::new(),
+            pairs: RpcPairs::default(),
+            outage_seq: 0,
+            feed,
+        };
+        for index in 0..world.slots.len() {
+            world.slots[index].relay.set_epoch_secs(epoch);
+            world.schedule_outages(index);
+        }
+        world
+    }
+
+    fn now(&self) -> Duration {
+        self.start.elapsed()
+    }
+
+    fn schedule(&mut self, at: Duration, action: Action) {
+        self.seq += 1;
+        self.due.insert((at, self.seq), action);
+    }
+
+    fn see(&self, seen: record::Seen) {
+        if let Some(feed) = &self.feed {
+            let _ = feed.send(Some((Instant::now(), seen)));
+        }
+    }
+
+    fn ordinal(&mut self, name: String) -> u32 {
+        let next = self.ordinals.len() as u32;
+        *self.ordinals.entry(name).or_insert(next)
+    }
+
+    /// When the world next needs to run.
+    pub fn wake_at(&self) -> Option<Instant> {
+        let relay = self
+            .slots
+            .iter()
+            .filter_map(|s| s.relay.poll_timeout())
+            .min();
+        let due = self.due.keys().next().map(|(t, _)| *t);
+        [relay, due]
+            .into_iter()
+            .flatten()
+            .min()
+            .map(|t| self.start + t)
+    }
+
+    /// Handles one message; false when the world should stop.
+    pub fn handle(&mut self, message: Inbound) -> bool {
+        let now = self.now();
+        match message {
+            Inbound::Open {
+                relay,
+                conn,
+                ip,
+                out,
+            } => self.open(relay, conn, ip, out, now),
+            Inbound::Text { conn, text } => self.text(conn, text, now),
+            Inbound::Oversize { conn, size } => self.oversize(conn, size),
+            Inbound::Closed { conn } => {
+                if let Some(c) = self.conns.remove(&conn) {
+                    self.slots[c.relay].relay.disconnect(conn);
+                    self.see(record::Seen::Disconnected {
+                        relay: self.slots[c.relay].name.clone(),
+                        peer: c.peer,
+                        reason: "client closed".into(),
+                    });
+                }
+            }
+            Inbound::Stats { reply } => {
+                let _ = reply.send(self.report());
+            }
+            Inbound::Shutdown { reply } => {
+                let _ = reply.send(self.report());
+                return false;
+            }
+        }
+        self.settle(now);
+        true
+    }
+
+    /// Runs what is due and moves the relays' output onto the links.
+    pub fn on_wake(&mut self) {
+        let now = self.now();
+        for slot in &mut self.slots {
+            slot.relay.handle_timeout(now);
+        }
+        self.settle(now);
+    }
+
+    fn open(
+        &mut self,
+        relay: usize,
+        conn: ConnId,
+        ip: IpAddr,
+        out: mpsc::Sender<Message>,
+        now: Duration,
+    ) {
+        let label = self.labels.get(&ip).cloned();
+        let identity = label.clone().unwrap_or_else(|| ip.to_string());
+        let peer = label.unwrap_or_else(|| format!("client-{conn}"));
+        let reader = self.ordinal(format!("peer:{peer}"));
+        let name = self.slots[relay].name.clone();
+        let link = |way: &str| {
+            (
+                LinkState::new(self.streams.stream(&format!("live/{name}/{conn}/{way}"))),
+                Pipe::default(),
+            )
+        };
+        let drop_rng = self.slots[relay]
+            .relay
+            .profile()
+            .impairments
+            .outages
+            .connection_drop_every
+            .map(|_| LinkState::new(self.streams.stream(&format!("live/outage/{name}/{conn}"))));
+        let c = Conn {
+            relay,
+            peer: peer.clone(),
+            identity,
+            reader,
+            out,
+            up: link("up"),
+            down: link("down"),
+            stalled_until: Duration::ZERO,
+            drop_rng,
+        };
+        self.slots[relay].relay.connect(conn, &ip.to_string());
+        self.slots[relay].counters.connections += 1;
+        self.conns.insert(conn, c);
+        self.next_drop(conn, now);
+        self.see(record::Seen::Connected { relay: name, peer });
+    }
+
+    fn text(&mut self, conn: ConnId, text: String, now: Duration) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let relay = c.relay;
+        let peer = c.peer.clone();
+        let parsed = to_model(&text);
+        let bytes = text.len();
+        self.see(record::Seen::FromClient {
+            relay: self.slots[relay].name.clone(),
+            peer: peer.clone(),
+            text,
+        });
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let Some(message) = parsed else {
+            let notice = to_wire(&RelayMessage::Notice {
+                message: "error: could not parse the message".into(),
+            });
+            let _ = c.out.try_send(Message::text(notice));
+            return;
+        };
+        let up = self.slots[relay].up.clone();
+        let delays = match &message {
+            ClientMessage::Event(_) => c.up.0.plan(&up),
+            _ => c.up.0.plan(&Direction {
+                delay: up.delay.clone(),
+                ..Default::default()
+            }),
+        };
+        let sent = now.max(c.stalled_until);
+        let arrivals = c.up.1.arrivals(&up, sent, bytes, &delays, true);
+        if let ClientMessage::Event(event) = &message {
+            let author = self.ordinal(format!("key:{}", event.pubkey));
+            self.order.made(author, event.id);
+            self.order.written(relay, conn, event.id);
+            self.published_at.entry(event.id).or_insert(now);
+            if let Ok(json) = serde_json::to_value(&**event) {
+                self.pairs.published(micros(now), &json);
+            }
+            self.link_fate(relay, &peer, "up", Some(event.id), arrivals.len());
+        }
+        for at in arrivals {
+            self.schedule(
+                at,
+                Action::ToRelay {
+                    conn,
+                    message: message.clone(),
+                },
+            );
+        }
+    }
+
+    /// A frame over the message limit: the profile's reaction (strfry and khatru drop the
+    /// connection; nostr-rs-relay says why first).
+    fn oversize(&mut self, conn: ConnId, size: usize) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let relay = c.relay;
+        let profile = self.slots[relay].relay.profile();
+        let max = profile.max_message_bytes.unwrap_or(0);
+        if let FrameOversizeReaction::NoticeThenDrop(text) = &profile.frame_oversize {
+            let message = text
+                .replace("{size}", &size.to_string())
+                .replace("{max}", &max.to_string());
+            let _ = c
+                .out
+                .try_send(Message::text(to_wire(&RelayMessage::Notice { message })));
+        }
+        self.slots[relay].counters.frames_too_large += 1;
+        self.close(conn, "frame over the message limit");
+    }
+
+    /// Counts and traces a datagram link's loss or duplication of one event.
+    fn link_fate(
+        &mut self,
+        relay: usize,
+        peer: &str,
+        way: &str,
+        id: Option<EventId>,
+        copies: usize,
+    ) {
+        let name = self.slots[relay].name.clone();
+        let counters = &mut self.slots[relay].counters;
+        match copies {
+            0 => {
+                *counters.lost.entry(way.to_owned()).or_default() += 1;
+                self.see(record::Seen::Lost {
+                    relay: name,
+                    peer: peer.to_owned(),
+                    way: way.to_owned(),
+                    id: id.map(|i| i.to_hex()),
+                });
+            }
+            1 => {}
+            n => {
+                *counters.duplicated.entry(way.to_owned()).or_default() += 1;
+                self.see(record::Seen::Duplicated {
+                    relay: name,
+                    peer: peer.to_owned(),
+                    way: way.to_owned(),
+                    copies: n,
+                });
+            }
+        }
+    }
+
+    /// Runs every due action and moves relay output onto the links, until nothing is due.
+    fn settle(&mut self, mut now: Duration) {
+        loop {
+            self.drain_relays(now);
+            let Some(entry) = self.due.first_entry() else {
+                break;
+            };
+            if entry.key().0 > now {
+                break;
+            }
+            let action = entry.remove();
+            self.act(action, now);
+            now = self.now().max(now);
+        }
+    }
+
+    fn act(&mut self, action: Action, now: Duration) {
+        match action {
+            Action::ToRelay { conn, message } => {
+                let Some(c) = self.conns.get(&conn) else {
+                    return; // the connection closed while the message was on its way
+                };
+                let relay = c.relay;
+                if let ClientMessage::Event(event) = &message {
+                    self.order.received(relay, event.id);
+                }
+                self.slots[relay]
+                    .relay
+                    .handle_client_message(conn, message, now);
+            }
+            Action::ToClient { conn, text, event } => self.deliver(conn, text, event, now),
+            Action::Outage(outage) => self.begin_outage(outage, now),
+        }
+    }
+
+    fn gate_mut(&self) -> std::sync::MutexGuard<'_, Gate> {
+        self.gate
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    /// Closes a connection from the relay's side (what it sent before goes out first).
+    fn close(&mut self, conn: ConnId, reason: &str) {
+        let Some(c) = self.conns.remove(&conn) else {
+            return;
+        };
+        self.slots[c.relay].relay.disconnect(conn);
+        let pending: Vec<(Duration, u64)> = self
+            .due
+            .iter()
+            .filter(|(_, a)| matches!(a, Action::ToClient { conn: x, .. } if *x == conn))
+            .map(|(k, _)| *k)
+            .collect();
+        if reason != "outage" {
+            for key in pending {
+                if let Some(Action::ToClient { text, .. }) = self.due.remove(&key) {
+                    let _ = c.out.try_send(Message::text(text));
+                }
+            }
+        }
+        let _ = c.out.try_send(Message::Close(None));
+        self.see(record::Seen::Disconnected {
+            relay: self.slots[c.relay].name.clone(),
+            peer: c.peer,
+            reason: reason.to_owned(),
+        });
+    }
+
+    /// Takes every relay's output onto its links, and closes what the relays closed.
+    fn drain_relays(&mut self, now: Duration) {
+        for relay in 0..self.slots.len() {
+            while let Some((conn, message, replay)) = self.slots[relay].relay.poll_transmit_tagged()
+            {
+                self.transmit(relay, conn, message, replay, now);
+            }
+            while let Some(conn) = self.slots[relay].relay.poll_dropped() {
+                self.close(conn, "closed by the relay");
+            }
+        }
+    }
+
+    fn transmit(
+        &mut self,
+        relay: usize,
+        conn: ConnId,
+        message: RelayMessage,
+        replay: bool,
+        now: Duration,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let down = self.slots[relay].down.clone();
+        let event = match &message {
+            RelayMessage::Event { event, .. } => Some((event.id, replay)),
+            _ => None,
+        };
+        let delays = if event.is_some() {
+            c.down.0.plan(&down)
+        } else {
+            c.down.0.plan(&Direction {
+                delay: down.delay.clone(),
+                ..Default::default()
+            })
+        };
+        let text = to_wire(&message);
+        let sent = now.max(c.stalled_until);
+        let arrivals = c.down.1.arrivals(&down, sent, text.len(), &delays, true);
+        let peer = c.peer.clone();
+        if let Some((id, _)) = event {
+            self.order.sent(relay, id);
+            self.link_fate(relay, &peer, "down", Some(id), arrivals.len());
+        }
+        for at in arrivals {
+            self.schedule(
+                at,
+                Action::ToClient {
+                    conn,
+                    text: text.clone(),
+                    event,
+                },
+            );
+        }
+    }
+
+    fn deliver(
+        &mut self,
+        conn: ConnId,
+        text: String,
+        event: Option<(EventId, bool)>,
+        now: Duration,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let relay = c.relay;
+        let (reader, peer) = (c.reader, c.peer.clone());
+        let arrival = event.map(|(id, replay)| {
+            let datagram = self.slots[relay].up.ordering == Ordering::Datagram
+                || self.slots[relay].down.ordering == Ordering::Datagram;
+            self.order.delivered(reader, relay, id, replay, datagram)
+        });
+        if let Some(c) = self.conns.get(&conn) {
+            if c.out.try_send(Message::text(text.clone())).is_err() {
+                // A reader that cannot keep up is cut off, as strfry does past its buffer.
+                self.slots[relay].counters.cut_off += 1;
+                self.close(conn, "slow reader");
+                return;
+            }
+        }
+        if let Some((id, _)) = event {
+            self.count_delivery(relay, arrival, now, id, &text);
+        }
+        self.see(record::Seen::FromRelay {
+            relay: self.slots[relay].name.clone(),
+            peer,
+            text,
+            arrival,
+            latency_us: event
+                .and_then(|(id, _)| self.published_at.get(&id))
+                .map(|p| micros(now.saturating_sub(*p))),
+        });
+    }
+
+    fn count_delivery(
+        &mut self,
+        relay: usize,
+        arrival: Option<Arrival>,
+        now: Duration,
+        _id: EventId,
+        text: &str,
+    ) {
+        let counters = &mut self.slots[relay].counters;
+        counters.delivered += 1;
+        if let Some(a) = arrival.filter(|a| a.duplicate || a.reordered) {
+            let via = a.via.map_or("unknown", |v| v.name()).to_owned();
+            let table = if a.duplicate {
+                &mut counters.duplicate_deliveries
+            } else {
+                &mut counters.reordered_deliveries
+            };
+            *table.entry(via).or_default() += 1;
+        }
+        if let Ok(serde_json::Value::Array(parts)) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            if let Some(event) = parts.get(2) {
+                self.pairs.delivered(micros(now), event);
+            }
+        }
+    }
+
+    /// The counters so far.
+    pub fn report(&self) -> LiveReport {
+        LiveReport {
+            elapsed_us: micros(self.now()),
+            relays: self
+                .slots
+                .iter()
+                .map(|s| s.counters.with_model(s.relay.counters()))
+                .collect(),
+            calls: self.pairs.rows(),
+            gift_wrapped: self.pairs.gift_wrapped(),
+        }
+    }
+}
+
+/// Runs `world` until it is told to stop or every sender is gone, then finishes its trace.
+pub(crate) async fn run(
+    mut world: World,
+    mut inbound: mpsc::Receiver<Inbound>,
+    writer: Option<tokio::task::JoinHandle<std::io::Result<u64>>>,
+) {
+    loop {
+        let wake = world.wake_at();
+        tokio::select! {
+            // `biased`: a fixed polling order keeps turmoil runs repeatable without relying
+            // on tokio's seeded select (which needs `--cfg tokio_unstable`).
+            biased;
+            message = inbound.recv() => {
+                let Some(message) = message else { break };
+                if !world.handle(message) {
+                    break;
+                }
+            }
+            _ = async {
+                match wake {
+                    Some(t) => tokio::time::sleep_until(t).await,
+                    None => std::future::pending().await,
+                }
+            } => world.on_wake(),
+        }
+    }
+    // Close the trace: the summary line, then flush.
+    if let Some(feed) = world.feed.take() {
+        let _ = feed.send(None);
+    }
+    if let Some(w) = writer {
+        let _ = w.await;
+    }
+}

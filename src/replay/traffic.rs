@@ -1,0 +1,109 @@
+//! What a trace says about the traffic itself, whoever the peers were: per peer, how many
+//! deliveries arrived, were duplicates or out of order, and how many of its messages links
+//! lost; and the JSON-RPC request/response pairs with their latencies
+//! ([`RpcPairs`](crate::stats::rpc_pairs::RpcPairs)). The inject replay prints it beside the
+//! receivers' outcomes, so a recording of foreign peers (the TypeScript SDK through `serve` or
+//! `record`) still says what happened.
+
+use crate::stats::rpc_pairs::{PairRow, RpcPairs};
+use crate::trace::{Line, Trace};
+use std::collections::BTreeMap;
+
+/// One peer's deliveries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PeerTraffic {
+    /// Events published.
+    pub published: u64,
+    /// Events delivered to it.
+    pub delivered: u64,
+    /// Deliveries of an event it already had.
+    pub duplicates: u64,
+    /// First deliveries after a later event of the same author.
+    pub reordered: u64,
+    /// Its messages that a link lost (either way).
+    pub lost: u64,
+}
+
+/// The traffic of a trace; see the module documentation.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Traffic {
+    /// By peer name.
+    pub peers: BTreeMap<String, PeerTraffic>,
+    /// Request/response pairs by method.
+    pub calls: Vec<PairRow>,
+    /// Deliveries of gift-wrapped events, which cannot be read without the recipient's key.
+    pub gift_wrapped: u64,
+}
+
+/// Reads the traffic of `trace` (event bodies are needed for the pairs: `--trace-events
+/// full`, the default, and every live trace).
+pub fn traffic(trace: &Trace) -> Traffic {
+    let mut bodies: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();
+    let mut peers: BTreeMap<String, PeerTraffic> = BTreeMap::new();
+    let mut pairs = RpcPairs::default();
+    for line in &trace.lines {
+        match line {
+            Line::Published {
+                t, peer, id, event, ..
+            } => {
+                if let Some(e) = event {
+                    if bodies.insert(id.as_str(), e).is_none() {
+                        pairs.published(*t, e);
+                    }
+                }
+                if peer != "external" {
+                    peers.entry(peer.clone()).or_default().published += 1;
+                }
+            }
+            Line::Delivered {
+                t,
+                peer,
+                id,
+                reordered,
+                duplicate,
+                ..
+            } => {
+                let p = peers.entry(peer.clone()).or_default();
+                p.delivered += 1;
+                p.duplicates += u64::from(*duplicate);
+                p.reordered += u64::from(*reordered);
+                if let Some(e) = bodies.get(id.as_str()) {
+                    pairs.delivered(*t, e);
+                }
+            }
+            Line::Lost { peer, .. } => peers.entry(peer.clone()).or_default().lost += 1,
+            _ => {}
+        }
+    }
+    Traffic {
+        peers,
+        calls: pairs.rows(),
+        gift_wrapped: pairs.gift_wrapped(),
+    }
+}
+
+impl Traffic {
+    /// The traffic as text for people.
+    pub fn text(&self) -> String {
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "{:<20} {:>9} {:>9} {:>10} {:>9} {:>6}",
+            "peer", "published", "delivered", "duplicates", "reordered", "lost"
+        );
+        for (name, p) in &self.peers {
+            let _ = writeln!(
+                out,
+                "{:<20} {:>9} {:>9} {:>10} {:>9} {:>6}",
+                name, p.published, p.delivered, p.duplicates, p.reordered, p.lost
+            );
+        }
+        let _ = writeln!(out);
+        out.push_str(&crate::stats::rpc_pairs::table(
+            &self.calls,
+            self.gift_wrapped,
+        ));
+        out
+    }
+}

@@ -1,0 +1,311 @@
+//! Request/response pairs read off the events that cross a relay, for traffic whose peers
+//! report nothing themselves (a live relay serving the TypeScript SDK, a recording, an inject
+//! replay of one).
+//!
+//! A request is a plain kind-25910 event whose content is a JSON-RPC request (`method` and
+//! `id`). Everything the server sends about it carries an `e` tag with the request's event id
+//! (responses, progress, CEP-22 frames; the TypeScript SDK's CEP-41 writer frames do not, see
+//! `docs/behaviours.md`). A call is *answered* when an event with a JSON-RPC `result` or
+//! `error` for it is delivered, or the `end` frame of a CEP-22 transfer (whose result the
+//! client reassembles from the frames), and its latency runs from the request's publication to the
+//! last delivery of any event tagged with it, so a CEP-22 result counts until its last frame.
+//! Gift-wrapped events (kinds 1059 and 21059) cannot be read without the recipient's key; they
+//! are counted, not paired.
+
+use hdrhistogram::Histogram;
+use serde_json::Value;
+use std::collections::BTreeMap;
+
+/// The ContextVM event kind.
+const CONTEXTVM_KIND: u64 = 25910;
+/// Gift-wrap kinds: persistent (NIP-59) and ephemeral (CEP-19).
+const GIFT_WRAP_KINDS: [u64; 2] = [1059, 21059];
+
+#[derive(Debug, Clone)]
+struct Request {
+    method: String,
+    published_us: u64,
+    /// The last delivery of an event tagged with this request.
+    last_us: Option<u64>,
+    answered: bool,
+}
+
+/// Pairs requests with what answered them; see the module documentation.
+#[derive(Debug, Clone, Default)]
+pub struct RpcPairs {
+    requests: BTreeMap<String, Request>,
+    /// Deliveries of gift-wrapped events, which cannot be read here.
+    gift_wrapped: u64,
+}
+
+/// One method's calls.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct PairRow {
+    /// The JSON-RPC method (`tools/call` carries the tool: `tools/call echo`).
+    pub method: String,
+    /// Requests published.
+    pub requests: u64,
+    /// Requests whose `result` or `error` was delivered.
+    pub answered: u64,
+    /// Latency percentiles of answered requests, in microseconds.
+    pub p50_us: u64,
+    /// 90th percentile.
+    pub p90_us: u64,
+    /// 99th percentile.
+    pub p99_us: u64,
+    /// Largest.
+    pub max_us: u64,
+}
+
+fn kind(event: &Value) -> Option<u64> {
+    event.get("kind").and_then(Value::as_u64)
+}
+
+fn content(event: &Value) -> Option<Value> {
+    serde_json::from_str(event.get("content")?.as_str()?).ok()
+}
+
+/// The event ids an event's `e` tags name.
+fn e_tags(event: &Value) -> impl Iterator<Item = &str> {
+    event
+        .get("tags")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .filter_map(|tag| match tag.as_array()?.as_slice() {
+            [name, id, ..] if name == "e" => id.as_str(),
+            _ => None,
+        })
+}
+
+impl RpcPairs {
+    /// A peer published `event` at `t_us`.
+    pub fn published(&mut self, t_us: u64, event: &Value) {
+        if kind(event) != Some(CONTEXTVM_KIND) {
+            return;
+        }
+        let Some(id) = event.get("id").and_then(Value::as_str) else {
+            return;
+        };
+        let Some(message) = content(event) else {
+            return;
+        };
+        let (Some(method), Some(_)) = (
+            message.get("method").and_then(Value::as_str),
+            message.get("id"),
+        ) else {
+            return; // a notification or a response
+        };
+        let method = match message.pointer("/params/name").and_then(Value::as_str) {
+            Some(tool) if method == "tools/call" => format!("tools/call {tool}"),
+            _ => method.to_owned(),
+        };
+        self.requests.entry(id.to_owned()).or_insert(Request {
+            method,
+            published_us: t_us,
+            last_us: None,
+            answered: false,
+        });
+    }
+
+    /// A relay delivered `event` to a subscriber at `t_us`.
+    pub fn delivered(&mut self, t_us: u64, event: &Value) {
+        match kind(event) {
+            Some(k) if GIFT_WRAP_KINDS.contains(&k) => {
+                self.gift_wrapped += 1;
+                return;
+            }
+            Some(CONTEXTVM_KIND) => {}
+            _ => return,
+        }
+        let answers = content(event).is_some_and(|m| {
+            m.get("result").is_some()
+                || m.get("error").is_some()
+                || m.pointer("/params/cvm/frameType").and_then(Value::as_str) == Some("end")
+        });
+        for id in e_tags(event) {
+            if let Some(request) = self.requests.get_mut(id) {
+                request.last_us = Some(request.last_us.unwrap_or(0).max(t_us));
+                request.answered |= answers;
+            }
+        }
+    }
+
+    /// Deliveries of gift-wrapped events, which this reader cannot open.
+    pub fn gift_wrapped(&self) -> u64 {
+        self.gift_wrapped
+    }
+
+    /// Requests seen.
+    pub fn requests(&self) -> usize {
+        self.requests.len()
+    }
+
+    /// One row per method, in method order.
+    pub fn rows(&self) -> Vec<PairRow> {
+        let mut by_method: BTreeMap<&str, (u64, Histogram<u64>)> = BTreeMap::new();
+        for request in self.requests.values() {
+            let (count, histogram) = by_method.entry(&request.method).or_insert_with(|| {
+                (
+                    0,
+                    // One microsecond to a day, three significant figures: fixed bounds, so
+                    // `saturating_record` clamps instead of needing to resize.
+                    Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("valid bounds"),
+                )
+            });
+            *count += 1;
+            if let (true, Some(last)) = (request.answered, request.last_us) {
+                histogram.saturating_record(last.saturating_sub(request.published_us).max(1));
+            }
+        }
+        by_method
+            .into_iter()
+            .map(|(method, (requests, h))| PairRow {
+                method: method.to_owned(),
+                requests,
+                answered: h.len(),
+                p50_us: h.value_at_quantile(0.5),
+                p90_us: h.value_at_quantile(0.9),
+                p99_us: h.value_at_quantile(0.99),
+                max_us: h.max(),
+            })
+            .collect()
+    }
+}
+
+/// The pairs as a table for people (`-` where nothing was answered), and a line about the
+/// gift-wrapped deliveries that could not be read.
+pub fn table(rows: &[PairRow], gift_wrapped: u64) -> String {
+    use crate::stats::output::human_us;
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    let wrapped = if gift_wrapped > 0 {
+        format!("{gift_wrapped} gift-wrapped deliveries cannot be read here\n")
+    } else {
+        String::new()
+    };
+    if rows.is_empty() {
+        let _ = writeln!(out, "no plain JSON-RPC requests crossed the relays");
+        out.push_str(&wrapped);
+        return out;
+    }
+    let _ = writeln!(
+        out,
+        "{:<28} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "request", "sent", "answered", "p50", "p90", "p99", "max"
+    );
+    for c in rows {
+        let cells = if c.answered == 0 {
+            [
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+                "-".to_owned(),
+            ]
+        } else {
+            [c.p50_us, c.p90_us, c.p99_us, c.max_us].map(human_us)
+        };
+        let _ = writeln!(
+            out,
+            "{:<28} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
+            c.method, c.requests, c.answered, cells[0], cells[1], cells[2], cells[3]
+        );
+    }
+    out.push_str(&wrapped);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn request(id: &str, method: &str, tool: Option<&str>) -> Value {
+        let mut body = json!({"jsonrpc": "2.0", "id": 1, "method": method});
+        if let Some(tool) = tool {
+            body["params"] = json!({"name": tool});
+        }
+        json!({"id": id, "kind": 25910, "tags": [], "content": body.to_string()})
+    }
+
+    fn reply(request: &str, body: Value) -> Value {
+        json!({"id": "r", "kind": 25910, "tags": [["e", request]], "content": body.to_string()})
+    }
+
+    #[test]
+    fn a_call_is_answered_by_its_result_and_lasts_until_its_last_tagged_delivery() {
+        let mut pairs = RpcPairs::default();
+        pairs.published(1_000, &request("a", "tools/call", Some("large")));
+        pairs.delivered(
+            5_000,
+            &reply("a", json!({"jsonrpc": "2.0", "id": 1, "result": {}})),
+        );
+        pairs.delivered(
+            9_000,
+            &reply(
+                "a",
+                json!({"jsonrpc": "2.0", "method": "notifications/progress"}),
+            ),
+        );
+        let rows = pairs.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].method, "tools/call large");
+        assert_eq!((rows[0].requests, rows[0].answered), (1, 1));
+        // From publication (1 ms) to the last tagged delivery (9 ms), to the histogram's
+        // three significant figures.
+        assert!(
+            (7_990..=8_010).contains(&rows[0].max_us),
+            "{}",
+            rows[0].max_us
+        );
+    }
+
+    #[test]
+    fn a_cep22_end_frame_answers_its_call() {
+        let mut pairs = RpcPairs::default();
+        pairs.published(0, &request("a", "tools/call", Some("large")));
+        let frame = |kind: &str| {
+            json!({"jsonrpc": "2.0", "method": "notifications/progress",
+                   "params": {"progressToken": "2", "cvm": {"type": "oversized-transfer", "frameType": kind}}})
+        };
+        pairs.delivered(10, &reply("a", frame("chunk")));
+        assert_eq!(pairs.rows()[0].answered, 0);
+        pairs.delivered(20, &reply("a", frame("end")));
+        assert_eq!(pairs.rows()[0].answered, 1);
+    }
+
+    #[test]
+    fn progress_alone_does_not_answer_and_notifications_are_not_requests() {
+        let mut pairs = RpcPairs::default();
+        pairs.published(0, &request("a", "initialize", None));
+        pairs.published(
+            0,
+            &json!({"id": "n", "kind": 25910, "tags": [], "content": json!({"jsonrpc": "2.0", "method": "notifications/initialized"}).to_string()}),
+        );
+        pairs.delivered(
+            10,
+            &reply(
+                "a",
+                json!({"jsonrpc": "2.0", "method": "notifications/progress"}),
+            ),
+        );
+        let rows = pairs.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!((rows[0].requests, rows[0].answered), (1, 0));
+    }
+
+    #[test]
+    fn gift_wraps_are_counted_not_read() {
+        let mut pairs = RpcPairs::default();
+        pairs.delivered(
+            0,
+            &json!({"id": "g", "kind": 1059, "tags": [], "content": "x"}),
+        );
+        pairs.delivered(
+            0,
+            &json!({"id": "h", "kind": 21059, "tags": [], "content": "x"}),
+        );
+        assert_eq!(pairs.gift_wrapped(), 2);
+        assert!(pairs.rows().is_empty());
+    }
+}
