@@ -708,3 +708,53 @@ fn inject_says_when_there_is_nothing_to_compare() {
     assert!(!text.contains("matches"), "{text}");
     assert_eq!(checked.status.code(), Some(2));
 }
+
+/// `serve SCENARIO -- COMMAND`: every relay of the scenario on its own port, the command run
+/// against them with their URLs and an outcomes file, the counters and the command's outcomes
+/// printed and written, and the exit code following the outcomes.
+#[cfg(unix)]
+#[test]
+fn serve_runs_a_command_against_a_scenario_s_relays_and_reports_its_outcomes() {
+    let dir = std::env::temp_dir().join(format!("relaysim-serve-cmd-{}", std::process::id()));
+    let scenario =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/two-relays-one-down.toml");
+    let serve = |outcome: &str| {
+        let script = format!(
+            "echo \"$RELAYSIM_RELAYS\"; \
+             echo '{{\"peer\":\"sdk\",\"call\":\"echo\",\"outcome\":\"{outcome}\",\"latency_ms\":12.5}}' > \"$RELAYSIM_OUTCOMES\""
+        );
+        relaysim(&[
+            "serve",
+            scenario.to_str().unwrap(),
+            "--listen",
+            "127.0.0.1:0",
+            "--out",
+            dir.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+    };
+    let ok = serve("completed");
+    let text = stdout(&ok);
+    assert_eq!(ok.status.code(), Some(0), "{text}{}", stderr(&ok));
+    let urls = text.lines().next().unwrap();
+    assert_eq!(urls.split(',').count(), 2, "{urls}");
+    assert!(urls.split(',').all(|u| u.starts_with("ws://127.0.0.1:")));
+    assert!(
+        text.contains("relay a (strfry)") && text.contains("relay b (khatru)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("sdk") && text.contains("12.5ms  completed"),
+        "{text}"
+    );
+    assert!(dir.join("report.json").exists() && dir.join("report.txt").exists());
+    let failed = serve("timeout");
+    assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
+    let both = relaysim(&["serve", scenario.to_str().unwrap(), "--profile", "damus"]);
+    assert_eq!(both.status.code(), Some(2));
+    assert!(stderr(&both).contains("not both"), "{}", stderr(&both));
+    let _ = std::fs::remove_dir_all(&dir);
+}

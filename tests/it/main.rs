@@ -10,6 +10,8 @@ mod layers;
 mod live;
 #[cfg(feature = "live")]
 mod live_peers;
+#[cfg(feature = "live")]
+mod live_world;
 mod open_stream_props;
 mod oversized_props;
 mod oversized_signed;
@@ -19,6 +21,8 @@ mod scenarios;
 #[cfg(feature = "cli")]
 mod sweep;
 mod traces;
+#[cfg(feature = "cli")]
+mod ts_sdk;
 #[cfg(feature = "turmoil")]
 mod turmoil;
 mod world;

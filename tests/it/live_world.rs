@@ -1,0 +1,336 @@
+//! A live deployment's physics and outages on real sockets: peer→relay delays, relay
+//! restarts and per-peer connection drops on the wall clock, per-address identity, several
+//! relays on their own ports, the counters at `/stats` and on stop, and the recording proxy's
+//! NIP-11 forwarding, 502 and labels. Every wait is bounded; times are only checked as lower
+//! bounds, which a loaded machine cannot break.
+
+use futures_util::{SinkExt, StreamExt};
+use relaysim::live::record::{record, RecordConfig};
+use relaysim::live::{serve, LiveRelay, ServeConfig};
+use relaysim::nip01::Identity;
+use relaysim::peer::event::CONTEXTVM_KIND;
+use relaysim::relay::impair::{Delay, Outage, OutageKind};
+use relaysim::relay::RelayProfile;
+use std::net::{IpAddr, SocketAddr};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpSocket;
+use tokio_tungstenite::tungstenite::Message;
+
+type Ws = tokio_tungstenite::WebSocketStream<tokio::net::TcpStream>;
+
+fn loopback(last: u8) -> IpAddr {
+    IpAddr::from([127, 0, 0, last])
+}
+
+async fn start(config: ServeConfig) -> LiveRelay {
+    serve(config.listening_on("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap()
+}
+
+/// A WebSocket to `addr` from the loopback address `from`, or the HTTP status that refused it.
+async fn connect_from(from: IpAddr, addr: SocketAddr) -> Result<Ws, u16> {
+    let socket = TcpSocket::new_v4().unwrap();
+    socket.bind(SocketAddr::new(from, 0)).unwrap();
+    let stream = socket.connect(addr).await.unwrap();
+    match tokio_tungstenite::client_async(format!("ws://{addr}"), stream).await {
+        Ok((ws, _)) => Ok(ws),
+        Err(tokio_tungstenite::tungstenite::Error::Http(response)) => {
+            Err(response.status().as_u16())
+        }
+        Err(e) => panic!("unexpected handshake error: {e}"),
+    }
+}
+
+/// The next text frame as JSON; `None` when the connection closed (or 5 s passed).
+async fn next(ws: &mut Ws) -> Option<serde_json::Value> {
+    loop {
+        match tokio::time::timeout(Duration::from_secs(5), ws.next())
+            .await
+            .ok()??
+        {
+            Ok(Message::Text(t)) => return serde_json::from_str(t.as_str()).ok(),
+            Ok(Message::Close(_)) | Err(_) => return None,
+            Ok(_) => continue,
+        }
+    }
+}
+
+/// Publishes a fresh event by `author` and returns the relay's OK.
+async fn publish(ws: &mut Ws, author: &str, n: u64) -> serde_json::Value {
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let event = Identity::derive(n, author).sign(CONTEXTVM_KIND, now, vec![], format!("{n}"));
+    ws.send(Message::text(format!("[\"EVENT\",{}]", event.as_json())))
+        .await
+        .unwrap();
+    next(ws).await.expect("an OK")
+}
+
+fn with_outage(kind: OutageKind, at_ms: u64, for_ms: u64) -> RelayProfile {
+    let mut profile = RelayProfile::ideal();
+    profile.impairments.outages.scheduled.push(Outage {
+        at: Duration::from_millis(at_ms),
+        duration: Duration::from_millis(for_ms),
+        kind,
+    });
+    profile
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_peer_to_relay_delay_holds_a_message_before_the_relay_reads_it() {
+    let mut profile = RelayProfile::ideal();
+    profile.impairments.peer_to_relay.delay = Delay::Constant(Duration::from_millis(300));
+    let relay = start(ServeConfig::new(profile)).await;
+    let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
+    let sent = std::time::Instant::now();
+    let ok = publish(&mut ws, "alice", 1).await;
+    assert_eq!(ok[2], true, "{ok}");
+    assert!(
+        sent.elapsed() >= Duration::from_millis(300),
+        "{:?}",
+        sent.elapsed()
+    );
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_restart_closes_every_connection_and_refuses_new_ones_until_it_is_back() {
+    let relay = start(ServeConfig::new(with_outage(
+        OutageKind::RelayRestart,
+        200,
+        3_000,
+    )))
+    .await;
+    let started = std::time::Instant::now();
+    let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
+    assert_eq!(
+        next(&mut ws).await,
+        None,
+        "the restart closes the connection"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(200));
+    // Inside the 3 s downtime: refused before the upgrade.
+    assert_eq!(
+        connect_from(loopback(1), relay.local_addr).await.err(),
+        Some(503)
+    );
+    tokio::time::sleep_until((started + Duration::from_millis(3_400)).into()).await;
+    let mut again = connect_from(loopback(1), relay.local_addr).await.unwrap();
+    assert_eq!(publish(&mut again, "alice", 1).await[2], true);
+    let report = relay.shutdown().await;
+    assert_eq!(report.relays[0].outages.get("relay-restart"), Some(&1));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_named_peer_s_connection_drop_refuses_that_peer_only() {
+    let profile = with_outage(
+        OutageKind::ConnectionDrop {
+            peer: Some("alice".into()),
+        },
+        200,
+        3_000,
+    );
+    let config = ServeConfig {
+        labels: [(loopback(2), "alice".into()), (loopback(3), "bob".into())].into(),
+        ..ServeConfig::new(profile)
+    };
+    let relay = start(config).await;
+    let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
+    let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
+    assert_eq!(next(&mut alice).await, None, "alice's connection drops");
+    assert_eq!(
+        connect_from(loopback(2), relay.local_addr).await.err(),
+        Some(503)
+    );
+    assert_eq!(
+        publish(&mut bob, "bob", 1).await[2],
+        true,
+        "bob is untouched"
+    );
+    assert!(connect_from(loopback(3), relay.local_addr).await.is_ok());
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partition_holds_a_connected_peer_s_messages_both_ways() {
+    let relay = start(ServeConfig::new(with_outage(
+        OutageKind::Partition { peer: None },
+        300,
+        700,
+    )))
+    .await;
+    let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
+    let started = std::time::Instant::now();
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    assert_eq!(
+        publish(&mut ws, "alice", 1).await[2],
+        true,
+        "held, not lost"
+    );
+    assert!(
+        started.elapsed() >= Duration::from_millis(1_000),
+        "the OK came before the partition ended: {:?}",
+        started.elapsed()
+    );
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn per_address_rate_limits_apply_per_client_address() {
+    let relay = start(ServeConfig::new(RelayProfile::damus())).await;
+    let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
+    let mut refused = None;
+    for n in 0..12 {
+        let ok = publish(&mut alice, "alice", n).await;
+        if ok[2] == false {
+            refused = Some(ok);
+            break;
+        }
+    }
+    let refused = refused.expect("damus allows 8 events a minute per address");
+    assert!(refused[3].as_str().unwrap().starts_with("rate-limited"));
+    let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
+    assert_eq!(
+        publish(&mut bob, "bob", 1).await[2],
+        true,
+        "bob has his own budget"
+    );
+    relay.shutdown().await;
+}
+
+/// `GET path` on `addr` with `accept`; the body.
+async fn http_get(addr: SocketAddr, path: &str, accept: &str) -> String {
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    let request = format!("GET {path} HTTP/1.1\r\nHost: x\r\nAccept: {accept}\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.unwrap();
+    let mut text = String::new();
+    let _ = tokio::time::timeout(Duration::from_secs(5), stream.read_to_string(&mut text)).await;
+    text.split_once("\r\n\r\n")
+        .map_or(text.clone(), |(_, b)| b.to_owned())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_relays_listen_on_their_own_ports_and_count_at_stats_and_on_stop() {
+    let config = ServeConfig::relays(
+        &[
+            ("fast".into(), RelayProfile::strfry()),
+            ("capped".into(), RelayProfile::damus()),
+        ],
+        "127.0.0.1:0".parse().unwrap(),
+    );
+    let relay = serve(config).await.unwrap();
+    assert_eq!(relay.addrs.len(), 2);
+    assert_ne!(relay.addrs[0].1, relay.addrs[1].1);
+    let nip11 = |i: usize| http_get(relay.addrs[i].1, "/", "application/nostr+json");
+    assert!(nip11(0).await.contains("relaysim (strfry)"));
+    assert!(nip11(1).await.contains("relaysim (damus)"));
+    let mut ws = connect_from(loopback(1), relay.addrs[1].1).await.unwrap();
+    assert_eq!(publish(&mut ws, "alice", 1).await[2], true);
+    let stats: serde_json::Value =
+        serde_json::from_str(&http_get(relay.addrs[0].1, "/stats", "*/*").await).unwrap();
+    assert_eq!(stats["relays"][0]["relay"], "fast");
+    assert_eq!(stats["relays"][0]["received"], 0);
+    assert_eq!(stats["relays"][1]["received"], 1);
+    let report = relay.shutdown().await;
+    assert_eq!(
+        (report.relays[1].accepted, report.relays[1].connections),
+        (1, 1)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_forwards_nip11_and_refuses_with_502_when_the_upstream_is_down() {
+    let upstream = start(ServeConfig::new(RelayProfile::khatru())).await;
+    let out = std::env::temp_dir().join(format!("relaysim-rec502-{}.jsonl", std::process::id()));
+    let proxy = record(RecordConfig::new(
+        "127.0.0.1:0".parse().unwrap(),
+        &format!("ws://{}", upstream.local_addr),
+        out.clone(),
+    ))
+    .await
+    .unwrap();
+    let nip11 = http_get(proxy.local_addr, "/", "application/nostr+json").await;
+    assert!(nip11.contains("relaysim (khatru)"), "{nip11}");
+    upstream.shutdown().await;
+    let logged = std::sync::Arc::new(std::sync::Mutex::new(Vec::<String>::new()));
+    proxy.finish().await.unwrap();
+    // A proxy in front of nothing: 502 and a log line, not an accepted then dropped socket.
+    let sink = logged.clone();
+    let dead = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    let proxy = record(RecordConfig {
+        log: relaysim::live::record::Log::to(move |l| sink.lock().unwrap().push(l.to_owned())),
+        ..RecordConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            &format!("ws://{dead_addr}"),
+            out.clone(),
+        )
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        connect_from(loopback(1), proxy.local_addr).await.err(),
+        Some(502)
+    );
+    proxy.finish().await.unwrap();
+    let lines = logged.lock().unwrap().clone();
+    assert!(lines.iter().any(|l| l.contains("unreachable")), "{lines:?}");
+    let _ = std::fs::remove_file(out);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn record_names_peers_by_address_and_marks_duplicate_deliveries() {
+    let upstream = start(ServeConfig::new(RelayProfile::ideal())).await;
+    let out = std::env::temp_dir().join(format!("relaysim-reclabel-{}.jsonl", std::process::id()));
+    let proxy = record(RecordConfig {
+        labels: [(loopback(2), "alice".into()), (loopback(3), "bob".into())].into(),
+        ..RecordConfig::new(
+            "127.0.0.1:0".parse().unwrap(),
+            &format!("ws://{}", upstream.local_addr),
+            out.clone(),
+        )
+    })
+    .await
+    .unwrap();
+    let mut bob = connect_from(loopback(3), proxy.local_addr).await.unwrap();
+    bob.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut bob).await.unwrap()[0], "EOSE");
+    let mut alice = connect_from(loopback(2), proxy.local_addr).await.unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let event = Identity::derive(1, "alice").sign(CONTEXTVM_KIND, now, vec![], "x".into());
+    // The same event twice: an ideal relay delivers both copies (ephemeral events are not
+    // de-duplicated), and the second is a duplicate for bob.
+    for _ in 0..2 {
+        let frame = format!("[\"EVENT\",{}]", event.as_json());
+        alice.send(Message::text(frame)).await.unwrap();
+        assert_eq!(next(&mut alice).await.unwrap()[0], "OK");
+        assert_eq!(next(&mut bob).await.unwrap()[0], "EVENT");
+    }
+    drop((alice, bob));
+    proxy.finish().await.unwrap();
+    upstream.shutdown().await;
+    let text = std::fs::read_to_string(&out).unwrap();
+    let lines: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let delivered: Vec<&serde_json::Value> =
+        lines.iter().filter(|l| l["type"] == "delivered").collect();
+    assert_eq!(delivered.len(), 2, "{text}");
+    assert!(delivered.iter().all(|d| d["peer"] == "bob"), "{text}");
+    assert_eq!(delivered[1]["duplicate"], true, "{text}");
+    assert!(lines
+        .iter()
+        .any(|l| l["type"] == "published" && l["peer"] == "alice"));
+    let _ = std::fs::remove_file(out);
+}

@@ -1,0 +1,239 @@
+//! The real TypeScript ContextVM SDK (`@contextvm/sdk`, pinned in `interop/ts-sdk/`) as a
+//! server and a client, through `relaysim serve` on every built-in profile, each peer on its
+//! own loopback address: `serve … -- node interop/ts-sdk/peers.mjs`. Each test asserts the
+//! outcome of the three calls (a plain `echo`, a CEP-22 `large` result, a CEP-41 `stream`)
+//! measured for that profile, then replays the recording with `--mode inject`.
+//!
+//! The node packages are installed once, with `npm ci` from the lockfile, when missing.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn interop_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("interop/ts-sdk")
+}
+
+/// Installs the pinned node packages if they are not there (once per test binary).
+fn node_packages() -> &'static Result<(), String> {
+    static READY: OnceLock<Result<(), String>> = OnceLock::new();
+    READY.get_or_init(|| {
+        let dir = interop_dir();
+        if dir
+            .join("node_modules/@contextvm/sdk/package.json")
+            .exists()
+        {
+            return Ok(());
+        }
+        let out = Command::new("npm")
+            .args(["ci", "--no-audit", "--no-fund"])
+            .current_dir(&dir)
+            .output()
+            .map_err(|e| format!("cannot run npm (node and npm are needed): {e}"))?;
+        if out.status.success() {
+            Ok(())
+        } else {
+            Err(format!(
+                "npm ci failed in {}:\n{}",
+                dir.display(),
+                String::from_utf8_lossy(&out.stderr)
+            ))
+        }
+    })
+}
+
+fn relaysim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args(args)
+        .output()
+        .expect("the relaysim binary runs")
+}
+
+/// The calls' outcomes (call, outcome) of a run through one `serve --profile` with each call
+/// given `timeout_ms`, the run's exit code, its output directory and what it printed.
+fn through(
+    profile: &str,
+    timeout_ms: &str,
+) -> (Vec<(String, String)>, Option<i32>, PathBuf, String) {
+    if let Err(e) = node_packages() {
+        panic!("{e}");
+    }
+    let dir = std::env::temp_dir().join(format!("relaysim-ts-{profile}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let trace = dir.join("trace.jsonl");
+    let peers = interop_dir().join("peers.mjs");
+    let out = relaysim(&[
+        "serve",
+        "--profile",
+        profile,
+        "--listen",
+        "127.0.0.1:0",
+        "--label",
+        "127.0.0.2=ts-server",
+        "--label",
+        "127.0.0.3=ts-client",
+        "--out",
+        dir.to_str().unwrap(),
+        "--trace",
+        trace.to_str().unwrap(),
+        "--",
+        "node",
+        peers.to_str().unwrap(),
+        "--timeout-ms",
+        timeout_ms,
+        "--server-local-address",
+        "127.0.0.2",
+        "--client-local-address",
+        "127.0.0.3",
+    ]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    let outcomes = std::fs::read_to_string(dir.join("outcomes.jsonl"))
+        .unwrap_or_else(|e| {
+            panic!(
+                "no outcomes from the TypeScript peers ({e}); stderr:\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["call"].as_str().unwrap().to_owned(),
+                v["outcome"].as_str().unwrap().to_owned(),
+            )
+        })
+        .collect();
+    (outcomes, out.status.code(), dir, stdout)
+}
+
+fn outcomes(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    pairs
+        .iter()
+        .map(|(c, o)| (c.to_string(), o.to_string()))
+        .collect()
+}
+
+/// A profile whose relay carries all three calls: exit 0, the report's pairs answered, and
+/// the recording's CEP-22 result and CEP-41 stream read again whole by injection.
+fn all_complete(profile: &str) {
+    let (got, code, dir, stdout) = through(profile, "10000");
+    assert_eq!(
+        got,
+        outcomes(&[
+            ("echo", "completed"),
+            ("large", "completed"),
+            ("stream", "completed")
+        ]),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(0), "{stdout}");
+    for call in ["tools/call echo", "tools/call large", "tools/call stream"] {
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with(call))
+            .unwrap_or_else(|| panic!("no {call} row in\n{stdout}"));
+        let cells: Vec<&str> = row[call.len()..].split_whitespace().collect();
+        assert_eq!(&cells[..2], &["1", "1"], "sent and answered: {row}");
+    }
+    let report: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("report.json")).unwrap()).unwrap();
+    assert!(report["relays"][0]["delivered"].as_u64().unwrap() > 20);
+    let inject = relaysim(&[
+        "replay",
+        dir.join("trace.jsonl").to_str().unwrap(),
+        "--mode",
+        "inject",
+    ]);
+    let text = String::from_utf8_lossy(&inject.stdout);
+    assert_eq!(inject.status.code(), Some(0), "{text}");
+    let row = |kind: &str| {
+        text.lines()
+            .find(|l| l.starts_with("ts-client") && l.contains(kind))
+            .unwrap_or_else(|| panic!("no {kind} for ts-client in\n{text}"))
+            .to_owned()
+    };
+    assert!(row("transfer").contains("completed"), "{text}");
+    let stream = row("stream");
+    assert!(
+        stream.contains(" 20 ") && stream.contains("completed"),
+        "{stream}"
+    );
+    assert!(text.contains("nothing to compare"), "{text}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A profile whose per-address rate limit stops the server's CEP-22 and CEP-41 frames: the SDK
+/// drops the transfer without an abort frame, and the client's calls time out.
+fn rate_limited(profile: &str, reason: &str) {
+    let (got, code, dir, stdout) = through(profile, "10000");
+    assert_eq!(
+        got,
+        outcomes(&[
+            ("echo", "completed"),
+            ("large", "timeout"),
+            ("stream", "timeout")
+        ]),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(1));
+    assert!(
+        stdout.contains(&format!("rejected               {reason}")),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn ts_sdk_through_ideal() {
+    all_complete("ideal");
+}
+
+#[test]
+fn ts_sdk_through_strfry() {
+    all_complete("strfry");
+}
+
+#[test]
+fn ts_sdk_through_khatru() {
+    all_complete("khatru");
+}
+
+#[test]
+fn ts_sdk_through_relay_builder() {
+    all_complete("relay-builder");
+}
+
+#[test]
+fn ts_sdk_through_mobile() {
+    all_complete("mobile");
+}
+
+#[test]
+fn ts_sdk_through_damus_is_rate_limited() {
+    rate_limited("damus", "rate-limited ×");
+}
+
+#[test]
+fn ts_sdk_through_khatru_sane_defaults_is_rate_limited() {
+    rate_limited("khatru-sane-defaults", "rate-limited ×");
+}
+
+/// nostr-rs-relay answers no OK to ephemeral events; the TS pool takes the missing OK as a
+/// refusal after 10 s, so the MCP handshake (which awaits its `initialized` publication) fails.
+/// The calls get 15 s so that the pool's 10 s, not the call's own timeout, ends the wait.
+#[test]
+fn ts_sdk_through_nostr_rs_relay_fails_at_initialize() {
+    let (got, code, dir, stdout) = through("nostr-rs-relay", "15000");
+    let expected = "error: initialize: Relay rejected publish";
+    assert_eq!(
+        got,
+        outcomes(&[
+            ("echo", expected),
+            ("large", expected),
+            ("stream", expected)
+        ]),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(1));
+    let _ = std::fs::remove_dir_all(dir);
+}
