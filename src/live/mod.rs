@@ -288,10 +288,11 @@ pub fn serve_on<L: Listener>(
         None => (None, None),
     };
     let gate = Arc::new(Mutex::new(Gate::default()));
+    let streams = crate::rng::SeededStreams::new(config.seed);
     let slots = config
         .relays
         .iter()
-        .map(|r| RelaySlot::new(r.name.clone(), r.profile.clone()))
+        .map(|r| RelaySlot::new(r.name.clone(), r.profile.clone(), &streams))
         .collect();
     let world = World::new(
         slots,

@@ -334,3 +334,47 @@ async fn record_names_peers_by_address_and_marks_duplicate_deliveries() {
         .any(|l| l["type"] == "published" && l["peer"] == "alice"));
     let _ = std::fs::remove_file(out);
 }
+
+/// khatru reads each message in its own goroutine: a burst on one connection can be broadcast
+/// out of order, and the report names the mechanism. (The ideal relay's serial intake keeps a
+/// connection's order: `live.rs` checks 10,000 events.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn khatru_s_concurrent_intake_reorders_a_burst_and_says_why() {
+    let relay = start(ServeConfig::new(RelayProfile::khatru())).await;
+    let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
+    bob.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut bob).await.unwrap()[0], "EOSE");
+    let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let author = Identity::derive(1, "alice");
+    const N: usize = 300;
+    let frames: Vec<Message> = (0..N)
+        .map(|n| {
+            let e = author.sign(CONTEXTVM_KIND, now, vec![], format!("{n}"));
+            Message::text(format!("[\"EVENT\",{}]", e.as_json()))
+        })
+        .collect();
+    for frame in frames {
+        alice.feed(frame).await.unwrap();
+    }
+    alice.flush().await.unwrap();
+    let mut order = Vec::new();
+    while order.len() < N {
+        let m = next(&mut bob).await.expect("every event arrives");
+        order.push(m[2]["content"].as_str().unwrap().parse::<usize>().unwrap());
+    }
+    let swapped = order.windows(2).filter(|w| w[1] < w[0]).count();
+    let report = relay.shutdown().await;
+    let via = &report.relays[0].reordered_deliveries;
+    assert!(swapped > 0, "no reordering in {N} events");
+    assert_eq!(
+        via.keys().collect::<Vec<_>>(),
+        ["relay-concurrency"],
+        "{via:?}"
+    );
+}

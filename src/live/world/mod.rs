@@ -14,17 +14,21 @@
 //! A peer is known by its label (`--label ADDR=NAME`) or, unlabelled, by its address: clients
 //! on distinct loopback addresses are distinct peers for outages and per-address limits.
 
-use super::report::{LiveRelayCounters, LiveReport};
+use super::report::LiveReport;
+mod delivery;
 mod outages;
+mod slot;
+
+pub(crate) use slot::RelaySlot;
 
 use super::trace_writer::{self as record};
 use super::wire::{to_model, to_wire};
 use super::Gate;
 use crate::nip01::{ClientMessage, RelayMessage};
-use crate::relay::impair::{Direction, LinkState, Ordering, Pipe};
-use crate::relay::{ConnId, FrameOversizeReaction, Relay, RelayProfile};
+use crate::relay::impair::{Direction, LinkState, Pipe};
+use crate::relay::{ConnId, FrameOversizeReaction};
 use crate::rng::SeededStreams;
-use crate::sim::order::{Arrival, OrderTracker};
+use crate::sim::order::OrderTracker;
 use crate::stats::rpc_pairs::RpcPairs;
 use nostr::prelude::EventId;
 use outages::Outage;
@@ -58,29 +62,6 @@ pub(crate) enum Inbound {
     Shutdown { reply: oneshot::Sender<LiveReport> },
 }
 
-/// One relay of the deployment.
-pub(crate) struct RelaySlot {
-    pub name: String,
-    pub relay: Relay,
-    up: Direction,
-    down: Direction,
-    counters: LiveRelayCounters,
-    restart_rng: Option<LinkState>,
-}
-
-impl RelaySlot {
-    pub fn new(name: String, profile: RelayProfile) -> Self {
-        RelaySlot {
-            counters: LiveRelayCounters::new(&name, &profile.name),
-            name,
-            up: profile.impairments.peer_to_relay.clone(),
-            down: profile.impairments.relay_to_peer.clone(),
-            relay: Relay::new(profile),
-            restart_rng: None,
-        }
-    }
-}
-
 /// One open connection.
 struct Conn {
     relay: usize,
@@ -100,10 +81,11 @@ struct Conn {
 
 /// Something due at a time.
 enum Action {
-    /// A client message reaches the relay model.
+    /// A client message reaches the relay; `processed` once its intake time has passed.
     ToRelay {
         conn: ConnId,
         message: ClientMessage,
+        processed: bool,
     },
     /// A relay message reaches the socket.
     ToClient {
@@ -352,6 +334,7 @@ impl World {
                 Action::ToRelay {
                     conn,
                     message: message.clone(),
+                    processed: false,
                 },
             );
         }
@@ -378,40 +361,6 @@ impl World {
         self.close(conn, "frame over the message limit");
     }
 
-    /// Counts and traces a datagram link's loss or duplication of one event.
-    fn link_fate(
-        &mut self,
-        relay: usize,
-        peer: &str,
-        way: &str,
-        id: Option<EventId>,
-        copies: usize,
-    ) {
-        let name = self.slots[relay].name.clone();
-        let counters = &mut self.slots[relay].counters;
-        match copies {
-            0 => {
-                *counters.lost.entry(way.to_owned()).or_default() += 1;
-                self.see(record::Seen::Lost {
-                    relay: name,
-                    peer: peer.to_owned(),
-                    way: way.to_owned(),
-                    id: id.map(|i| i.to_hex()),
-                });
-            }
-            1 => {}
-            n => {
-                *counters.duplicated.entry(way.to_owned()).or_default() += 1;
-                self.see(record::Seen::Duplicated {
-                    relay: name,
-                    peer: peer.to_owned(),
-                    way: way.to_owned(),
-                    copies: n,
-                });
-            }
-        }
-    }
-
     /// Runs every due action and moves relay output onto the links, until nothing is due.
     fn settle(&mut self, mut now: Duration) {
         loop {
@@ -430,13 +379,31 @@ impl World {
 
     fn act(&mut self, action: Action, now: Duration) {
         match action {
-            Action::ToRelay { conn, message } => {
+            Action::ToRelay {
+                conn,
+                message,
+                processed,
+            } => {
                 let Some(c) = self.conns.get(&conn) else {
                     return; // the connection closed while the message was on its way
                 };
                 let relay = c.relay;
-                if let ClientMessage::Event(event) = &message {
+                if let (false, ClientMessage::Event(event)) = (processed, &message) {
                     self.order.received(relay, event.id);
+                }
+                if !processed {
+                    if let Some(done) = self.slots[relay].intake_done(&message, now) {
+                        let processed = true;
+                        self.schedule(
+                            done,
+                            Action::ToRelay {
+                                conn,
+                                message,
+                                processed,
+                            },
+                        );
+                        return;
+                    }
                 }
                 self.slots[relay]
                     .relay
@@ -489,116 +456,6 @@ impl World {
             }
             while let Some(conn) = self.slots[relay].relay.poll_dropped() {
                 self.close(conn, "closed by the relay");
-            }
-        }
-    }
-
-    fn transmit(
-        &mut self,
-        relay: usize,
-        conn: ConnId,
-        message: RelayMessage,
-        replay: bool,
-        now: Duration,
-    ) {
-        let Some(c) = self.conns.get_mut(&conn) else {
-            return;
-        };
-        let down = self.slots[relay].down.clone();
-        let event = match &message {
-            RelayMessage::Event { event, .. } => Some((event.id, replay)),
-            _ => None,
-        };
-        let delays = if event.is_some() {
-            c.down.0.plan(&down)
-        } else {
-            c.down.0.plan(&Direction {
-                delay: down.delay.clone(),
-                ..Default::default()
-            })
-        };
-        let text = to_wire(&message);
-        let sent = now.max(c.stalled_until);
-        let arrivals = c.down.1.arrivals(&down, sent, text.len(), &delays, true);
-        let peer = c.peer.clone();
-        if let Some((id, _)) = event {
-            self.order.sent(relay, id);
-            self.link_fate(relay, &peer, "down", Some(id), arrivals.len());
-        }
-        for at in arrivals {
-            self.schedule(
-                at,
-                Action::ToClient {
-                    conn,
-                    text: text.clone(),
-                    event,
-                },
-            );
-        }
-    }
-
-    fn deliver(
-        &mut self,
-        conn: ConnId,
-        text: String,
-        event: Option<(EventId, bool)>,
-        now: Duration,
-    ) {
-        let Some(c) = self.conns.get(&conn) else {
-            return;
-        };
-        let relay = c.relay;
-        let (reader, peer) = (c.reader, c.peer.clone());
-        let arrival = event.map(|(id, replay)| {
-            let datagram = self.slots[relay].up.ordering == Ordering::Datagram
-                || self.slots[relay].down.ordering == Ordering::Datagram;
-            self.order.delivered(reader, relay, id, replay, datagram)
-        });
-        if let Some(c) = self.conns.get(&conn) {
-            if c.out.try_send(Message::text(text.clone())).is_err() {
-                // A reader that cannot keep up is cut off, as strfry does past its buffer.
-                self.slots[relay].counters.cut_off += 1;
-                self.close(conn, "slow reader");
-                return;
-            }
-        }
-        if let Some((id, _)) = event {
-            self.count_delivery(relay, arrival, now, id, &text);
-        }
-        self.see(record::Seen::FromRelay {
-            relay: self.slots[relay].name.clone(),
-            peer,
-            text,
-            arrival,
-            latency_us: event
-                .and_then(|(id, _)| self.published_at.get(&id))
-                .map(|p| micros(now.saturating_sub(*p))),
-        });
-    }
-
-    fn count_delivery(
-        &mut self,
-        relay: usize,
-        arrival: Option<Arrival>,
-        now: Duration,
-        _id: EventId,
-        text: &str,
-    ) {
-        let counters = &mut self.slots[relay].counters;
-        counters.delivered += 1;
-        if let Some(a) = arrival.filter(|a| a.duplicate || a.reordered) {
-            let via = a.via.map_or("unknown", |v| v.name()).to_owned();
-            let table = if a.duplicate {
-                &mut counters.duplicate_deliveries
-            } else {
-                &mut counters.reordered_deliveries
-            };
-            *table.entry(via).or_default() += 1;
-        }
-        if let Ok(serde_json::Value::Array(parts)) = serde_json::from_str::<serde_json::Value>(text)
-        {
-            if let Some(event) = parts.get(2) {
-                self.pairs.delivered(micros(now), event);
             }
         }
     }

@@ -1,0 +1,157 @@
+//! The relay→peer side of a live world: relay output onto each connection's impaired link,
+//! and deliveries to sockets with their order marks, counters and request/response pairs.
+
+use super::{micros, record, to_wire, Action, World};
+use crate::nip01::RelayMessage;
+use crate::relay::impair::{Direction, Ordering};
+use crate::relay::ConnId;
+use crate::sim::order::Arrival;
+use nostr::prelude::EventId;
+use std::time::Duration;
+use tokio_tungstenite::tungstenite::Message;
+
+impl World {
+    /// Counts and traces a datagram link's loss or duplication of one event.
+    pub(super) fn link_fate(
+        &mut self,
+        relay: usize,
+        peer: &str,
+        way: &str,
+        id: Option<EventId>,
+        copies: usize,
+    ) {
+        let name = self.slots[relay].name.clone();
+        let counters = &mut self.slots[relay].counters;
+        match copies {
+            0 => {
+                *counters.lost.entry(way.to_owned()).or_default() += 1;
+                self.see(record::Seen::Lost {
+                    relay: name,
+                    peer: peer.to_owned(),
+                    way: way.to_owned(),
+                    id: id.map(|i| i.to_hex()),
+                });
+            }
+            1 => {}
+            n => {
+                *counters.duplicated.entry(way.to_owned()).or_default() += 1;
+                self.see(record::Seen::Duplicated {
+                    relay: name,
+                    peer: peer.to_owned(),
+                    way: way.to_owned(),
+                    copies: n,
+                });
+            }
+        }
+    }
+
+    pub(super) fn transmit(
+        &mut self,
+        relay: usize,
+        conn: ConnId,
+        message: RelayMessage,
+        replay: bool,
+        now: Duration,
+    ) {
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
+        let down = self.slots[relay].down.clone();
+        let event = match &message {
+            RelayMessage::Event { event, .. } => Some((event.id, replay)),
+            _ => None,
+        };
+        let delays = if event.is_some() {
+            c.down.0.plan(&down)
+        } else {
+            c.down.0.plan(&Direction {
+                delay: down.delay.clone(),
+                ..Default::default()
+            })
+        };
+        let text = to_wire(&message);
+        let sent = now.max(c.stalled_until);
+        let arrivals = c.down.1.arrivals(&down, sent, text.len(), &delays, true);
+        let peer = c.peer.clone();
+        if let Some((id, _)) = event {
+            self.order.sent(relay, id);
+            self.link_fate(relay, &peer, "down", Some(id), arrivals.len());
+        }
+        for at in arrivals {
+            self.schedule(
+                at,
+                Action::ToClient {
+                    conn,
+                    text: text.clone(),
+                    event,
+                },
+            );
+        }
+    }
+
+    pub(super) fn deliver(
+        &mut self,
+        conn: ConnId,
+        text: String,
+        event: Option<(EventId, bool)>,
+        now: Duration,
+    ) {
+        let Some(c) = self.conns.get(&conn) else {
+            return;
+        };
+        let relay = c.relay;
+        let (reader, peer) = (c.reader, c.peer.clone());
+        let arrival = event.map(|(id, replay)| {
+            let datagram = self.slots[relay].up.ordering == Ordering::Datagram
+                || self.slots[relay].down.ordering == Ordering::Datagram;
+            self.order.delivered(reader, relay, id, replay, datagram)
+        });
+        if let Some(c) = self.conns.get(&conn) {
+            if c.out.try_send(Message::text(text.clone())).is_err() {
+                // A reader that cannot keep up is cut off, as strfry does past its buffer.
+                self.slots[relay].counters.cut_off += 1;
+                self.close(conn, "slow reader");
+                return;
+            }
+        }
+        if let Some((id, _)) = event {
+            self.count_delivery(relay, arrival, now, id, &text);
+        }
+        self.see(record::Seen::FromRelay {
+            relay: self.slots[relay].name.clone(),
+            peer,
+            text,
+            arrival,
+            latency_us: event
+                .and_then(|(id, _)| self.published_at.get(&id))
+                .map(|p| micros(now.saturating_sub(*p))),
+        });
+    }
+
+    pub(super) fn count_delivery(
+        &mut self,
+        relay: usize,
+        arrival: Option<Arrival>,
+        now: Duration,
+        _id: EventId,
+        text: &str,
+    ) {
+        let counters = &mut self.slots[relay].counters;
+        counters.delivered += 1;
+        if let Some(a) = arrival.filter(|a| a.duplicate || a.reordered) {
+            let via = a.via.map_or("unknown", |v| v.name()).to_owned();
+            let table = if a.duplicate {
+                &mut counters.duplicate_deliveries
+            } else {
+                &mut counters.reordered_deliveries
+            };
+            *table.entry(via).or_default() += 1;
+        }
+        if let Ok(serde_json::Value::Array(parts)) = serde_json::from_str::<serde_json::Value>(text)
+        {
+            if let Some(event) = parts.get(2) {
+                self.pairs.delivered(micros(now), event);
+            }
+        }
+    }
+}
