@@ -7,8 +7,10 @@
 //! [`Observation::ChunkWritten`], [`Observation::ChunkRead`], [`Observation::Client`]), so the
 //! same [`Collector`] turns them into the same tables. Relay-side counters (published, verdicts, losses) are not observed here.
 //!
-//! What it does not model (the des driver does): peer→relay link impairments and outages,
-//! per-peer IP addresses, and slow consumers (clients read streams as chunks arrive). Its traces
+//! Relays apply their whole profile as `relaysim serve` does: impairments both ways, intake,
+//! outages (counted from the end of the settling second) and per-peer addresses (each peer is
+//! a turmoil host, named by its address). What it does not model (the des driver does): slow
+//! consumers (clients read streams as chunks arrive). Its traces
 //! are relay-side `live` traces (what crossed each relay) whose headers carry the scenario, so
 //! they replay in both modes (see [`crate::replay::live_schedule`]).
 
@@ -110,16 +112,30 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
     // client peer is done, they shut down cleanly and their traces are complete.
     let clients_done = Rc::new(std::cell::Cell::new(0usize));
     let client_count = plan.clients.len();
+    let peer_names: Vec<String> = plan
+        .servers
+        .iter()
+        .map(|(n, ..)| n.clone())
+        .chain(plan.clients.iter().map(|(n, ..)| n.clone()))
+        .collect();
     for (index, (name, profile)) in plan.relays.iter().enumerate() {
-        let config = ServeConfig {
+        let mut config = ServeConfig {
             seed: plan.seed.wrapping_mul(1_000_003).wrapping_add(index as u64),
             epoch_secs: Some(EPOCH_SECS),
             trace: trace.map(|t| relay_trace_path(t, name, plan.relays.len())),
             origin: plan.origin.clone(),
+            outages_from: SETTLE,
             ..ServeConfig::new(profile.clone()).named(name)
         };
         let done = clients_done.clone();
+        let peer_names = peer_names.clone();
         sim.client(format!("relay-{name}").as_str(), async move {
+            // Every host exists once the simulation runs: name each peer's address, so
+            // outages aimed at a peer and the trace use the scenario's names.
+            config.labels = peer_names
+                .iter()
+                .map(|n| (turmoil::lookup(format!("peer-{n}").as_str()), n.clone()))
+                .collect();
             let listener = turmoil::net::TcpListener::bind(("0.0.0.0", RELAY_PORT)).await?;
             let relay = serve_on(
                 vec![(

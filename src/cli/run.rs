@@ -32,7 +32,7 @@ pub(super) struct RunArgs {
     trace_events: EventsMode,
     /// `des`: the discrete-event simulator. `turmoil`: relays as WebSocket servers and peers as
     /// async tasks on turmoil's simulated TCP (slower; reports calls and latencies only, no
-    /// relay counters; peer→relay impairments and outages are not applied; --trace writes each
+    /// relay counters; relays apply impairments both ways and outages as `serve` does; --trace writes each
     /// relay's live trace, which `replay` takes in both modes).
     #[arg(long, value_enum, default_value = "des")]
     engine: Engine,

@@ -61,6 +61,10 @@ pub struct ServeConfig {
     pub origin: Option<crate::trace::ScenarioOrigin>,
     /// Peer names by client address: outages aimed at a peer, and the trace, use them.
     pub labels: BTreeMap<IpAddr, String>,
+    /// Outage times (scheduled ones, and the first random ones) count from this long after
+    /// the start: the turmoil engine lets its peers connect first, as the des world starts
+    /// with them connected.
+    pub outages_from: std::time::Duration,
 }
 
 impl ServeConfig {
@@ -79,6 +83,7 @@ impl ServeConfig {
             epoch_secs: None,
             origin: None,
             labels: BTreeMap::new(),
+            outages_from: std::time::Duration::ZERO,
         }
     }
 
@@ -300,6 +305,7 @@ pub fn serve_on<L: Listener>(
             seed: config.seed,
             epoch_secs: config.epoch_secs,
             labels: config.labels.clone(),
+            outages_from: config.outages_from,
         },
         gate.clone(),
         feed,

@@ -103,6 +103,7 @@ pub(crate) struct WorldConfig {
     pub seed: u64,
     pub epoch_secs: Option<u64>,
     pub labels: BTreeMap<IpAddr, String>,
+    pub outages_from: Duration,
 }
 
 /// The world's state; see the module documentation.
@@ -121,6 +122,8 @@ pub(crate) struct World {
     published_at: BTreeMap<EventId, Duration>,
     pairs: RpcPairs,
     outage_seq: u64,
+    /// Outage times count from this long after the start.
+    outages_from: Duration,
     feed: Option<record::TraceFeed>,
 }
 
@@ -154,6 +157,7 @@ impl World {
             published_at: BTreeMap::new(),
             pairs: RpcPairs::default(),
             outage_seq: 0,
+            outages_from: config.outages_from,
             feed,
         };
         for index in 0..world.slots.len() {
@@ -281,7 +285,7 @@ impl World {
         self.slots[relay].relay.connect(conn, &ip.to_string());
         self.slots[relay].counters.connections += 1;
         self.conns.insert(conn, c);
-        self.next_drop(conn, now);
+        self.next_drop(conn, now.max(self.outages_from));
         self.see(record::Seen::Connected { relay: name, peer });
     }
 

@@ -118,14 +118,14 @@ impl World {
                     duration: outage.duration,
                 }),
             };
-            self.schedule(outage.at, action);
+            self.schedule(self.outages_from + outage.at, action);
         }
         if outages.relay_restart_every.is_some() {
             let name = self.slots[index].name.clone();
             self.slots[index].restart_rng = Some(LinkState::new(
                 self.streams.stream(&format!("live/outage/{name}")),
             ));
-            self.next_restart(index, Duration::ZERO);
+            self.next_restart(index, self.outages_from);
         }
     }
 
