@@ -83,6 +83,8 @@ pub mod compare;
 pub mod implementations;
 #[cfg(feature = "live")]
 pub mod live;
+#[cfg(feature = "live")]
+pub mod live_engine;
 pub mod nip01;
 pub mod peer;
 pub mod protocol;

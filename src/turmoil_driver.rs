@@ -14,28 +14,25 @@
 //! are relay-side `live` traces (what crossed each relay) whose headers carry the scenario, so
 //! they replay in both modes (see [`crate::replay::live_schedule`]).
 
-use crate::live::driver::{PeerDriver, TurmoilTcp};
+use crate::live::driver::TurmoilTcp;
+use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
+pub use crate::live::relay_trace_path;
 use crate::live::{serve_on, ServeConfig};
 use crate::nip01::{Identity, EPOCH_SECS};
-use crate::peer::client::{ClientEvent, ContextVmClient};
-use crate::peer::server::{ContextVmServer, ServerEvent};
-use crate::peer::tools::stream_chunk_text;
+use crate::peer::client::ContextVmClient;
+use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
 use crate::scenario::{Plan, Scenario};
-use crate::sim::world::{Call, Observation, Observer};
-use crate::stats::{Collector, RunReport};
+use crate::sim::world::Call;
+use crate::stats::RunReport;
 use std::cell::RefCell;
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::collections::BTreeMap;
+use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
 
 /// The port every simulated relay listens on.
 const RELAY_PORT: u16 = 7777;
-/// Time for every peer to connect and subscribe before the workload's clock starts. The des
-/// world starts with peers connected; over TCP, a call published before the server's REQ
-/// landed would be lost (ContextVM events are ephemeral). Reported times exclude it.
-const SETTLE: Duration = Duration::from_secs(1);
 
 /// Why a turmoil run could not run.
 #[derive(Debug, thiserror::Error)]
@@ -61,34 +58,12 @@ fn check_host_name(name: &str) -> Result<(), TurmoilError> {
     }
 }
 
-/// Observations with their time, the observer's rank (0 for servers, 1 + index for clients)
-/// and the observer's own sequence number.
-/// turmoil runs every host on one thread, so plain shared cells do.
-type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
-
 fn url(relay: &str) -> String {
     format!("ws://relay-{relay}:{RELAY_PORT}")
 }
 
 fn urls(plan: &Plan, relays: &[usize]) -> Vec<String> {
     relays.iter().map(|&r| url(&plan.relays[r].0)).collect()
-}
-
-/// Where relay `relay`'s trace goes: `trace` itself when there is one relay, else `trace` with
-/// the relay's name before the extension (`run.jsonl` → `run.strfry.jsonl`).
-pub fn relay_trace_path(trace: &Path, relay: &str, relays: usize) -> PathBuf {
-    if relays == 1 {
-        return trace.to_path_buf();
-    }
-    let stem = trace
-        .file_stem()
-        .map(|s| s.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    let name = match trace.extension() {
-        Some(ext) => format!("{stem}.{relay}.{}", ext.to_string_lossy()),
-        None => format!("{stem}.{relay}"),
-    };
-    trace.with_file_name(name)
 }
 
 /// Runs `plan` in a turmoil simulation and returns the same kind of report the des driver gives.
@@ -176,39 +151,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             let log = host_log.clone();
             let client_keys = host_keys.clone();
             async move {
-                let start = tokio::time::Instant::now();
-                let mut driver = PeerDriver::connect_with(server, relays, EPOCH_SECS, TurmoilTcp);
-                let mut seq = 0u64;
-                // Chunks written, for chunk latency: the des world observes the same event.
-                let mut observe = |s: &mut ContextVmServer| {
-                    while let Some(event) = s.poll_event() {
-                        let ServerEvent::ChunkWritten {
-                            client,
-                            request,
-                            index,
-                            ..
-                        } = event
-                        else {
-                            continue;
-                        };
-                        // A call's id is its request's JSON-RPC id.
-                        let call = request.as_number();
-                        if let (Some(&client), Some(call)) = (client_keys.get(&client), call) {
-                            seq += 1;
-                            let at = start.elapsed().saturating_sub(SETTLE);
-                            let observation = Observation::ChunkWritten {
-                                client,
-                                call,
-                                index,
-                            };
-                            log.borrow_mut().push((at, 0, seq, observation));
-                        }
-                    }
-                    false
-                };
-                driver
-                    .run_until(&mut observe, Duration::from_secs(10 * 365 * 86_400))
-                    .await;
+                run_server(server, relays, EPOCH_SECS, TurmoilTcp, client_keys, log).await;
                 Ok(())
             }
         });
@@ -230,131 +173,23 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
         let duration = plan.duration;
         let done = clients_done.clone();
         sim.client(format!("peer-{name}").as_str(), async move {
-            let result = run_client(index, client, relays, calls, duration, log).await;
+            run_client(
+                index,
+                client,
+                relays,
+                calls,
+                duration,
+                log,
+                (EPOCH_SECS, TurmoilTcp),
+            )
+            .await;
             done.set(done.get() + 1);
-            result
+            Ok(())
         });
     }
     sim.run()
         .map_err(|e| TurmoilError::Simulation(e.to_string()))?;
-    let mut observations = std::mem::take(&mut *log.borrow_mut());
-    // Peers ran concurrently: order by time, then servers before clients (a chunk is written
-    // before it is read), then each peer's own order.
-    observations.sort_by_key(|(at, rank, seq, _)| (*at, *rank, *seq));
-    let mut collector = Collector::new();
-    for (at, _, _, observation) in &observations {
-        collector.observe(*at, observation);
-    }
-    Ok(collector.finish(plan.seed))
-}
-
-/// One client's workload: makes its calls on schedule, reads streams as chunks arrive, and logs
-/// what the des world would observe, until its calls end or the scenario's time is up.
-async fn run_client(
-    index: usize,
-    client: ContextVmClient,
-    relays: Vec<String>,
-    mut calls: Vec<(Duration, Call)>,
-    duration: Duration,
-    log: Log,
-) -> turmoil::Result {
-    calls.sort_by_key(|(at, _)| *at);
-    let mut calls = std::collections::VecDeque::from(calls);
-    let mut driver = PeerDriver::connect_with(client, relays, EPOCH_SECS, TurmoilTcp);
-    let mut seq = 0u64;
-    let mut record = |at: Duration, observation: Observation| {
-        seq += 1;
-        log.borrow_mut()
-            .push((at.saturating_sub(SETTLE), index + 1, seq, observation));
-    };
-    for (at, _) in &mut calls {
-        *at += SETTLE;
-    }
-    let duration = duration + SETTLE;
-    // Calls still waiting for their final response.
-    let mut open: BTreeSet<u64> = BTreeSet::new();
-    // Streams still being read (a final response may overtake its stream's last chunks), with
-    // their chunk size.
-    let mut streams: BTreeMap<u64, usize> = BTreeMap::new();
-    loop {
-        let now = driver.now();
-        while calls.front().is_some_and(|(at, _)| *at <= now) {
-            let (_, call) = calls.pop_front().expect("checked");
-            let (id, chunk_bytes) = call.start(driver.peer_mut(), now);
-            open.insert(id);
-            if let Some(bytes) = chunk_bytes {
-                streams.insert(id, bytes);
-            }
-            record(now, call.called(index, id));
-        }
-        if (calls.is_empty() && open.is_empty() && streams.is_empty()) || now >= duration {
-            break;
-        }
-        let until = calls
-            .front()
-            .map_or(duration, |(at, _)| (*at).min(duration));
-        let mut events = Vec::new();
-        let mut chunks = Vec::new();
-        driver
-            .run_until(
-                |c| {
-                    for (&call, &bytes) in &streams {
-                        while let Some(chunk) = c.read_stream(call) {
-                            chunks.push((call, bytes, chunk));
-                        }
-                    }
-                    while let Some(event) = c.poll_event() {
-                        events.push(event);
-                    }
-                    !events.is_empty() || !chunks.is_empty()
-                },
-                until.saturating_sub(now),
-            )
-            .await;
-        let at = driver.now();
-        for (call, bytes, chunk) in chunks {
-            record(
-                at,
-                Observation::ChunkRead {
-                    client: index,
-                    call,
-                    index: chunk.chunk_index,
-                    bytes: chunk.data.len(),
-                    intact: chunk.data == stream_chunk_text(chunk.chunk_index, bytes),
-                },
-            );
-        }
-        for event in events {
-            match &event {
-                ClientEvent::Response { call, response } => {
-                    open.remove(call);
-                    // An error response means no stream is coming (or it already failed).
-                    if response.is_err() {
-                        streams.remove(call);
-                    }
-                }
-                ClientEvent::Failed { call, .. } => {
-                    open.remove(call);
-                    streams.remove(call);
-                }
-                ClientEvent::StreamEnded { call, .. } => {
-                    streams.remove(call);
-                }
-                ClientEvent::StreamOpened { .. }
-                | ClientEvent::StreamResumed { .. }
-                | ClientEvent::Initialized { .. } => {}
-            }
-            record(
-                at,
-                Observation::Client {
-                    client: index,
-                    event,
-                },
-            );
-        }
-    }
-    driver.shutdown().await;
-    Ok(())
+    Ok(peers::report(&log, plan.seed))
 }
 
 /// Runs `scenario` once with `seed` in the turmoil driver, writing each relay's trace next to

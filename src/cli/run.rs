@@ -32,16 +32,35 @@ pub(super) struct RunArgs {
     trace_events: EventsMode,
     /// `des`: the discrete-event simulator. `turmoil`: relays as WebSocket servers and peers as
     /// async tasks on turmoil's simulated TCP (slower; reports calls and latencies only, no
-    /// relay counters; relays apply impairments both ways and outages as `serve` does; --trace writes each
-    /// relay's live trace, which `replay` takes in both modes).
+    /// relay counters; relays apply impairments both ways and outages as `serve` does;
+    /// --trace writes each relay's live trace, which `replay` takes in both modes). `live`:
+    /// the same peers on real sockets and the wall clock, against the scenario's relays served
+    /// on loopback or the relays given with --relay (not deterministic).
     #[arg(long, value_enum, default_value = "des")]
     engine: Engine,
+    /// With `--engine live`: use the relay at URL for the scenario's relay NAME instead of
+    /// serving it (with --trace, a recording proxy in front of it writes its trace). Repeatable.
+    #[arg(long, value_name = "NAME=ws://HOST:PORT", value_parser = parse_relay)]
+    relay: Vec<(String, String)>,
+}
+
+fn parse_relay(text: &str) -> Result<(String, String), String> {
+    let (name, url) = text
+        .split_once('=')
+        .ok_or_else(|| format!("expected NAME=ws://HOST:PORT, got {text:?}"))?;
+    if name.is_empty() || !url.starts_with("ws://") {
+        return Err(format!(
+            "expected NAME=ws://HOST:PORT (a relay name, then a ws:// URL), got {text:?}"
+        ));
+    }
+    Ok((name.to_owned(), url.to_owned()))
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
 pub(super) enum Engine {
     Des,
     Turmoil,
+    Live,
 }
 
 pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
@@ -100,8 +119,11 @@ fn run_file(
     let scenario = load_scenario(&path.cloned())?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.runs.unwrap_or(scenario.runs);
-    if args.engine == Engine::Turmoil && args.trace_events == EventsMode::Ids {
-        bail!("the turmoil engine's traces store events whole; drop --trace-events ids");
+    if args.engine != Engine::Des && args.trace_events == EventsMode::Ids {
+        bail!("live traces (turmoil and live engines) store events whole; drop --trace-events ids");
+    }
+    if args.engine != Engine::Live && !args.relay.is_empty() {
+        bail!("--relay is for --engine live (the other engines simulate the scenario's relays)");
     }
     if args.trace.is_some() && runs > 1 {
         bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
@@ -127,17 +149,21 @@ fn run_file(
     }
     let report = match args.engine {
         Engine::Des => scenario.run_seeds(seed, runs, |done| bar.set_position(done as u64)),
-        Engine::Turmoil => {
+        Engine::Turmoil | Engine::Live => {
+            let given: std::collections::BTreeMap<String, String> =
+                args.relay.iter().cloned().collect();
             let mut report = relaysim::stats::Report {
                 scenario: scenario.name.clone(),
                 runs: Vec::new(),
             };
             for i in 0..runs {
-                let run = relaysim::turmoil_driver::run_scenario(
-                    &scenario,
-                    seed.wrapping_add(i as u64),
-                    args.trace.as_deref(),
-                )
+                let plan = scenario.plan(seed.wrapping_add(i as u64));
+                let trace = args.trace.as_deref();
+                let run = match args.engine {
+                    Engine::Live => relaysim::live_engine::run(&plan, &given, trace)
+                        .map_err(anyhow::Error::from),
+                    _ => relaysim::turmoil_driver::run(&plan, trace).map_err(anyhow::Error::from),
+                }
                 .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
                 report.runs.push(run);
                 bar.set_position(i as u64 + 1);
@@ -145,8 +171,7 @@ fn run_file(
             if let Some(trace) = &args.trace {
                 let relays = scenario.plan(seed).relays;
                 for (name, _) in &relays {
-                    let path =
-                        relaysim::turmoil_driver::relay_trace_path(trace, name, relays.len());
+                    let path = relaysim::live::relay_trace_path(trace, name, relays.len());
                     eprintln!("trace of relay {name} written to {}", path.display());
                 }
             }
@@ -182,6 +207,7 @@ fn run_file(
             let engine = match args.engine {
                 Engine::Des => "",
                 Engine::Turmoil => " --engine turmoil",
+                Engine::Live => " --engine live",
             };
             println!(
                 "reproduce one with a trace: relaysim run{file}{engine} --seed {seed} --runs 1 \
@@ -208,7 +234,7 @@ fn run_file(
 /// The file that says which scenario a results directory belongs to.
 const OWNER_FILE: &str = "scenario.txt";
 
-/// `results/<file name>/` (`-turmoil` for that engine), claimed for this scenario file. A
+/// `results/<file name>/` (`-turmoil` or `-live` for those engines), claimed for this scenario file. A
 /// directory another scenario file's results are in is refused, not overwritten.
 fn default_results_dir(
     path: Option<&std::path::PathBuf>,
@@ -232,6 +258,7 @@ fn default_results_dir(
     let dir_name = match engine {
         Engine::Des => stem,
         Engine::Turmoil => format!("{stem}-turmoil"),
+        Engine::Live => format!("{stem}-live"),
     };
     let dir = std::path::Path::new("results").join(dir_name);
     let owner = dir.join(OWNER_FILE);

@@ -83,6 +83,40 @@ impl Connector for TokioTcp {
     }
 }
 
+/// Real TCP through tokio from a chosen local address, so that peers on one machine are
+/// distinct clients to a relay's per-address limits (any 127.x.y.z on Linux).
+#[derive(Debug, Clone, Copy)]
+pub struct TokioTcpFrom(pub std::net::IpAddr);
+
+impl Connector for TokioTcpFrom {
+    type Stream = tokio::net::TcpStream;
+    fn connect(
+        &self,
+        host: String,
+        port: u16,
+    ) -> impl std::future::Future<Output = std::io::Result<Self::Stream>> + Send {
+        let local = self.0;
+        async move {
+            let mut last = std::io::Error::other(format!("{host} resolves to no address"));
+            for addr in tokio::net::lookup_host((host.as_str(), port)).await? {
+                let socket = if addr.is_ipv4() {
+                    tokio::net::TcpSocket::new_v4()?
+                } else {
+                    tokio::net::TcpSocket::new_v6()?
+                };
+                if local.is_ipv4() == addr.is_ipv4() {
+                    socket.bind(std::net::SocketAddr::new(local, 0))?;
+                }
+                match socket.connect(addr).await {
+                    Ok(stream) => return Ok(stream),
+                    Err(e) => last = e,
+                }
+            }
+            Err(last)
+        }
+    }
+}
+
 /// Turmoil's simulated TCP: hosts are turmoil host names.
 #[cfg(feature = "turmoil")]
 #[derive(Debug, Clone, Copy, Default)]

@@ -11,6 +11,7 @@
 
 pub mod driver;
 mod http;
+pub mod peers;
 pub mod record;
 pub mod report;
 mod trace_writer;
@@ -22,6 +23,7 @@ pub use report::{LiveRelayCounters, LiveReport};
 use crate::relay::RelayProfile;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, TcpStream};
@@ -342,4 +344,21 @@ pub fn serve_on<L: Listener>(
         stop_accepting: stop_tx,
         task,
     })
+}
+
+/// Where relay `relay`'s trace goes: `trace` itself when there is one relay, else `trace` with
+/// the relay's name before the extension (`run.jsonl` → `run.strfry.jsonl`).
+pub fn relay_trace_path(trace: &Path, relay: &str, relays: usize) -> PathBuf {
+    if relays == 1 {
+        return trace.to_path_buf();
+    }
+    let stem = trace
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let name = match trace.extension() {
+        Some(ext) => format!("{stem}.{relay}.{}", ext.to_string_lossy()),
+        None => format!("{stem}.{relay}"),
+    };
+    trace.with_file_name(name)
 }

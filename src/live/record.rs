@@ -69,6 +69,11 @@ pub struct RecordConfig {
     pub connect_timeout: Duration,
     /// Where log lines go.
     pub log: Log,
+    /// The relay's name in the trace (`upstream` by default).
+    pub relay: String,
+    /// The scenario whose peers are recorded, written into the trace's header so the trace
+    /// can be schedule-replayed with no more arguments (the live engine sets it).
+    pub origin: Option<crate::trace::ScenarioOrigin>,
 }
 
 impl RecordConfig {
@@ -82,6 +87,8 @@ impl RecordConfig {
             max_connections: 256,
             connect_timeout: Duration::from_secs(5),
             log: Log::default(),
+            relay: "upstream".into(),
+            origin: None,
         }
     }
 }
@@ -111,7 +118,7 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     let (feed, writer) = start_trace(
         &config.out,
         format!("recording of {}", config.upstream),
-        None,
+        config.origin.as_ref(),
         Instant::now(),
     )?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
@@ -258,7 +265,7 @@ async fn proxy(
     let Ok(downstream) = tokio_tungstenite::accept_async(Prefixed::new(head, stream)).await else {
         return;
     };
-    let relay_name = "upstream".to_owned();
+    let relay_name = config.relay.clone();
     let _ = feed.send(Some((
         Instant::now(),
         Seen::Connected {

@@ -758,3 +758,42 @@ fn serve_runs_a_command_against_a_scenario_s_relays_and_reports_its_outcomes() {
     assert!(stderr(&both).contains("not both"), "{}", stderr(&both));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// `run --engine live`: the scenario's relays served on loopback, its peers on real sockets,
+/// the same report; `--relay` belongs to that engine only.
+#[test]
+fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
+    let file = scenario_file(
+        "live-engine.toml",
+        "[[relays]]\nname = \"r\"\nprofile = \"strfry\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+         [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n[[workloads]]\nkind = \"request\"\ncount = 2\n",
+    );
+    let out = file.with_extension("out");
+    let run = relaysim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--engine",
+        "live",
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let text = stdout(&run);
+    assert_eq!(run.status.code(), Some(0), "{text}{}", stderr(&run));
+    assert!(
+        text.contains("request-0                         2         2"),
+        "{text}"
+    );
+    let misused = relaysim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--relay",
+        "r=ws://127.0.0.1:9",
+    ]);
+    assert_eq!(misused.status.code(), Some(2));
+    assert!(
+        stderr(&misused).contains("--engine live"),
+        "{}",
+        stderr(&misused)
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}

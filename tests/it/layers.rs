@@ -22,6 +22,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("replay", 11),
     ("live", 12),
     ("turmoil_driver", 13),
+    ("live_engine", 13),
     ("sweep", 14),
     ("compare", 14),
 ];

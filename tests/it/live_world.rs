@@ -378,3 +378,56 @@ async fn khatru_s_concurrent_intake_reorders_a_burst_and_says_why() {
         "{via:?}"
     );
 }
+
+/// `run --engine live` with `--relay`: the scenario's own peers against a relay given by URL,
+/// through a recording proxy whose trace carries the scenario, so it schedule-replays with no
+/// more arguments; a relay the scenario does not have is refused.
+#[test]
+fn the_live_engine_runs_a_scenario_s_peers_against_a_relay_by_url() {
+    let scenario = relaysim::Scenario::from_toml_str(
+        "name = \"live-by-url\"\n[[relays]]\nname = \"far\"\nprofile = \"strfry\"\n\
+         [[servers]]\nname = \"server\"\nrelays = [\"far\"]\n\
+         [[clients]]\nname = \"client\"\nrelays = [\"far\"]\n\
+         [[workloads]]\nkind = \"request\"\ncount = 3\nevery = \"50ms\"\n\
+         [[workloads]]\nkind = \"download\"\nbytes = \"200KB\"\n",
+        "live-by-url.toml",
+    )
+    .unwrap();
+    let plan = scenario.plan(1);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // A khatru relay stands for "some relay at a URL": the scenario says strfry, the URL wins.
+    let relay = runtime
+        .block_on(serve(
+            ServeConfig::new(RelayProfile::khatru()).listening_on("127.0.0.1:0".parse().unwrap()),
+        ))
+        .unwrap();
+    let url = format!("ws://{}", relay.local_addr);
+    let trace =
+        std::env::temp_dir().join(format!("relaysim-live-url-{}.jsonl", std::process::id()));
+    let given = [("far".to_owned(), url.clone())].into();
+    let report = relaysim::live_engine::run(&plan, &given, Some(&trace)).unwrap();
+    let outcomes: Vec<&relaysim::Outcome> = report.items.iter().map(|i| &i.outcome).collect();
+    assert_eq!(outcomes.len(), 4, "{outcomes:?}");
+    assert!(
+        outcomes.iter().all(|o| **o == relaysim::Outcome::Completed),
+        "{outcomes:?}"
+    );
+    let stats = runtime.block_on(relay.stats()).unwrap();
+    assert!(
+        stats.relays[0].accepted > 10,
+        "the calls went through the given relay"
+    );
+    runtime.block_on(relay.shutdown());
+    let recorded = relaysim::Trace::from_file(&trace).unwrap();
+    let replay = relaysim::replay::live_schedule::schedule_live(&recorded, None).unwrap();
+    assert_eq!(replay.scenario, "live-by-url");
+    assert!(
+        replay.compared() && replay.same_outcome(),
+        "{:?}",
+        replay.recorded
+    );
+    let _ = std::fs::remove_file(&trace);
+    let unknown = [("near".to_owned(), url)].into();
+    let err = relaysim::live_engine::run(&plan, &unknown, None).unwrap_err();
+    assert!(err.to_string().contains("no relay \"near\""), "{err}");
+}

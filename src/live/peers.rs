@@ -1,0 +1,193 @@
+//! A scenario's peers as async tasks over real WebSocket framing: the workload schedule of
+//! each client and the server loop, logging what the des world observes about calls, so the
+//! same [`Collector`] turns them into the same tables. The turmoil engine runs them on
+//! simulated TCP; the live engine (`run --engine live`) on real sockets.
+
+use super::driver::{Connector, PeerDriver};
+use crate::peer::client::{ClientEvent, ContextVmClient};
+use crate::peer::server::{ContextVmServer, ServerEvent};
+use crate::peer::tools::stream_chunk_text;
+use crate::sim::world::{Call, Observation, Observer};
+use crate::stats::{Collector, RunReport};
+use nostr::prelude::PublicKey;
+use std::cell::RefCell;
+use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Time for every peer to connect and subscribe before the workload's clock starts. The des
+/// world starts with peers connected; over TCP, a call published before the server's REQ
+/// landed would be lost (ContextVM events are ephemeral). Reported times exclude it.
+pub const SETTLE: Duration = Duration::from_secs(1);
+
+/// Observations with their time, the observer's rank (0 for servers, 1 + index for clients)
+/// and the observer's own sequence number. The peers of one run share one thread (turmoil's,
+/// or a local task set), so plain shared cells do.
+pub type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
+
+/// The run's report from what the peers logged.
+pub fn report(log: &Log, seed: u64) -> RunReport {
+    let mut observations = std::mem::take(&mut *log.borrow_mut());
+    // Peers ran concurrently: order by time, then servers before clients (a chunk is written
+    // before it is read), then each peer's own order.
+    observations.sort_by_key(|(at, rank, seq, _)| (*at, *rank, *seq));
+    let mut collector = Collector::new();
+    for (at, _, _, observation) in &observations {
+        collector.observe(*at, observation);
+    }
+    collector.finish(seed)
+}
+
+/// A server: answers calls until the task is dropped, logging the stream chunks it writes
+/// (for chunk latency) for the clients in `client_keys` (public key → client index).
+pub async fn run_server<C: Connector>(
+    server: ContextVmServer,
+    relays: Vec<String>,
+    epoch_secs: u64,
+    connector: C,
+    client_keys: Rc<BTreeMap<PublicKey, usize>>,
+    log: Log,
+) {
+    let start = tokio::time::Instant::now();
+    let mut driver = PeerDriver::connect_with(server, relays, epoch_secs, connector);
+    let mut seq = 0u64;
+    // Chunks written, for chunk latency: the des world observes the same event.
+    let mut observe = |s: &mut ContextVmServer| {
+        while let Some(event) = s.poll_event() {
+            let ServerEvent::ChunkWritten {
+                client,
+                request,
+                index,
+                ..
+            } = event
+            else {
+                continue;
+            };
+            // A call's id is its request's JSON-RPC id.
+            let call = request.as_number();
+            if let (Some(&client), Some(call)) = (client_keys.get(&client), call) {
+                seq += 1;
+                let at = start.elapsed().saturating_sub(SETTLE);
+                let observation = Observation::ChunkWritten {
+                    client,
+                    call,
+                    index,
+                };
+                log.borrow_mut().push((at, 0, seq, observation));
+            }
+        }
+        false
+    };
+    driver
+        .run_until(&mut observe, Duration::from_secs(10 * 365 * 86_400))
+        .await;
+}
+
+/// One client's workload: makes its calls on schedule, reads streams as chunks arrive, and logs
+/// what the des world would observe, until its calls end or the scenario's time is up.
+pub async fn run_client<C: Connector>(
+    index: usize,
+    client: ContextVmClient,
+    relays: Vec<String>,
+    mut calls: Vec<(Duration, Call)>,
+    duration: Duration,
+    log: Log,
+    (epoch_secs, connector): (u64, C),
+) {
+    calls.sort_by_key(|(at, _)| *at);
+    let mut calls = std::collections::VecDeque::from(calls);
+    let mut driver = PeerDriver::connect_with(client, relays, epoch_secs, connector);
+    let mut seq = 0u64;
+    let mut record = |at: Duration, observation: Observation| {
+        seq += 1;
+        log.borrow_mut()
+            .push((at.saturating_sub(SETTLE), index + 1, seq, observation));
+    };
+    for (at, _) in &mut calls {
+        *at += SETTLE;
+    }
+    let duration = duration + SETTLE;
+    // Calls still waiting for their final response.
+    let mut open: BTreeSet<u64> = BTreeSet::new();
+    // Streams still being read (a final response may overtake its stream's last chunks), with
+    // their chunk size.
+    let mut streams: BTreeMap<u64, usize> = BTreeMap::new();
+    loop {
+        let now = driver.now();
+        while calls.front().is_some_and(|(at, _)| *at <= now) {
+            let (_, call) = calls.pop_front().expect("checked");
+            let (id, chunk_bytes) = call.start(driver.peer_mut(), now);
+            open.insert(id);
+            if let Some(bytes) = chunk_bytes {
+                streams.insert(id, bytes);
+            }
+            record(now, call.called(index, id));
+        }
+        if (calls.is_empty() && open.is_empty() && streams.is_empty()) || now >= duration {
+            break;
+        }
+        let until = calls
+            .front()
+            .map_or(duration, |(at, _)| (*at).min(duration));
+        let mut events = Vec::new();
+        let mut chunks = Vec::new();
+        driver
+            .run_until(
+                |c| {
+                    for (&call, &bytes) in &streams {
+                        while let Some(chunk) = c.read_stream(call) {
+                            chunks.push((call, bytes, chunk));
+                        }
+                    }
+                    while let Some(event) = c.poll_event() {
+                        events.push(event);
+                    }
+                    !events.is_empty() || !chunks.is_empty()
+                },
+                until.saturating_sub(now),
+            )
+            .await;
+        let at = driver.now();
+        for (call, bytes, chunk) in chunks {
+            record(
+                at,
+                Observation::ChunkRead {
+                    client: index,
+                    call,
+                    index: chunk.chunk_index,
+                    bytes: chunk.data.len(),
+                    intact: chunk.data == stream_chunk_text(chunk.chunk_index, bytes),
+                },
+            );
+        }
+        for event in events {
+            match &event {
+                ClientEvent::Response { call, response } => {
+                    open.remove(call);
+                    // An error response means no stream is coming (or it already failed).
+                    if response.is_err() {
+                        streams.remove(call);
+                    }
+                }
+                ClientEvent::Failed { call, .. } => {
+                    open.remove(call);
+                    streams.remove(call);
+                }
+                ClientEvent::StreamEnded { call, .. } => {
+                    streams.remove(call);
+                }
+                ClientEvent::StreamOpened { .. }
+                | ClientEvent::StreamResumed { .. }
+                | ClientEvent::Initialized { .. } => {}
+            }
+            record(
+                at,
+                Observation::Client {
+                    client: index,
+                    event,
+                },
+            );
+        }
+    }
+    driver.shutdown().await;
+}

@@ -1,0 +1,209 @@
+//! The `live` engine: a scenario's own peers over real WebSockets on real sockets and the real
+//! clock, against the scenario's relays served on loopback (`relaysim serve`, in process) or
+//! against any relays by URL (`run --engine live --relay NAME=ws://…`). Each peer connects
+//! from its own loopback address (127.0.1.N), so per-address limits and outages aimed at a
+//! peer treat peers apart. The report is the one the other engines give; a trace is each
+//! relay's `live` trace (written by the served relay, or by a recording proxy in front of a
+//! relay given by URL) with the scenario in its header, so `replay --mode schedule` takes it
+//! with no more arguments. Not deterministic: it runs on the wall clock, by nature.
+
+use crate::live::driver::TokioTcpFrom;
+use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
+use crate::live::record::{record, RecordConfig, Recorder};
+use crate::live::{relay_trace_path, serve, LiveRelay, ServeConfig};
+use crate::nip01::Identity;
+use crate::peer::client::ContextVmClient;
+use crate::peer::server::ContextVmServer;
+use crate::rng::SeededStreams;
+use crate::scenario::Plan;
+use crate::sim::world::Call;
+use crate::stats::RunReport;
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::net::{IpAddr, SocketAddr};
+use std::path::Path;
+use std::rc::Rc;
+use std::time::Duration;
+
+/// Why a live run could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum LiveEngineError {
+    /// `--relay` names a relay the scenario does not have.
+    #[error("--relay {0}: the scenario has no relay {0:?} (its relays: {1})")]
+    UnknownRelay(String, String),
+    /// A relay URL is not `ws://`.
+    #[error("--relay {0}={1}: only ws:// URLs are supported")]
+    NotWs(String, String),
+    /// A socket could not be opened.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// The loopback address of the `n`-th peer (servers first, then clients).
+fn peer_address(n: usize) -> IpAddr {
+    IpAddr::from([127, 0, 1, (n % 250 + 1) as u8])
+}
+
+/// What stands for each relay of a live run, stopped when the run ends.
+enum RelayHandle {
+    Served(LiveRelay),
+    Proxied(Recorder),
+    Direct,
+}
+
+/// Runs `plan` once on real sockets. `relays` maps scenario relay names to URLs of relays to
+/// use instead of serving them; with `trace`, every relay's trace is written next to it (see
+/// [`relay_trace_path`]).
+pub fn run(
+    plan: &Plan,
+    relays: &BTreeMap<String, String>,
+    trace: Option<&Path>,
+) -> Result<RunReport, LiveEngineError> {
+    let names: Vec<&String> = plan.relays.iter().map(|(n, _)| n).collect();
+    for (name, url) in relays {
+        if !names.contains(&name) {
+            let known = names.iter().map(|n| n.as_str()).collect::<Vec<_>>();
+            return Err(LiveEngineError::UnknownRelay(
+                name.clone(),
+                known.join(", "),
+            ));
+        }
+        if !url.starts_with("ws://") {
+            return Err(LiveEngineError::NotWs(name.clone(), url.clone()));
+        }
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, run_on_sockets(plan, relays, trace))
+}
+
+async fn run_on_sockets(
+    plan: &Plan,
+    given: &BTreeMap<String, String>,
+    trace: Option<&Path>,
+) -> Result<RunReport, LiveEngineError> {
+    let peer_names: Vec<&String> = plan
+        .servers
+        .iter()
+        .map(|(n, ..)| n)
+        .chain(plan.clients.iter().map(|(n, ..)| n))
+        .collect();
+    let address: BTreeMap<&String, IpAddr> = peer_names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (*n, peer_address(i)))
+        .collect();
+    let loopback = SocketAddr::from(([127, 0, 0, 1], 0));
+    let mut handles = Vec::new();
+    let mut urls = Vec::new();
+    for (index, (name, profile)) in plan.relays.iter().enumerate() {
+        let trace = trace.map(|t| relay_trace_path(t, name, plan.relays.len()));
+        let (handle, url) = match (given.get(name), trace) {
+            (Some(url), None) => (RelayHandle::Direct, url.clone()),
+            (Some(url), Some(out)) => {
+                let proxy = record(RecordConfig {
+                    labels: address.iter().map(|(n, a)| (*a, (*n).clone())).collect(),
+                    relay: name.clone(),
+                    origin: plan.origin.clone(),
+                    ..RecordConfig::new(loopback, url, out)
+                })
+                .await?;
+                let url = format!("ws://{}", proxy.local_addr);
+                (RelayHandle::Proxied(proxy), url)
+            }
+            (None, trace) => {
+                let config = ServeConfig {
+                    seed: plan.seed.wrapping_mul(1_000_003).wrapping_add(index as u64),
+                    trace,
+                    origin: plan.origin.clone(),
+                    outages_from: SETTLE,
+                    labels: address.iter().map(|(n, a)| (*a, (*n).clone())).collect(),
+                    ..ServeConfig::new(profile.clone())
+                        .named(name)
+                        .listening_on(loopback)
+                };
+                let relay = serve(config).await?;
+                let url = format!("ws://{}", relay.local_addr);
+                (RelayHandle::Served(relay), url)
+            }
+        };
+        handles.push(handle);
+        urls.push(url);
+    }
+    let relay_urls = |relays: &[usize]| relays.iter().map(|&r| urls[r].clone()).collect();
+    let epoch = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let log: Log = Rc::new(RefCell::new(Vec::new()));
+    let client_keys: Rc<BTreeMap<nostr::prelude::PublicKey, usize>> = Rc::new(
+        plan.clients
+            .iter()
+            .enumerate()
+            .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
+            .collect(),
+    );
+    let streams = SeededStreams::new(plan.seed);
+    let mut servers = Vec::new();
+    for (name, relays, config) in &plan.servers {
+        let relays: Vec<String> = relay_urls(relays);
+        let server = ContextVmServer::new(
+            Identity::derive(plan.seed, name),
+            relays.clone(),
+            config.clone(),
+            streams.stream(&format!("server/{name}/tools")),
+        );
+        let connector = TokioTcpFrom(address[name]);
+        servers.push(tokio::task::spawn_local(run_server(
+            server,
+            relays,
+            epoch,
+            connector,
+            client_keys.clone(),
+            log.clone(),
+        )));
+    }
+    let mut clients = Vec::new();
+    for (index, (name, relays, config)) in plan.clients.iter().enumerate() {
+        let relays: Vec<String> = relay_urls(relays);
+        let client = ContextVmClient::new(
+            Identity::derive(plan.seed, name),
+            relays.clone(),
+            config.clone(),
+        );
+        let calls: Vec<(Duration, Call)> = plan
+            .calls
+            .iter()
+            .filter(|(_, c, _)| *c == index)
+            .map(|(at, _, call)| (*at, call.clone()))
+            .collect();
+        clients.push(tokio::task::spawn_local(run_client(
+            index,
+            client,
+            relays,
+            calls,
+            plan.duration,
+            log.clone(),
+            (epoch, TokioTcpFrom(address[name])),
+        )));
+    }
+    for client in clients {
+        let _ = client.await;
+    }
+    for server in servers {
+        server.abort();
+    }
+    for handle in handles {
+        match handle {
+            RelayHandle::Served(relay) => {
+                relay.shutdown().await;
+            }
+            RelayHandle::Proxied(proxy) => {
+                proxy.finish().await?;
+            }
+            RelayHandle::Direct => {}
+        }
+    }
+    Ok(peers::report(&log, plan.seed))
+}
