@@ -206,6 +206,7 @@ pub fn run_scenario(
 mod tests {
     use super::*;
     use crate::relay::RelayProfile;
+    use std::path::PathBuf;
 
     #[test]
     fn names_that_cannot_be_hosts_are_refused_before_running() {
