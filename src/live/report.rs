@@ -23,6 +23,8 @@ pub struct LiveRelayCounters {
     pub accepted: u64,
     /// Events refused, by the prefix of the reason.
     pub rejected: BTreeMap<String, u64>,
+    /// Events answered `duplicate:` (an id the relay already had, not broadcast again).
+    pub answered_duplicate: u64,
     /// Events held back or dropped by a rate limit.
     pub rate_limited: u64,
     /// Event copies delivered to subscribers' sockets.
@@ -61,6 +63,7 @@ impl LiveRelayCounters {
             received: model.received,
             accepted: model.accepted,
             rejected: model.rejected.clone(),
+            answered_duplicate: model.duplicates,
             rate_limited: model.delayed + model.dropped,
             closed_by_relay: model.connections_closed,
             ..self.clone()
@@ -103,6 +106,7 @@ impl LiveReport {
                 ("events received", r.received.to_string()),
                 ("accepted", r.accepted.to_string()),
                 ("rejected", listed(&r.rejected)),
+                ("answered duplicate", r.answered_duplicate.to_string()),
                 ("rate-limited", r.rate_limited.to_string()),
                 ("delivered", r.delivered.to_string()),
                 ("lost on a link", listed(&r.lost)),
