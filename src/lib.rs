@@ -81,6 +81,7 @@ pub use trace::{EventsMode, Trace, TraceError};
 pub mod adapter;
 pub mod compare;
 pub mod implementations;
+pub mod limits;
 #[cfg(feature = "live")]
 pub mod live;
 #[cfg(feature = "live")]

@@ -15,7 +15,7 @@ pub(super) struct CompareArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Runs per pairing (overrides each scenario's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=relaysim::limits::MAX_RUNS as i64))]
     runs: Option<u32>,
     /// Where to write compare.csv (default results/compare/<scenario>/).
     #[arg(long)]

@@ -93,7 +93,7 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
 }
 
 pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
-    let text = std::fs::read_to_string(&args.trace)
+    let text = relaysim::limits::read_text(&args.trace, relaysim::limits::MAX_TRACE_FILE_BYTES)
         .with_context(|| format!("cannot read {}", args.trace.display()))?;
     let trace = Trace::parse(&text, &args.trace.display().to_string())?;
     let live =

@@ -15,7 +15,7 @@ pub(super) struct RunArgs {
     #[arg(long)]
     seed: Option<u64>,
     /// Number of runs, with seeds seed, seed+1, ... (overrides the scenario's).
-    #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=relaysim::limits::MAX_RUNS as i64))]
     runs: Option<u32>,
     /// Where to write summary.csv, latency.csv and failures.csv (default results/<file name>/,
     /// with `-turmoil` for that engine; never another scenario file's directory).
@@ -152,10 +152,7 @@ fn run_file(
         Engine::Turmoil | Engine::Live => {
             let given: std::collections::BTreeMap<String, String> =
                 args.relay.iter().cloned().collect();
-            let mut report = relaysim::stats::Report {
-                scenario: scenario.name.clone(),
-                runs: Vec::new(),
-            };
+            let mut report = relaysim::stats::Report::new(&scenario.name);
             for i in 0..runs {
                 let plan = scenario.plan(seed.wrapping_add(i as u64));
                 let trace = args.trace.as_deref();
@@ -165,7 +162,7 @@ fn run_file(
                     _ => relaysim::turmoil_driver::run(&plan, trace).map_err(anyhow::Error::from),
                 }
                 .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
-                report.runs.push(run);
+                report.push(run);
                 bar.set_position(i as u64 + 1);
             }
             if let Some(trace) = &args.trace {

@@ -182,9 +182,11 @@ struct CallOutcome {
 }
 
 fn read_outcomes(path: &Path) -> Result<Vec<CallOutcome>> {
-    let Ok(text) = std::fs::read_to_string(path) else {
+    if !path.exists() {
         return Ok(Vec::new());
-    };
+    }
+    let text = relaysim::limits::read_text(path, relaysim::limits::MAX_TRACE_FILE_BYTES)
+        .with_context(|| format!("cannot read the command's outcomes {}", path.display()))?;
     text.lines()
         .enumerate()
         .filter(|(_, l)| !l.trim().is_empty())

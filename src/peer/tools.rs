@@ -111,8 +111,8 @@ pub enum ToolError {
     },
 }
 
-/// Largest `large_result` or stream the simulated server produces (guards a typo'd workload).
-pub const MAX_TOOL_BYTES: usize = 256 * 1024 * 1024;
+/// Largest `large_result` the simulated server produces (guards a typo'd workload).
+pub const MAX_TOOL_BYTES: usize = crate::limits::MAX_PAYLOAD_BYTES;
 
 impl ToolCall {
     /// Reads a tool call from `tools/call` params (`name` and `arguments`).
@@ -154,8 +154,12 @@ impl ToolCall {
                     })?,
             }),
             "stream" => Ok(ToolCall::Stream {
-                chunks: uint("stream", "chunks", 10_000_000)?,
-                chunk_bytes: uint("stream", "chunk_bytes", 1024 * 1024)? as usize,
+                chunks: uint("stream", "chunks", crate::limits::MAX_STREAM_CHUNKS)?,
+                chunk_bytes: uint(
+                    "stream",
+                    "chunk_bytes",
+                    crate::limits::MAX_CHUNK_BYTES as u64,
+                )? as usize,
                 interval: Duration::from_millis(uint("stream", "interval_ms", 86_400_000)?),
             }),
             "slow" => Ok(ToolCall::Slow {

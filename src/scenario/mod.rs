@@ -143,10 +143,12 @@ pub struct Scenario {
 impl Scenario {
     /// Loads and validates a scenario file.
     pub fn from_file(path: &Path) -> Result<Self, ScenarioError> {
-        let text = std::fs::read_to_string(path).map_err(|source| ScenarioError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = crate::limits::read_text_io(path, crate::limits::MAX_SPEC_FILE_BYTES).map_err(
+            |source| ScenarioError::Io {
+                path: path.display().to_string(),
+                source,
+            },
+        )?;
         let mut s = Self::from_toml_str(&text, &path.display().to_string())?;
         if s.name.is_empty() {
             s.name = path
@@ -207,8 +209,30 @@ impl Scenario {
             .map(|(i, w)| workloads::declared_name(i, w.get_ref()))
             .collect();
         expect::validate(&ctx, &spec.expect, &workload_names);
-        if spec.runs == Some(0) {
-            ctx.record(ctx.at(None, "runs", "must be at least 1".into(), None));
+        match spec.runs {
+            Some(0) => ctx.record(ctx.at(None, "runs", "must be at least 1".into(), None)),
+            Some(n) if n > crate::limits::MAX_RUNS => ctx.record(ctx.at(
+                None,
+                "runs",
+                format!("at most {} runs, got {n}", crate::limits::MAX_RUNS),
+                None,
+            )),
+            _ => {}
+        }
+        let calls: u64 = workloads
+            .iter()
+            .map(|w| u64::from(w.count).saturating_mul(w.clients.len() as u64))
+            .fold(0, u64::saturating_add);
+        if calls > crate::limits::MAX_CALLS {
+            ctx.record(ctx.at(
+                None,
+                "workloads",
+                format!(
+                    "{calls} calls in one run (count × clients over every workload); at most {}",
+                    crate::limits::MAX_CALLS
+                ),
+                None,
+            ));
         }
         let server_config = policy::server_config(&ctx, &spec.policy);
         ctx.finish()?;
@@ -391,6 +415,53 @@ mod tests {
         assert!(d.message.contains("at most 100"), "{}", d.message);
         let d = err("[[workloads]]\nkind = \"request\"\ncount = 0\n");
         assert!(d.message.contains("between 1 and 1000000"), "{}", d.message);
+    }
+
+    /// Every number has an upper bound checked at validation, named in the message, so an
+    /// absurd value is refused (exit 2) instead of growing memory or failing at run time.
+    #[test]
+    fn numbers_above_their_bounds_are_refused_with_the_bound() {
+        let cases = [
+            ("runs = 4294967295\n", "at most 100000 runs"),
+            (
+                "[[workloads]]\nkind = \"download\"\nbytes = \"18446744073709551615B\"\n",
+                "at most 4294967296 bytes",
+            ),
+            (
+                "[[workloads]]\nkind = \"download\"\nbytes = 18446744073709551615\n",
+                "at most 4294967296 bytes",
+            ),
+            (
+                "[[workloads]]\nkind = \"download\"\nbytes = \"300MiB\"\n",
+                "at most 268435456 bytes",
+            ),
+            (
+                "[[workloads]]\nkind = \"stream\"\nchunks = 10000000\n",
+                "at most 1000000 chunks",
+            ),
+            (
+                "[[workloads]]\nkind = \"stream\"\nchunks = 1\nchunk_bytes = \"2MiB\"\n",
+                "at most 1048576 bytes",
+            ),
+            (
+                "[[workloads]]\nkind = \"request\"\ncount = 1000000\n\
+                 [[workloads]]\nkind = \"request\"\ncount = 1000000\n",
+                "2000000 calls in one run",
+            ),
+        ];
+        for (extra, expected) in cases {
+            // Top-level keys go before the tables, the rest after them.
+            let text = if extra.starts_with("runs") {
+                format!("{extra}{BASE}")
+            } else {
+                format!("{BASE}{extra}")
+            };
+            let message = match Scenario::from_toml_str(&text, "t.toml") {
+                Err(e) => e.to_string(),
+                Ok(_) => panic!("accepted {extra}"),
+            };
+            assert!(message.contains(expected), "{extra}: {message}");
+        }
     }
 
     #[test]

@@ -126,14 +126,9 @@ impl Scenario {
 
     /// Runs `runs` runs from `first_seed`, calling `progress` after each.
     pub fn run_seeds(&self, first_seed: u64, runs: u32, mut progress: impl FnMut(u32)) -> Report {
-        let mut report = Report {
-            scenario: self.name.clone(),
-            runs: Vec::new(),
-        };
+        let mut report = Report::new(&self.name);
         for i in 0..runs {
-            report
-                .runs
-                .push(self.run(first_seed.wrapping_add(i as u64)));
+            report.push(self.run(first_seed.wrapping_add(i as u64)));
             progress(i + 1);
         }
         report

@@ -72,7 +72,13 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         }
     };
     n.checked_mul(factor)
-        .ok_or_else(|| format!("{s:?} is too large"))
+        .filter(|n| *n <= crate::limits::MAX_SIZE)
+        .ok_or_else(|| {
+            format!(
+                "{s:?} is too large: sizes are at most {} bytes (4 GiB)",
+                crate::limits::MAX_SIZE
+            )
+        })
 }
 
 impl<'de> Deserialize<'de> for Size {
@@ -86,8 +92,15 @@ impl<'de> Deserialize<'de> for Size {
         match Raw::deserialize(d)? {
             Raw::Text(s) => parse_size(&s).map(Size).map_err(serde::de::Error::custom),
             Raw::Bytes(n) => usize::try_from(n)
+                .ok()
+                .filter(|n| *n <= crate::limits::MAX_SIZE)
                 .map(Size)
-                .map_err(|_| serde::de::Error::custom("size too large")),
+                .ok_or_else(|| {
+                    serde::de::Error::custom(format!(
+                        "{n} is too large: sizes are at most {} bytes (4 GiB)",
+                        crate::limits::MAX_SIZE
+                    ))
+                }),
         }
     }
 }

@@ -126,6 +126,7 @@ pub(super) fn workload(
                 )
             })?,
     };
+    check_payload(ctx, w, &key, &kind)?;
     Ok(Workload {
         name: declared_name(i, ws),
         kind,
@@ -146,6 +147,46 @@ pub(super) fn workload(
         progress: ws.progress.unwrap_or(true),
         consume_every: ws.consume_interval.map(|d| d.0).filter(|d| !d.is_zero()),
     })
+}
+
+/// Refuses payloads the simulated peers would refuse at run time, with the bound.
+fn check_payload(
+    ctx: &Ctx,
+    w: &Spanned<WorkloadSpec>,
+    key: &str,
+    kind: &WorkloadKind,
+) -> Result<(), ScenarioError> {
+    use crate::limits::{MAX_CHUNK_BYTES, MAX_PAYLOAD_BYTES, MAX_STREAM_CHUNKS};
+    let too_big = |field: &str, message: String| {
+        Err(ctx.spanned(w, &format!("{key}.{field}"), message, None))
+    };
+    match kind {
+        WorkloadKind::Request { bytes }
+        | WorkloadKind::Upload { bytes, .. }
+        | WorkloadKind::Fixed(ToolCall::LargeResult { bytes, .. })
+            if *bytes > MAX_PAYLOAD_BYTES =>
+        {
+            too_big(
+                "bytes",
+                format!("at most {MAX_PAYLOAD_BYTES} bytes (256 MiB), got {bytes}"),
+            )
+        }
+        WorkloadKind::Fixed(ToolCall::Stream { chunks, .. }) if *chunks > MAX_STREAM_CHUNKS => {
+            too_big(
+                "chunks",
+                format!("at most {MAX_STREAM_CHUNKS} chunks, got {chunks}"),
+            )
+        }
+        WorkloadKind::Fixed(ToolCall::Stream { chunk_bytes, .. })
+            if *chunk_bytes > MAX_CHUNK_BYTES =>
+        {
+            too_big(
+                "chunk_bytes",
+                format!("at most {MAX_CHUNK_BYTES} bytes (1 MiB), got {chunk_bytes}"),
+            )
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Every call of `workloads` in a run with `seed`: when, which client, what.

@@ -464,13 +464,17 @@ pub struct RunReport {
     pub integrity_violations: u64,
 }
 
-/// Several runs of one scenario together.
+/// Several runs of one scenario together. Runs are added with [`Report::push`], which merges
+/// their latency histograms as they come, so memory does not grow with the number of runs by
+/// more than each run's calls and counters.
 #[derive(Debug, Clone, Default)]
 pub struct Report {
     /// The scenario's name.
     pub scenario: String,
-    /// Each run, in order.
+    /// Each run, in order (their histograms are in `merged`).
     pub runs: Vec<RunReport>,
+    /// Every run's latency histograms, merged by metric.
+    merged: BTreeMap<&'static str, Histogram<u64>>,
 }
 
 /// Percentiles of one metric over all runs.
@@ -493,6 +497,30 @@ pub struct LatencyRow {
 }
 
 impl Report {
+    /// An empty report of scenario `scenario`.
+    pub fn new(scenario: &str) -> Self {
+        Report {
+            scenario: scenario.to_owned(),
+            ..Default::default()
+        }
+    }
+
+    /// Adds a run, merging its histograms into the report's.
+    pub fn push(&mut self, mut run: RunReport) {
+        for (metric, h) in std::mem::take(&mut run.histograms) {
+            match self.merged.get_mut(metric) {
+                // Same bounds for every run's histogram of one metric: the add cannot fail.
+                Some(m) => {
+                    let _ = m.add(&h);
+                }
+                None => {
+                    self.merged.insert(metric, h);
+                }
+            }
+        }
+        self.runs.push(run);
+    }
+
     /// All calls of all runs.
     pub fn items(&self) -> impl Iterator<Item = &Item> {
         self.runs.iter().flat_map(|r| r.items.iter())
@@ -573,18 +601,7 @@ impl Report {
 
     /// A metric's histogram merged over all runs.
     pub fn histogram(&self, metric: &str) -> Option<Histogram<u64>> {
-        let mut merged: Option<Histogram<u64>> = None;
-        for run in &self.runs {
-            if let Some(h) = run.histograms.get(metric) {
-                match merged.as_mut() {
-                    Some(m) => {
-                        let _ = m.add(h);
-                    }
-                    None => merged = Some(h.clone()),
-                }
-            }
-        }
-        merged
+        self.merged.get(metric).cloned()
     }
 
     /// A metric's percentiles over all runs.

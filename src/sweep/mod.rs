@@ -227,9 +227,11 @@ impl Sweep {
     /// Loads a sweep file and its base scenario.
     pub fn from_file(path: &Path) -> Result<Self, SweepError> {
         let read = |p: &Path| {
-            std::fs::read_to_string(p).map_err(|source| SweepError::Io {
-                path: p.display().to_string(),
-                source,
+            crate::limits::read_text_io(p, crate::limits::MAX_SPEC_FILE_BYTES).map_err(|source| {
+                SweepError::Io {
+                    path: p.display().to_string(),
+                    source,
+                }
             })
         };
         let text = read(path)?;
@@ -266,6 +268,37 @@ impl Sweep {
         }
         if spec.axes.iter().any(|a| a.values.is_empty()) {
             return Err(invalid("every axis needs at least one value".into()));
+        }
+        // Counted before the cells are built: a product of a few long axes is huge.
+        use crate::limits::{MAX_SWEEP_CELLS, MAX_SWEEP_RUNS, MAX_SWEEP_SEEDS};
+        let cell_count = spec
+            .axes
+            .iter()
+            .try_fold(1u64, |n, a| n.checked_mul(a.values.len() as u64))
+            .filter(|n| *n <= MAX_SWEEP_CELLS)
+            .ok_or_else(|| {
+                let lengths: Vec<String> = spec
+                    .axes
+                    .iter()
+                    .map(|a| a.values.len().to_string())
+                    .collect();
+                invalid(format!(
+                    "{} cells (the product of the axes' lengths); at most {MAX_SWEEP_CELLS}",
+                    lengths.join(" × ")
+                ))
+            })?;
+        if spec.seeds > MAX_SWEEP_SEEDS {
+            return Err(invalid(format!(
+                "`seeds` is {}; at most {MAX_SWEEP_SEEDS} per cell",
+                spec.seeds
+            )));
+        }
+        if cell_count * u64::from(spec.seeds) > MAX_SWEEP_RUNS {
+            return Err(invalid(format!(
+                "{cell_count} cells × {} seeds = {} runs; at most {MAX_SWEEP_RUNS}",
+                spec.seeds,
+                cell_count * u64::from(spec.seeds)
+            )));
         }
         let mut cells: Vec<Vec<toml::Value>> = vec![Vec::new()];
         for axis in &spec.axes {
@@ -505,6 +538,30 @@ fn row(cell: usize, params: Vec<String>, report: &Report) -> Row {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A sweep's size is checked before its cells are built: five axes of 100 values would be
+    /// 10^10 cells.
+    #[test]
+    fn too_many_cells_seeds_or_runs_are_refused_before_building_cells() {
+        let spec = |axes: usize, values: usize, seeds: u32| {
+            let axes: String = (0..axes)
+                .map(|a| {
+                    let v: Vec<String> = (0..values).map(|i| i.to_string()).collect();
+                    format!("[[axes]]\nparam = \"p{a}\"\nvalues = [{}]\n", v.join(","))
+                })
+                .collect();
+            toml::from_str::<SweepSpec>(&format!("scenario = \"x\"\nseeds = {seeds}\n{axes}"))
+                .unwrap()
+        };
+        let base = "[[relays]]\nname = \"r\"\n";
+        let refused = |s| match Sweep::new("t".into(), s, base, "t.toml") {
+            Err(e) => e.to_string(),
+            Ok(_) => panic!("accepted"),
+        };
+        assert!(refused(spec(5, 100, 1)).contains("at most 10000"));
+        assert!(refused(spec(1, 2, 20_000)).contains("at most 10000 per cell"));
+        assert!(refused(spec(2, 100, 200)).contains("at most 1000000"));
+    }
 
     #[test]
     fn paths_set_nested_keys_and_array_items() {

@@ -37,10 +37,12 @@ pub struct Trace {
 impl Trace {
     /// Reads and checks a trace file.
     pub fn from_file(path: &std::path::Path) -> Result<Self, TraceError> {
-        let text = std::fs::read_to_string(path).map_err(|source| TraceError::Io {
-            path: path.display().to_string(),
-            source,
-        })?;
+        let text = crate::limits::read_text_io(path, crate::limits::MAX_TRACE_FILE_BYTES).map_err(
+            |source| TraceError::Io {
+                path: path.display().to_string(),
+                source,
+            },
+        )?;
         Self::parse(&text, &path.display().to_string())
     }
 
@@ -102,11 +104,21 @@ impl Trace {
                 }
                 last_time = t;
             }
-            if let Line::Link { seq, .. } = &line {
+            if let Line::Link { seq, delays_us, .. } = &line {
                 if *seq > i as u64 {
                     return Err(err(
                         i + 1,
                         format!("link message number {seq} is out of range"),
+                    ));
+                }
+                if delays_us.len() > crate::limits::MAX_TRACE_COPIES {
+                    return Err(err(
+                        i + 1,
+                        format!(
+                            "{} copies of one message; at most {}",
+                            delays_us.len(),
+                            crate::limits::MAX_TRACE_COPIES
+                        ),
                     ));
                 }
             }

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 /// so two modules of one rank (sweep and compare) cannot use each other either.
 const LAYERS: &[(&str, u32)] = &[
     ("rng", 0),
+    ("limits", 0),
     ("nip01", 1),
     ("protocol", 2),
     ("relay", 3),

@@ -181,3 +181,26 @@ fn inject_reads_streams_whose_tokens_are_strings_of_digits() {
     assert_eq!(stream.token, "1");
     assert_eq!((stream.outcome.as_str(), stream.chunks), ("completed", 5));
 }
+
+/// A trace line cannot ask for more copies of one message than a link can make, and an input
+/// file must be a regular file within its size bound.
+#[test]
+fn a_link_line_with_a_million_copies_and_a_device_are_refused() {
+    let header = r#"{"type":"header","format":2,"relaysim":"x","scenario":"s","scenario_hash":"","seed":1,"driver":"des","events":"ids","scenario_toml":""}"#;
+    let delays: Vec<String> = (0..1_000_000).map(|_| "1".to_owned()).collect();
+    let link = format!(
+        r#"{{"type":"link","t":0,"relay":"r","peer":"p","way":"down","seq":0,"event":true,"delays_us":[{}]}}"#,
+        delays.join(",")
+    );
+    let summary =
+        r#"{"type":"summary","outcomes":[],"integrity_violations":0,"completion_ratio":1.0}"#;
+    let err = relaysim::Trace::parse(&format!("{header}\n{link}\n{summary}\n"), "t.jsonl")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("t.jsonl:2") && err.contains("at most 101"),
+        "{err}"
+    );
+    let err = relaysim::Trace::from_file(std::path::Path::new("/dev/zero")).unwrap_err();
+    assert!(format!("{err:#}").contains("/dev/zero"), "{err}");
+}

@@ -1,0 +1,113 @@
+//! Upper bounds on every number relaysim accepts from a file or a flag, and on the files
+//! themselves. Each is checked when the input is read or validated, so absurd input gets a
+//! clear error (exit 2, with the bound) instead of a run that grows without end or fails late.
+//! `docs/scenario-reference.md` lists them for users.
+
+use std::io::Read;
+use std::path::Path;
+
+/// Runs of one scenario (`runs`, `--runs`).
+pub const MAX_RUNS: u32 = 100_000;
+/// A byte size anywhere in a scenario (`bytes`, `chunk_bytes`, limits): 4 GiB.
+pub const MAX_SIZE: usize = 4 << 30;
+/// Chunks of one stream workload (and of a stream the simulated server agrees to write).
+pub const MAX_STREAM_CHUNKS: u64 = 1_000_000;
+/// Bytes of one stream chunk.
+pub const MAX_CHUNK_BYTES: usize = 1 << 20;
+/// Bytes of one request, result or upload payload: 256 MiB.
+pub const MAX_PAYLOAD_BYTES: usize = 256 << 20;
+/// Calls in one run, over every workload and client.
+pub const MAX_CALLS: u64 = 1_000_000;
+/// Cells of one sweep (the product of its axes' lengths).
+pub const MAX_SWEEP_CELLS: u64 = 10_000;
+/// Seeds per sweep cell.
+pub const MAX_SWEEP_SEEDS: u32 = 10_000;
+/// Runs of one sweep: cells × seeds.
+pub const MAX_SWEEP_RUNS: u64 = 1_000_000;
+/// Copies one trace `link` line may give a message (a duplicated event has at most 100
+/// extra copies).
+pub const MAX_TRACE_COPIES: usize = 101;
+/// A scenario or sweep file.
+pub const MAX_SPEC_FILE_BYTES: u64 = 1 << 20;
+/// A trace file.
+pub const MAX_TRACE_FILE_BYTES: u64 = 1 << 30;
+
+/// Why an input file was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    /// Not a regular file (a directory, a device such as `/dev/zero`, a pipe).
+    #[error("not a regular file")]
+    NotRegular,
+    /// Larger than its kind of file may be.
+    #[error("{size} bytes; files of this kind are refused above {max} bytes")]
+    TooLarge {
+        /// Its size (at least; a growing file is not read past the bound).
+        size: u64,
+        /// The bound.
+        max: u64,
+    },
+    /// Not UTF-8 text.
+    #[error("not UTF-8 text")]
+    NotText,
+    /// The file could not be read.
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Reads the text file at `path`, refusing anything but a regular file of at most `max` bytes.
+/// Never reads more than `max + 1` bytes, whatever the file claims or becomes meanwhile.
+pub fn read_text(path: &Path, max: u64) -> Result<String, InputError> {
+    let file = std::fs::File::open(path)?;
+    let meta = file.metadata()?;
+    if !meta.is_file() {
+        return Err(InputError::NotRegular);
+    }
+    if meta.len() > max {
+        return Err(InputError::TooLarge {
+            size: meta.len(),
+            max,
+        });
+    }
+    let mut bytes = Vec::new();
+    file.take(max + 1).read_to_end(&mut bytes)?;
+    if bytes.len() as u64 > max {
+        return Err(InputError::TooLarge {
+            size: bytes.len() as u64,
+            max,
+        });
+    }
+    String::from_utf8(bytes).map_err(|_| InputError::NotText)
+}
+
+/// The same, as an I/O error (for error types that carry one).
+pub fn read_text_io(path: &Path, max: u64) -> std::io::Result<String> {
+    read_text(path, max).map_err(|e| match e {
+        InputError::Io(e) => e,
+        other => std::io::Error::new(std::io::ErrorKind::InvalidData, other.to_string()),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn devices_directories_and_oversized_files_are_refused_before_reading() {
+        assert!(matches!(
+            read_text(Path::new("/dev/zero"), 10),
+            Err(InputError::NotRegular)
+        ));
+        assert!(matches!(
+            read_text(Path::new("/tmp"), 10),
+            Err(InputError::NotRegular)
+        ));
+        let path = std::env::temp_dir().join(format!("relaysim-limits-{}", std::process::id()));
+        std::fs::write(&path, "x".repeat(11)).unwrap();
+        assert!(matches!(
+            read_text(&path, 10),
+            Err(InputError::TooLarge { size: 11, max: 10 })
+        ));
+        assert_eq!(read_text(&path, 11).unwrap().len(), 11);
+        let _ = std::fs::remove_file(path);
+    }
+}
