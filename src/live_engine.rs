@@ -1,7 +1,7 @@
 //! The `live` engine: a scenario's own peers over real WebSockets on real sockets and the real
 //! clock, against the scenario's relays served on loopback (`relaysim serve`, in process) or
 //! against any relays by URL (`run --engine live --relay NAME=ws://…`). Each peer connects
-//! from its own loopback address (127.0.1.N), so per-address limits and outages aimed at a
+//! from its own loopback address (127.1.x.y), so per-address limits and outages aimed at a
 //! peer treat peers apart. The report is the one the other engines give; a trace is each
 //! relay's `live` trace (written by the served relay, or by a recording proxy in front of a
 //! relay given by URL) with the scenario in its header, so `replay --mode schedule` takes it
@@ -39,9 +39,10 @@ pub enum LiveEngineError {
     Io(#[from] std::io::Error),
 }
 
-/// The loopback address of the `n`-th peer (servers first, then clients).
+/// The loopback address of the `n`-th peer (servers first, then clients): 127.1.x.y, distinct
+/// for up to 62,500 peers (more than a scenario may have).
 fn peer_address(n: usize) -> IpAddr {
-    IpAddr::from([127, 0, 1, (n % 250 + 1) as u8])
+    IpAddr::from([127, 1, (n / 250 % 250) as u8, (n % 250 + 1) as u8])
 }
 
 /// What stands for each relay of a live run, stopped when the run ends.

@@ -119,14 +119,25 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
         }
         let command = if args.command.is_empty() {
             eprintln!("Ctrl-C stops it and prints the counters");
-            tokio::signal::ctrl_c().await?;
-            None
+            tokio::signal::ctrl_c()
+                .await
+                .map(|_| None)
+                .map_err(anyhow::Error::from)
         } else {
-            Some(run_command(&args, &deployment.urls()).await?)
+            run_command(&args, &deployment.urls()).await.map(Some)
         };
+        // Stopped whatever happened to the command, so the trace is closed and the counters
+        // are printed.
         let report = deployment.shutdown().await;
         Ok::<_, anyhow::Error>((report, command))
     })?;
+    let command = match command {
+        Ok(command) => command,
+        Err(e) => {
+            print!("{}", report.text());
+            return Err(e);
+        }
+    };
     finish(&args, &report, command)
 }
 

@@ -104,7 +104,10 @@ impl Connector for TokioTcpFrom {
                 } else {
                     tokio::net::TcpSocket::new_v6()?
                 };
-                if local.is_ipv4() == addr.is_ipv4() {
+                // A socket bound to loopback reaches loopback only: towards another host the
+                // system picks the address.
+                let reachable = !local.is_loopback() || addr.ip().is_loopback();
+                if local.is_ipv4() == addr.is_ipv4() && reachable {
                     socket.bind(std::net::SocketAddr::new(local, 0))?;
                 }
                 match socket.connect(addr).await {

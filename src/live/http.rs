@@ -10,7 +10,7 @@ use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -29,13 +29,47 @@ const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The frame limit of a relay whose profile sets none: it only guards memory.
 const DEFAULT_FRAME_LIMIT: usize = 64 << 20;
 
+/// The messages on their way to one client's socket, bounded in bytes: a reader that lets
+/// more than the bound pile up is cut off (strfry drops a connection whose outgoing buffer
+/// passes its limit).
+pub(crate) struct Outbox {
+    tx: mpsc::UnboundedSender<Message>,
+    queued: Arc<AtomicUsize>,
+    max_bytes: usize,
+}
+
+/// Why a message could not be queued.
+pub(crate) enum OutboxError {
+    /// The queue would pass its byte bound.
+    Full,
+    /// The connection's task has ended.
+    Closed,
+}
+
+impl Outbox {
+    /// Queues `message`.
+    pub fn push(&self, message: Message) -> Result<(), OutboxError> {
+        let bytes = message.len();
+        if self.queued.load(Ordering::Relaxed) + bytes > self.max_bytes {
+            return Err(OutboxError::Full);
+        }
+        self.queued.fetch_add(bytes, Ordering::Relaxed);
+        self.tx.send(message).map_err(|_| OutboxError::Closed)
+    }
+
+    /// Queues a close frame (it has no bytes to count).
+    pub fn close(&self) {
+        let _ = self.tx.send(Message::Close(None));
+    }
+}
+
 /// What a connection to one relay needs to know.
 #[derive(Clone)]
 pub(crate) struct RelayDoor {
     pub index: usize,
     pub profile: RelayProfile,
     pub max_connections: usize,
-    pub queue: usize,
+    pub max_queued_bytes: usize,
     pub labels: BTreeMap<IpAddr, String>,
     pub gate: Arc<Mutex<Gate>>,
     pub next_conn: Arc<AtomicU64>,
@@ -233,12 +267,20 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .map_err(|_| std::io::ErrorKind::TimedOut)?
         .map_err(std::io::Error::other)?;
     let (mut sink, mut source) = ws.split();
-    let (out_tx, mut out_rx) = mpsc::channel::<Message>(door.queue);
+    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let out_tx = Outbox {
+        tx: out_tx,
+        queued: queued.clone(),
+        max_bytes: door.max_queued_bytes,
+    };
+    let (kill_tx, mut kill) = oneshot::channel::<()>();
     let open = Inbound::Open {
         relay: door.index,
         conn,
         ip: peer.ip(),
         out: out_tx,
+        kill: kill_tx,
     };
     if inbound.send(open).await.is_err() {
         return Ok(());
@@ -246,13 +288,32 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let mut writer = tokio::spawn(async move {
         while let Some(m) = out_rx.recv().await {
             let close = matches!(m, Message::Close(_));
+            let bytes = m.len();
             if sink.send(m).await.is_err() || close {
                 break;
             }
+            queued.fetch_sub(bytes, Ordering::Relaxed);
         }
         let _ = sink.close().await;
     });
-    while let Some(frame) = source.next().await {
+    let mut killable = true;
+    loop {
+        let frame = tokio::select! {
+            frame = source.next() => frame,
+            // The world cut this connection off: drop the socket now, unsent backlog and all.
+            killed = &mut kill, if killable => match killed {
+                Ok(()) => {
+                    writer.abort();
+                    return Ok(());
+                }
+                // The world let go of the connection the ordinary way (a close is queued).
+                Err(_) => {
+                    killable = false;
+                    continue;
+                }
+            },
+        };
+        let Some(frame) = frame else { break };
         let text = match frame {
             Ok(Message::Text(t)) => t.to_string(),
             // A binary frame is not NIP-01: the world answers it as unparseable.

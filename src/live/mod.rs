@@ -51,8 +51,9 @@ pub struct ServeConfig {
     pub seed: u64,
     /// Connections served at once per relay; more are refused.
     pub max_connections: usize,
-    /// Messages queued for one connection before it is cut off as a slow reader.
-    pub max_queued_per_connection: usize,
+    /// Bytes queued for one connection before it is cut off as a slow reader (32 MiB: strfry
+    /// cuts off readers with more pending, `docs/relays.md`).
+    pub max_queued_bytes: usize,
     /// Write every EVENT, OK and NOTICE that crosses the relays to this trace (driver `live`).
     pub trace: Option<std::path::PathBuf>,
     /// Unix seconds the relays' clock reads at start. `None` reads the wall clock, as a real
@@ -80,7 +81,7 @@ impl ServeConfig {
             }],
             seed: 1,
             max_connections: 256,
-            max_queued_per_connection: 4096,
+            max_queued_bytes: 32 << 20,
             trace: None,
             epoch_secs: None,
             origin: None,
@@ -324,7 +325,7 @@ pub fn serve_on<L: Listener>(
                 index,
                 profile: config.relays[index].profile.clone(),
                 max_connections: config.max_connections,
-                queue: config.max_queued_per_connection,
+                max_queued_bytes: config.max_queued_bytes,
                 labels: config.labels.clone(),
                 gate: gate.clone(),
                 next_conn: next_conn.clone(),

@@ -185,9 +185,10 @@ async fn connect_upstream(upstream: &str, client: IpAddr) -> std::io::Result<Tcp
         } else {
             TcpSocket::new_v6()?
         };
-        // Leaving from the client's loopback address keeps per-address limits per client;
-        // any other address is not ours to bind, so the system picks.
-        if client.is_loopback() && client.is_ipv4() == addr.is_ipv4() {
+        // Leaving from the client's loopback address keeps per-address limits per client.
+        // Only towards a loopback relay: a socket bound to loopback cannot reach another host,
+        // and any other address is not ours to bind, so the system picks.
+        if client.is_loopback() && addr.ip().is_loopback() && client.is_ipv4() == addr.is_ipv4() {
             let _ = socket.bind(SocketAddr::new(client, 0));
         }
         match socket.connect(addr).await {
@@ -227,7 +228,9 @@ async fn proxy(
         }
     };
     if !upgrade {
-        // NIP-11 and any other plain request: the upstream answers it.
+        // NIP-11 and any other plain request: the upstream answers it, addressed to it (its
+        // own Host) and closing after the answer, so the whole answer is read at once.
+        let head = forwarded_head(&head, &config.upstream);
         if upstream.write_all(&head).await.is_ok() {
             let mut answer = Vec::new();
             let mut limited = (&mut upstream).take(1 << 20);
@@ -256,6 +259,24 @@ async fn proxy(
     .await
     {
         Ok(Ok((relay, _))) => relay,
+        // The relay refused the upgrade itself (429, 503, ...): the client gets its answer.
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(response))) => {
+            let status = response.status();
+            let line = format!(
+                "{} {}",
+                status.as_u16(),
+                status.canonical_reason().unwrap_or("")
+            );
+            let body = response
+                .body()
+                .as_ref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            let _ = stream
+                .write_all(&http_response(&line, "text/plain", &body, ""))
+                .await;
+            return;
+        }
         Ok(Err(e)) => return refuse(stream, client_addr, config, &e.to_string()).await,
         Err(_) => {
             let why = format!("no WebSocket handshake within {:?}", config.connect_timeout);
@@ -319,6 +340,24 @@ async fn proxy(
             reason: "proxy connection ended".into(),
         },
     )));
+}
+
+/// A client's plain HTTP request head as sent to the upstream: `Host` names the upstream and
+/// `Connection: close` ends the answer, every other header as the client sent it.
+fn forwarded_head(head: &[u8], upstream: &str) -> Vec<u8> {
+    let text = String::from_utf8_lossy(head);
+    let host = host_port(upstream).map_or(String::new(), |(h, p)| format!("{h}:{p}"));
+    let mut lines = text.split("\r\n");
+    let mut out = lines.next().unwrap_or_default().to_owned() + "\r\n";
+    for line in lines.filter(|l| !l.is_empty()) {
+        let name = line.split(':').next().unwrap_or_default().trim();
+        if !name.eq_ignore_ascii_case("host") && !name.eq_ignore_ascii_case("connection") {
+            out.push_str(line);
+            out.push_str("\r\n");
+        }
+    }
+    out.push_str(&format!("Host: {host}\r\nConnection: close\r\n\r\n"));
+    out.into_bytes()
 }
 
 /// Answers a client whose upstream is unreachable: 502 and a log line.

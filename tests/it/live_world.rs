@@ -57,6 +57,18 @@ async fn next(ws: &mut Ws) -> Option<serde_json::Value> {
     }
 }
 
+/// Reads until the connection closes (true) or 5 s pass without a close (false).
+async fn closes(ws: &mut Ws) -> bool {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        match tokio::time::timeout_at(deadline, ws.next()).await {
+            Err(_) => return false,
+            Ok(None) | Ok(Some(Err(_))) | Ok(Some(Ok(Message::Close(_)))) => return true,
+            Ok(Some(Ok(_))) => continue,
+        }
+    }
+}
+
 /// Publishes a fresh event by `author` and returns the relay's OK.
 async fn publish(ws: &mut Ws, author: &str, n: u64) -> serde_json::Value {
     let now = SystemTime::now()
@@ -99,26 +111,23 @@ async fn a_peer_to_relay_delay_holds_a_message_before_the_relay_reads_it() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relay_restart_closes_every_connection_and_refuses_new_ones_until_it_is_back() {
+    // Outage times count from the relay's start: take the time before it.
+    let started = std::time::Instant::now();
     let relay = start(ServeConfig::new(with_outage(
         OutageKind::RelayRestart,
-        200,
+        1_000,
         3_000,
     )))
     .await;
-    let started = std::time::Instant::now();
     let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
-    assert_eq!(
-        next(&mut ws).await,
-        None,
-        "the restart closes the connection"
-    );
-    assert!(started.elapsed() >= Duration::from_millis(200));
+    assert!(closes(&mut ws).await, "the restart closes the connection");
+    assert!(started.elapsed() >= Duration::from_millis(1_000));
     // Inside the 3 s downtime: refused before the upgrade.
     assert_eq!(
         connect_from(loopback(1), relay.local_addr).await.err(),
         Some(503)
     );
-    tokio::time::sleep_until((started + Duration::from_millis(3_400)).into()).await;
+    tokio::time::sleep_until((started + Duration::from_millis(4_400)).into()).await;
     let mut again = connect_from(loopback(1), relay.local_addr).await.unwrap();
     assert_eq!(publish(&mut again, "alice", 1).await[2], true);
     let report = relay.shutdown().await;
@@ -131,7 +140,7 @@ async fn a_named_peer_s_connection_drop_refuses_that_peer_only() {
         OutageKind::ConnectionDrop {
             peer: Some("alice".into()),
         },
-        200,
+        1_000,
         3_000,
     );
     let config = ServeConfig {
@@ -141,7 +150,7 @@ async fn a_named_peer_s_connection_drop_refuses_that_peer_only() {
     let relay = start(config).await;
     let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
     let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
-    assert_eq!(next(&mut alice).await, None, "alice's connection drops");
+    assert!(closes(&mut alice).await, "alice's connection drops");
     assert_eq!(
         connect_from(loopback(2), relay.local_addr).await.err(),
         Some(503)
@@ -157,25 +166,118 @@ async fn a_named_peer_s_connection_drop_refuses_that_peer_only() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_holds_a_connected_peer_s_messages_both_ways() {
+    let started = std::time::Instant::now();
     let relay = start(ServeConfig::new(with_outage(
         OutageKind::Partition { peer: None },
-        300,
-        700,
+        1_000,
+        1_000,
     )))
     .await;
     let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
-    let started = std::time::Instant::now();
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    tokio::time::sleep_until((started + Duration::from_millis(1_200)).into()).await;
     assert_eq!(
         publish(&mut ws, "alice", 1).await[2],
         true,
         "held, not lost"
     );
     assert!(
-        started.elapsed() >= Duration::from_millis(1_000),
+        started.elapsed() >= Duration::from_millis(2_000),
         "the OK came before the partition ended: {:?}",
         started.elapsed()
     );
+    // A connection opened during a partition is held too.
+    let second = std::time::Instant::now();
+    let relay2 = start(ServeConfig::new(with_outage(
+        OutageKind::Partition { peer: None },
+        0,
+        1_500,
+    )))
+    .await;
+    let mut late = connect_from(loopback(1), relay2.local_addr).await.unwrap();
+    assert_eq!(publish(&mut late, "alice", 2).await[2], true);
+    assert!(second.elapsed() >= Duration::from_millis(1_500));
+    relay.shutdown().await;
+    relay2.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_a_client_sent_before_closing_still_reaches_the_relay() {
+    let mut profile = RelayProfile::ideal();
+    profile.impairments.peer_to_relay.delay = Delay::Constant(Duration::from_millis(300));
+    let relay = start(ServeConfig::new(profile)).await;
+    let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
+    bob.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut bob).await.unwrap()[0], "EOSE");
+    let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let event = Identity::derive(1, "alice").sign(CONTEXTVM_KIND, now, vec![], "bye".into());
+    alice
+        .send(Message::text(format!("[\"EVENT\",{}]", event.as_json())))
+        .await
+        .unwrap();
+    alice.close(None).await.unwrap();
+    drop(alice);
+    let delivered = next(&mut bob).await.expect("the event arrives");
+    assert_eq!(delivered[2]["content"], "bye");
+    relay.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reader_that_never_reads_is_cut_off_and_its_socket_closed() {
+    let config = ServeConfig {
+        max_queued_bytes: 1 << 20,
+        ..ServeConfig::new(RelayProfile::ideal())
+    };
+    let relay = start(config).await;
+    let mut idle = connect_from(loopback(3), relay.local_addr).await.unwrap();
+    idle.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut idle).await.unwrap()[0], "EOSE");
+    let alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
+    // The publisher reads its OKs (it would be cut off too otherwise).
+    let (mut to_relay, mut oks) = alice.split();
+    let reader = tokio::spawn(async move { while let Some(Ok(_)) = oks.next().await {} });
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs();
+    let author = Identity::derive(1, "alice");
+    // 400 events of 60 KB: far more than the socket buffers and the 1 MiB queue hold.
+    for n in 0..400 {
+        let e = author.sign(CONTEXTVM_KIND, now, vec![], format!("{n:>60000}"));
+        to_relay
+            .feed(Message::text(format!("[\"EVENT\",{}]", e.as_json())))
+            .await
+            .unwrap();
+    }
+    to_relay.flush().await.unwrap();
+    let mut cut = false;
+    for _ in 0..100 {
+        let stats = relay.stats().await.unwrap();
+        if stats.relays[0].cut_off == 1 {
+            cut = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(cut, "the idle reader was not cut off");
+    // Its socket is gone: reading what was buffered ends in a close, not a wait.
+    let ended = tokio::time::timeout(Duration::from_secs(10), async {
+        while let Some(Ok(m)) = idle.next().await {
+            if matches!(m, Message::Close(_)) {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(ended.is_ok(), "the cut-off socket stayed open");
+    reader.abort();
     relay.shutdown().await;
 }
 
@@ -340,7 +442,17 @@ async fn record_names_peers_by_address_and_marks_duplicate_deliveries() {
 /// connection's order: `live.rs` checks 10,000 events.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn khatru_s_concurrent_intake_reorders_a_burst_and_says_why() {
-    let relay = start(ServeConfig::new(RelayProfile::khatru())).await;
+    // khatru's handling times, widened so that a loaded machine's slower burst still
+    // overlaps (the mechanism is the same; only the scale changed).
+    let mut profile = RelayProfile::khatru();
+    profile.intake = relaysim::relay::Intake::Concurrent {
+        handling: Delay::Uniform {
+            min: Duration::ZERO,
+            max: Duration::from_millis(20),
+        },
+        per_kib: Duration::ZERO,
+    };
+    let relay = start(ServeConfig::new(profile)).await;
     let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
     bob.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
         .await

@@ -2,6 +2,7 @@
 //! and deliveries to sockets with their order marks, counters and request/response pairs.
 
 use super::{micros, record, to_wire, Action, World};
+use crate::live::http::OutboxError;
 use crate::nip01::RelayMessage;
 use crate::relay::impair::{Direction, Ordering};
 use crate::relay::ConnId;
@@ -96,24 +97,33 @@ impl World {
         event: Option<(EventId, bool)>,
         now: Duration,
     ) {
-        let Some(c) = self.conns.get(&conn) else {
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
+        if c.gone {
+            return; // the client closed its socket: nothing reaches it any more
+        }
         let relay = c.relay;
         let (reader, peer) = (c.reader, c.peer.clone());
+        match c.out.push(Message::text(text.clone())) {
+            Ok(()) => {}
+            Err(OutboxError::Full) => {
+                // A reader that cannot keep up is cut off, as strfry does past its buffer: its
+                // socket is dropped at once (a close could not be queued behind the backlog).
+                if let Some(kill) = c.kill.take() {
+                    let _ = kill.send(());
+                }
+                self.slots[relay].counters.cut_off += 1;
+                self.close(conn, "slow reader");
+                return;
+            }
+            Err(OutboxError::Closed) => return,
+        }
         let arrival = event.map(|(id, replay)| {
             let datagram = self.slots[relay].up.ordering == Ordering::Datagram
                 || self.slots[relay].down.ordering == Ordering::Datagram;
             self.order.delivered(reader, relay, id, replay, datagram)
         });
-        if let Some(c) = self.conns.get(&conn) {
-            if c.out.try_send(Message::text(text.clone())).is_err() {
-                // A reader that cannot keep up is cut off, as strfry does past its buffer.
-                self.slots[relay].counters.cut_off += 1;
-                self.close(conn, "slow reader");
-                return;
-            }
-        }
         if let Some((id, _)) = event {
             self.count_delivery(relay, arrival, now, id, &text);
         }

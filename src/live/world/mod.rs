@@ -21,6 +21,7 @@ mod slot;
 
 pub(crate) use slot::RelaySlot;
 
+use super::http::Outbox;
 use super::trace_writer::{self as record};
 use super::wire::{to_model, to_wire};
 use super::Gate;
@@ -38,16 +39,17 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::Instant;
-use tokio_tungstenite::tungstenite::Message;
 
 /// What connection tasks and the HTTP side tell the world.
 pub(crate) enum Inbound {
-    /// A WebSocket connection to relay `relay` is up.
+    /// A WebSocket connection to relay `relay` is up; `kill` makes its task drop the socket
+    /// at once (a reader cut off with its queue full cannot be sent a close).
     Open {
         relay: usize,
         conn: ConnId,
         ip: IpAddr,
-        out: mpsc::Sender<Message>,
+        out: Outbox,
+        kill: oneshot::Sender<()>,
     },
     /// A text frame from a connection.
     Text { conn: ConnId, text: String },
@@ -71,12 +73,20 @@ struct Conn {
     identity: String,
     /// Its ordinal among readers and authors, for the order tracker.
     reader: u32,
-    out: mpsc::Sender<Message>,
+    out: Outbox,
     up: (LinkState, Pipe),
     down: (LinkState, Pipe),
     /// A partition holds this connection's messages until then.
     stalled_until: Duration,
     drop_rng: Option<LinkState>,
+    /// Whether the peer has a label: only a labelled peer is refused after a random drop
+    /// (unlabelled ones share their address with every other unlabelled client).
+    labelled: bool,
+    /// Drops the socket at once.
+    kill: Option<oneshot::Sender<()>>,
+    /// The client closed its socket: nothing more can reach it, but what it sent before is
+    /// still on its way to the relay.
+    gone: bool,
 }
 
 /// Something due at a time.
@@ -96,6 +106,8 @@ enum Action {
     },
     /// An outage begins.
     Outage(Outage),
+    /// A connection ends once what was on its way has arrived.
+    Close { conn: ConnId, reason: &'static str },
 }
 
 /// Settings the world needs beyond its relays.
@@ -124,6 +136,9 @@ pub(crate) struct World {
     outage_seq: u64,
     /// Outage times count from this long after the start.
     outages_from: Duration,
+    /// Partitions in force: relay, peer (all when `None`), until when. A connection opened
+    /// during one is held too.
+    partitions: Vec<(usize, Option<String>, Duration)>,
     feed: Option<record::TraceFeed>,
 }
 
@@ -158,6 +173,7 @@ impl World {
             pairs: RpcPairs::default(),
             outage_seq: 0,
             outages_from: config.outages_from,
+            partitions: Vec::new(),
             feed,
         };
         for index in 0..world.slots.len() {
@@ -211,17 +227,23 @@ impl World {
                 conn,
                 ip,
                 out,
-            } => self.open(relay, conn, ip, out, now),
+                kill,
+            } => self.open(relay, conn, ip, (out, kill), now),
             Inbound::Text { conn, text } => self.text(conn, text, now),
-            Inbound::Oversize { conn, size } => self.oversize(conn, size),
+            Inbound::Oversize { conn, size } => self.oversize(conn, size, now),
             Inbound::Closed { conn } => {
-                if let Some(c) = self.conns.remove(&conn) {
-                    self.slots[c.relay].relay.disconnect(conn);
-                    self.see(record::Seen::Disconnected {
-                        relay: self.slots[c.relay].name.clone(),
-                        peer: c.peer,
-                        reason: "client closed".into(),
-                    });
+                // What the client sent before closing still reaches the relay, as a real
+                // relay reads a socket to its end; then the connection ends.
+                if let Some(c) = self.conns.get_mut(&conn) {
+                    c.gone = true;
+                    let last = self.last_due(conn, true).unwrap_or(now);
+                    self.schedule(
+                        last,
+                        Action::Close {
+                            conn,
+                            reason: "client closed",
+                        },
+                    );
                 }
             }
             Inbound::Stats { reply } => {
@@ -250,11 +272,22 @@ impl World {
         relay: usize,
         conn: ConnId,
         ip: IpAddr,
-        out: mpsc::Sender<Message>,
+        (out, kill): (Outbox, oneshot::Sender<()>),
         now: Duration,
     ) {
         let label = self.labels.get(&ip).cloned();
+        let labelled = label.is_some();
         let identity = label.clone().unwrap_or_else(|| ip.to_string());
+        // The gate refused this peer before the upgrade if it was down then; it may have gone
+        // down since.
+        let refused = self
+            .gate_mut()
+            .refuses(relay, &identity, self.start + now)
+            .is_some();
+        if refused {
+            let _ = kill.send(());
+            return;
+        }
         let peer = label.unwrap_or_else(|| format!("client-{conn}"));
         let reader = self.ordinal(format!("peer:{peer}"));
         let name = self.slots[relay].name.clone();
@@ -271,6 +304,16 @@ impl World {
             .outages
             .connection_drop_every
             .map(|_| LinkState::new(self.streams.stream(&format!("live/outage/{name}/{conn}"))));
+        // A partition in force holds a new connection too.
+        let stalled_until = self
+            .partitions
+            .iter()
+            .filter(|(r, who, _)| {
+                *r == relay && who.as_ref().is_none_or(|w| *w == identity || *w == peer)
+            })
+            .map(|(_, _, until)| *until)
+            .max()
+            .unwrap_or_default();
         let c = Conn {
             relay,
             peer: peer.clone(),
@@ -279,8 +322,11 @@ impl World {
             out,
             up: link("up"),
             down: link("down"),
-            stalled_until: Duration::ZERO,
+            stalled_until,
             drop_rng,
+            labelled,
+            kill: Some(kill),
+            gone: false,
         };
         self.slots[relay].relay.connect(conn, &ip.to_string());
         self.slots[relay].counters.connections += 1;
@@ -306,10 +352,11 @@ impl World {
             return;
         };
         let Some(message) = parsed else {
-            let notice = to_wire(&RelayMessage::Notice {
+            // Through the link like any answer, so it keeps its place behind earlier ones.
+            let notice = RelayMessage::Notice {
                 message: "error: could not parse the message".into(),
-            });
-            let _ = c.out.try_send(Message::text(notice));
+            };
+            self.transmit(relay, conn, notice, false, now);
             return;
         };
         let up = self.slots[relay].up.clone();
@@ -346,7 +393,7 @@ impl World {
 
     /// A frame over the message limit: the profile's reaction (strfry and khatru drop the
     /// connection; nostr-rs-relay says why first).
-    fn oversize(&mut self, conn: ConnId, size: usize) {
+    fn oversize(&mut self, conn: ConnId, size: usize, now: Duration) {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
@@ -357,16 +404,20 @@ impl World {
             let message = text
                 .replace("{size}", &size.to_string())
                 .replace("{max}", &max.to_string());
-            let _ = c
-                .out
-                .try_send(Message::text(to_wire(&RelayMessage::Notice { message })));
+            self.transmit(relay, conn, RelayMessage::Notice { message }, false, now);
         }
         self.slots[relay].counters.frames_too_large += 1;
-        self.close(conn, "frame over the message limit");
+        self.slots[relay].relay.disconnect(conn);
+        self.close_after_pending(conn, "frame over the message limit", now);
     }
 
     /// Runs every due action and moves relay output onto the links, until nothing is due.
     fn settle(&mut self, mut now: Duration) {
+        // The relays' own timers (rate-limit releases, batch flushes) run even when messages
+        // keep the world busy and its wake-up never fires.
+        for slot in &mut self.slots {
+            slot.relay.handle_timeout(now);
+        }
         loop {
             self.drain_relays(now);
             let Some(entry) = self.due.first_entry() else {
@@ -415,6 +466,56 @@ impl World {
             }
             Action::ToClient { conn, text, event } => self.deliver(conn, text, event, now),
             Action::Outage(outage) => self.begin_outage(outage, now),
+            Action::Close { conn, reason } => self.close(conn, reason),
+        }
+    }
+
+    /// When the last message still on its way on `conn` arrives: towards the relay when `up`,
+    /// else towards the client.
+    fn last_due(&self, conn: ConnId, up: bool) -> Option<Duration> {
+        self.due
+            .iter()
+            .filter(|(_, a)| match a {
+                Action::ToRelay { conn: c, .. } => up && *c == conn,
+                Action::ToClient { conn: c, .. } => !up && *c == conn,
+                _ => false,
+            })
+            .map(|((t, _), _)| *t)
+            .max()
+    }
+
+    /// Ends `conn` once what the relay sent on it has arrived (a NOTICE before the close).
+    fn close_after_pending(&mut self, conn: ConnId, reason: &'static str, now: Duration) {
+        let at = self.last_due(conn, false).unwrap_or(now).max(now);
+        self.schedule(at, Action::Close { conn, reason });
+    }
+
+    /// Holds what is on its way on `conns`, both ways, until `until` (a partition), keeping
+    /// each connection's order: held messages go before anything sent later.
+    fn hold(&mut self, conns: &[ConnId], until: Duration) {
+        let held: Vec<(Duration, u64)> = self
+            .due
+            .range(..(until, 0))
+            .filter(|(_, a)| match a {
+                Action::ToRelay {
+                    conn,
+                    processed: false,
+                    ..
+                }
+                | Action::ToClient { conn, .. } => conns.contains(conn),
+                _ => false,
+            })
+            .map(|(k, _)| *k)
+            .collect();
+        for key in held {
+            if let Some(action) = self.due.remove(&key) {
+                self.schedule(until, action);
+            }
+        }
+        for conn in conns {
+            if let Some(c) = self.conns.get_mut(conn) {
+                c.stalled_until = c.stalled_until.max(until);
+            }
         }
     }
 
@@ -424,26 +525,14 @@ impl World {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
-    /// Closes a connection from the relay's side (what it sent before goes out first).
+    /// Ends a connection now: what is still on its way either way is lost (an outage, a
+    /// cut-off), or has already arrived (see [`World::close_after_pending`]).
     fn close(&mut self, conn: ConnId, reason: &str) {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
         self.slots[c.relay].relay.disconnect(conn);
-        let pending: Vec<(Duration, u64)> = self
-            .due
-            .iter()
-            .filter(|(_, a)| matches!(a, Action::ToClient { conn: x, .. } if *x == conn))
-            .map(|(k, _)| *k)
-            .collect();
-        if reason != "outage" {
-            for key in pending {
-                if let Some(Action::ToClient { text, .. }) = self.due.remove(&key) {
-                    let _ = c.out.try_send(Message::text(text));
-                }
-            }
-        }
-        let _ = c.out.try_send(Message::Close(None));
+        c.out.close();
         self.see(record::Seen::Disconnected {
             relay: self.slots[c.relay].name.clone(),
             peer: c.peer,
@@ -459,7 +548,7 @@ impl World {
                 self.transmit(relay, conn, message, replay, now);
             }
             while let Some(conn) = self.slots[relay].relay.poll_dropped() {
-                self.close(conn, "closed by the relay");
+                self.close_after_pending(conn, "closed by the relay", now);
             }
         }
     }

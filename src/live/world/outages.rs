@@ -41,6 +41,10 @@ impl World {
             } => {
                 self.outage(relay, None, "relay-restart", down_for);
                 self.slots[relay].relay.restart();
+                // Every connection ends now, and what was in flight is lost (as in des).
+                while let Some(conn) = self.slots[relay].relay.poll_dropped() {
+                    self.close(conn, "relay-restart");
+                }
                 self.gate_mut()
                     .down_until
                     .insert(relay, self.start + now + down_for);
@@ -58,20 +62,24 @@ impl World {
                     Some(conn) => vec![conn],
                     None => self.conns_of(relay, peer.as_deref()),
                 };
-                // Who is refused until the drop ends: the named peer, everyone, or the
-                // identity of the one randomly dropped connection.
+                // Who is refused until the drop ends: the named peer, everyone, or the one
+                // randomly dropped connection's peer when it is labelled (an unlabelled one
+                // shares its address with every other unlabelled client: only its connection
+                // drops).
                 let (who, named) = match (&peer, random) {
-                    (Some(p), _) => (p.clone(), peer.clone()),
-                    (None, None) => ("*".to_owned(), None),
+                    (Some(p), _) => (Some(p.clone()), peer.clone()),
+                    (None, None) => (Some("*".to_owned()), None),
                     (None, Some(conn)) => match self.conns.get(&conn) {
-                        Some(c) => (c.identity.clone(), Some(c.peer.clone())),
+                        Some(c) => (c.labelled.then(|| c.identity.clone()), Some(c.peer.clone())),
                         None => return, // already gone: its random drops end with it
                     },
                 };
                 self.outage(relay, named, "connection-drop", down_for);
-                self.gate_mut()
-                    .blocked
-                    .insert((relay, who), self.start + now + down_for);
+                if let Some(who) = who {
+                    self.gate_mut()
+                        .blocked
+                        .insert((relay, who), self.start + now + down_for);
+                }
                 for conn in victims {
                     self.close(conn, "outage");
                 }
@@ -82,11 +90,10 @@ impl World {
                 duration,
             } => {
                 self.outage(relay, peer.clone(), "partition", duration);
-                for conn in self.conns_of(relay, peer.as_deref()) {
-                    if let Some(c) = self.conns.get_mut(&conn) {
-                        c.stalled_until = c.stalled_until.max(now + duration);
-                    }
-                }
+                let conns = self.conns_of(relay, peer.as_deref());
+                self.hold(&conns, now + duration);
+                self.partitions.retain(|(_, _, until)| *until > now);
+                self.partitions.push((relay, peer, now + duration));
             }
         }
     }
