@@ -230,6 +230,16 @@ pub fn nip11(profile: &RelayProfile) -> serde_json::Value {
         limitation.insert("max_content_length".into(), m.into());
     }
     limitation.insert("max_subscriptions".into(), profile.max_subscriptions.into());
+    limitation.insert(
+        "max_subid_length".into(),
+        profile.max_subscription_id.into(),
+    );
+    if let Some(m) = profile.max_limit {
+        limitation.insert("max_limit".into(), m.into());
+    }
+    if let Some(m) = profile.max_filters {
+        limitation.insert("max_filters".into(), m.into());
+    }
     if let Some(w) = profile.reject_newer_than {
         limitation.insert("created_at_upper_limit".into(), w.as_secs().into());
     }

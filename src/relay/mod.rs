@@ -56,7 +56,14 @@ pub struct RelayCounters {
     pub delivered: u64,
     /// Connections the relay closed.
     pub connections_closed: u64,
+    /// Stored events evicted before their lifetime ended, to stay within the store's bounds.
+    pub evicted: u64,
 }
+
+/// Stored (ephemeral) events a relay keeps at most; the oldest go first beyond it.
+pub const MAX_STORED_EVENTS: usize = 100_000;
+/// Content bytes of stored events a relay keeps at most (256 MiB).
+pub const MAX_STORED_BYTES: usize = 256 << 20;
 
 /// One relay.
 #[derive(Debug)]
@@ -65,6 +72,10 @@ pub struct Relay {
     connections: BTreeMap<ConnId, Connection>,
     stored: BTreeMap<EventId, (Event, Duration)>,
     stored_order: VecDeque<(Duration, EventId)>,
+    /// Content bytes of the stored events.
+    stored_bytes: usize,
+    /// The most stored events and content bytes kept.
+    store_bounds: (usize, usize),
     buckets: BTreeMap<String, Bucket>,
     delayed: VecDeque<(Duration, ConnId, Event)>,
     batch: Vec<(Event, u64)>,
@@ -95,6 +106,8 @@ impl Relay {
             connections: BTreeMap::new(),
             stored: BTreeMap::new(),
             stored_order: VecDeque::new(),
+            stored_bytes: 0,
+            store_bounds: (MAX_STORED_EVENTS, MAX_STORED_BYTES),
             buckets: BTreeMap::new(),
             delayed: VecDeque::new(),
             batch: Vec::new(),
@@ -109,6 +122,12 @@ impl Relay {
     /// simulators use [`EPOCH_SECS`]).
     pub fn set_epoch_secs(&mut self, epoch_secs: u64) {
         self.epoch_secs = epoch_secs;
+    }
+
+    /// Keeps at most `events` stored events of at most `bytes` content bytes together (by
+    /// default [`MAX_STORED_EVENTS`] and [`MAX_STORED_BYTES`]).
+    pub fn set_store_bounds(&mut self, events: usize, bytes: usize) {
+        self.store_bounds = (events, bytes);
     }
 
     /// The profile in force.
@@ -201,6 +220,18 @@ impl Relay {
     }
 
     fn on_req(&mut self, conn: ConnId, sub: String, filter: Filter, now: Duration) {
+        if sub.is_empty() || sub.len() > self.profile.max_subscription_id {
+            // strfry throws "invalid subscription id length" from `SubId`, answered as a
+            // NOTICE "ERROR: bad req: ..." (src/Subscription.h, RelayIngester.cpp); the id is
+            // not echoed back, however long it was.
+            self.send(
+                conn,
+                RelayMessage::Notice {
+                    message: "ERROR: bad req: invalid subscription id length".into(),
+                },
+            );
+            return;
+        }
         let c = self
             .connections
             .get_mut(&conn)
@@ -237,6 +268,14 @@ impl Relay {
             .map(|(e, _)| e.clone())
             .collect();
         replay.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+        // `limit` counts stored events only, capped by the relay's own maximum.
+        let limit = [filter.limit, self.profile.max_limit]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(limit) = limit {
+            replay.truncate(limit);
+        }
         for event in replay {
             self.counters.delivered += 1;
             let message = RelayMessage::Event {
@@ -411,8 +450,12 @@ impl Relay {
         }
         if ephemeral {
             if let Some(ttl) = self.profile.ephemeral.store_for {
-                self.stored.insert(id, (event.clone(), now + ttl));
+                if let Some((old, _)) = self.stored.insert(id, (event.clone(), now + ttl)) {
+                    self.stored_bytes -= old.content.len();
+                }
+                self.stored_bytes += event.content.len();
                 self.stored_order.push_back((now + ttl, id));
+                self.evict_stored();
             }
         }
         match self.profile.delivery_batch {
@@ -457,7 +500,24 @@ impl Relay {
                 break;
             }
             self.stored_order.pop_front();
-            self.stored.remove(&id);
+            if let Some((e, _)) = self.stored.remove(&id) {
+                self.stored_bytes -= e.content.len();
+            }
+        }
+    }
+
+    /// Keeps the stored events within [`MAX_STORED_EVENTS`] and [`MAX_STORED_BYTES`], oldest
+    /// first out: a simulated relay must not grow without end under a flood.
+    fn evict_stored(&mut self) {
+        let (max_events, max_bytes) = self.store_bounds;
+        while self.stored.len() > max_events || self.stored_bytes > max_bytes {
+            let Some((_, id)) = self.stored_order.pop_front() else {
+                break;
+            };
+            if let Some((e, _)) = self.stored.remove(&id) {
+                self.stored_bytes -= e.content.len();
+                self.counters.evicted += 1;
+            }
         }
     }
 

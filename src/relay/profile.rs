@@ -112,6 +112,13 @@ pub struct RelayProfile {
     pub max_subscriptions: usize,
     /// Over the subscription limit: a NOTICE (strfry, nostr-rs-relay) instead of CLOSED.
     pub too_many_subscriptions_notice: Option<String>,
+    /// Stored events one REQ gets back at most, whatever its `limit` asks (strfry's
+    /// `maxFilterLimit` 500); `None`: as many as `limit` says, or all.
+    pub max_limit: Option<usize>,
+    /// The longest subscription id (strfry: 71, `MAX_SUBID_SIZE`; NIP-01 says 64).
+    pub max_subscription_id: usize,
+    /// The most filters in one REQ (strfry's `maxReqFilterSize` 200); `None`: no cap.
+    pub max_filters: Option<usize>,
     /// Live deliveries are batched: subscribers are woken at most this often (strfry's
     /// 100 ms file-watcher debounce).
     pub delivery_batch: Option<Duration>,
@@ -170,6 +177,9 @@ impl RelayProfile {
             allowed_kinds: None,
             rate_limit: None,
             max_subscriptions: 1000,
+            max_limit: None,
+            max_subscription_id: 64,
+            max_filters: None,
             too_many_subscriptions_notice: None,
             delivery_batch: None,
             ok_message: String::new(),
@@ -208,6 +218,10 @@ impl RelayProfile {
             allowed_kinds: None,
             rate_limit: None,
             max_subscriptions: 200,
+            // strfry.conf `maxFilterLimit`, `maxReqFilterSize`; src/constants.h MAX_SUBID_SIZE.
+            max_limit: Some(500),
+            max_subscription_id: 71,
+            max_filters: Some(200),
             too_many_subscriptions_notice: Some("ERROR: too many concurrent REQs".into()),
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),
@@ -265,6 +279,9 @@ impl RelayProfile {
             allowed_kinds: None,
             rate_limit: None,
             max_subscriptions: 32,
+            max_limit: None,
+            max_subscription_id: 64,
+            max_filters: None,
             too_many_subscriptions_notice: Some("too many subscriptions".into()),
             delivery_batch: None,
             ok_message: String::new(),
@@ -314,6 +331,9 @@ impl RelayProfile {
             allowed_kinds: None,
             rate_limit: None,
             max_subscriptions: 1000,
+            max_limit: None,
+            max_subscription_id: 64,
+            max_filters: None,
             too_many_subscriptions_notice: None,
             delivery_batch: None,
             ok_message: "broadcasted to {n} listeners".into(),
@@ -380,6 +400,9 @@ impl RelayProfile {
                 action: RateAction::Reject("rate-limited: slow down".into()),
             }),
             max_subscriptions: 500,
+            max_limit: None,
+            max_subscription_id: 64,
+            max_filters: None,
             too_many_subscriptions_notice: None,
             delivery_batch: None,
             ok_message: String::new(),

@@ -400,3 +400,94 @@ fn every_built_in_profile_has_sources_and_valid_delays() {
     }
     assert!(RelayProfile::built_in("nope").is_none());
 }
+
+#[test]
+fn a_subscription_id_over_the_limit_gets_a_notice_without_the_id() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let long = "s".repeat(72);
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: long.clone(),
+            filter: Box::new(Filter::new()),
+        },
+        s(0),
+    );
+    let out = b.out(B);
+    assert_eq!(
+        out,
+        vec![RelayMessage::Notice {
+            message: "ERROR: bad req: invalid subscription id length".into()
+        }]
+    );
+    let fits = "s".repeat(71);
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: fits.clone(),
+            filter: Box::new(Filter::new()),
+        },
+        s(0),
+    );
+    assert_eq!(b.out(B), vec![RelayMessage::Eose { sub: fits }]);
+}
+
+/// A new REQ gets back at most `limit` stored events, and never more than strfry's
+/// `maxFilterLimit`, newest first.
+#[test]
+fn stored_replay_honours_limit_and_the_relay_s_maximum() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    for i in 0..600 {
+        let e = b.event(1, s(i / 100));
+        b.publish(&e, s(0));
+    }
+    b.drain();
+    let replayed = |b: &mut Bench, limit: Option<usize>| {
+        let mut filter = Filter::new().kind(Kind::from(CONTEXTVM_KIND));
+        if let Some(l) = limit {
+            filter = filter.limit(l);
+        }
+        b.relay.handle_client_message(
+            B,
+            ClientMessage::Req {
+                sub: "r".into(),
+                filter: Box::new(filter),
+            },
+            s(1),
+        );
+        b.out(B)
+            .iter()
+            .filter(|m| matches!(m, RelayMessage::Event { .. }))
+            .count()
+    };
+    assert_eq!(replayed(&mut b, Some(7)), 7);
+    assert_eq!(replayed(&mut b, None), 500);
+    assert_eq!(replayed(&mut b, Some(10_000)), 500);
+}
+
+/// The store keeps its bounds under a flood, the oldest events going first.
+#[test]
+fn the_store_evicts_the_oldest_events_beyond_its_bounds() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    b.relay.set_store_bounds(10, 1 << 20);
+    let events: Vec<Event> = (0..25).map(|_| b.event(1, s(0))).collect();
+    for e in &events {
+        b.publish(e, s(0));
+    }
+    b.drain();
+    assert_eq!(b.relay.counters().evicted, 15);
+    // The oldest are gone: re-sending one is new to the relay, the newest is a duplicate.
+    b.publish(&events[0], s(0));
+    b.publish(&events[24], s(0));
+    let answers = oks(&b.drain());
+    assert_eq!(answers[0], (true, String::new()));
+    assert_eq!(answers[1], (true, "duplicate: have this event".into()));
+    // And by bytes.
+    let mut b = Bench::new(RelayProfile::strfry());
+    b.relay.set_store_bounds(1000, 50_000);
+    for _ in 0..10 {
+        let e = b.event(10_000, s(0));
+        b.publish(&e, s(0));
+    }
+    assert_eq!(b.relay.counters().evicted, 6);
+}

@@ -543,3 +543,38 @@ fn the_live_engine_runs_a_scenario_s_peers_against_a_relay_by_url() {
     let err = relaysim::live_engine::run(&plan, &unknown, None).unwrap_err();
     assert!(err.to_string().contains("no relay \"near\""), "{err}");
 }
+
+/// strfry's request caps, live: more than 200 filters in one REQ are refused as strfry refuses
+/// them, and NIP-11 reports the caps.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn strfry_s_request_caps_are_applied_and_reported() {
+    let relay = start(ServeConfig::new(RelayProfile::strfry())).await;
+    let nip11: serde_json::Value =
+        serde_json::from_str(&http_get(relay.local_addr, "/", "application/nostr+json").await)
+            .unwrap();
+    let limitation = &nip11["limitation"];
+    assert_eq!(
+        (
+            &limitation["max_limit"],
+            &limitation["max_filters"],
+            &limitation["max_subid_length"]
+        ),
+        (&500.into(), &200.into(), &71.into())
+    );
+    let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
+    let filters: Vec<String> = (0..201)
+        .map(|_| r#"{"kinds":[25910]}"#.to_owned())
+        .collect();
+    ws.send(Message::text(format!(
+        r#"["REQ","many",{}]"#,
+        filters.join(",")
+    )))
+    .await
+    .unwrap();
+    let answer = next(&mut ws).await.unwrap();
+    assert_eq!(
+        answer,
+        serde_json::json!(["NOTICE", "ERROR: bad req: arr too big"])
+    );
+    relay.shutdown().await;
+}

@@ -142,6 +142,16 @@ pub(crate) struct World {
     feed: Option<record::TraceFeed>,
 }
 
+/// The filters of a raw REQ frame (0 for anything else), counted without building them.
+fn req_filters(text: &str) -> usize {
+    let head = text.trim_start().trim_start_matches('[').trim_start();
+    if !head.starts_with("\"REQ\"") {
+        return 0;
+    }
+    serde_json::from_str::<Vec<serde::de::IgnoredAny>>(text)
+        .map_or(0, |v| v.len().saturating_sub(2))
+}
+
 fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
 }
@@ -341,7 +351,16 @@ impl World {
         };
         let relay = c.relay;
         let peer = c.peer.clone();
-        let parsed = to_model(&text);
+        let too_many_filters = self.slots[relay]
+            .relay
+            .profile()
+            .max_filters
+            .is_some_and(|max| req_filters(&text) > max);
+        let parsed = if too_many_filters {
+            None
+        } else {
+            to_model(&text)
+        };
         let bytes = text.len();
         self.see(record::Seen::FromClient {
             relay: self.slots[relay].name.clone(),
@@ -353,8 +372,14 @@ impl World {
         };
         let Some(message) = parsed else {
             // Through the link like any answer, so it keeps its place behind earlier ones.
+            // Too many filters: strfry's "arr too big" (RelayIngester.cpp).
+            let message = if too_many_filters {
+                "ERROR: bad req: arr too big"
+            } else {
+                "error: could not parse the message"
+            };
             let notice = RelayMessage::Notice {
-                message: "error: could not parse the message".into(),
+                message: message.into(),
             };
             self.transmit(relay, conn, notice, false, now);
             return;
