@@ -15,7 +15,7 @@ pub mod peers;
 pub mod record;
 pub mod report;
 mod trace_writer;
-pub(crate) mod wire;
+pub mod wire;
 mod world;
 
 pub use report::{LiveRelayCounters, LiveReport};

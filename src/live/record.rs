@@ -164,7 +164,7 @@ async fn accept(
             }
         }
     }
-    let _ = feed.send(None);
+    feed.close().await;
 }
 
 /// Host and port of a `ws://` URL.
@@ -287,13 +287,14 @@ async fn proxy(
         return;
     };
     let relay_name = config.relay.clone();
-    let _ = feed.send(Some((
+    feed.send(
         Instant::now(),
         Seen::Connected {
             relay: relay_name.clone(),
             peer: peer.clone(),
         },
-    )));
+    )
+    .await;
     let (mut to_client, mut from_client) = downstream.split();
     let (mut to_relay, mut from_relay) = relay.split();
     let up = async {
@@ -304,7 +305,7 @@ async fn proxy(
                     peer: peer.clone(),
                     text: t.to_string(),
                 };
-                let _ = feed.send(Some((Instant::now(), seen)));
+                feed.send(Instant::now(), seen).await;
             }
             let close = matches!(m, Message::Close(_));
             if to_relay.send(m).await.is_err() || close {
@@ -322,7 +323,7 @@ async fn proxy(
                     arrival: None,
                     latency_us: None,
                 };
-                let _ = feed.send(Some((Instant::now(), seen)));
+                feed.send(Instant::now(), seen).await;
             }
             let close = matches!(m, Message::Close(_));
             if to_client.send(m).await.is_err() || close {
@@ -332,14 +333,15 @@ async fn proxy(
     };
     // Whichever side ends first ends both: the other socket is dropped and closed.
     tokio::select! { _ = up => {}, _ = down => {} }
-    let _ = feed.send(Some((
+    feed.send(
         Instant::now(),
         Seen::Disconnected {
             relay: relay_name,
             peer,
             reason: "proxy connection ended".into(),
         },
-    )));
+    )
+    .await;
 }
 
 /// A client's plain HTTP request head as sent to the upstream: `Host` names the upstream and

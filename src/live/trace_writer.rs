@@ -7,6 +7,8 @@ use crate::trace::{EventsMode, Line, ScenarioOrigin, FORMAT};
 use nostr::prelude::EventId;
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
@@ -59,8 +61,36 @@ pub(crate) enum Seen {
     },
 }
 
-/// What feeds a live trace: `Some` per message, `None` to close it.
-pub(crate) type TraceFeed = mpsc::UnboundedSender<Option<(Instant, Seen)>>;
+/// Observations waiting for the trace writer, at most.
+const FEED_CAPACITY: usize = 65_536;
+
+/// What feeds a live trace, bounded: the proxy waits for room (back-pressure on the traffic it
+/// records); the relay's world never waits and counts what did not fit, and the count is
+/// written in the trace's summary line.
+#[derive(Clone)]
+pub(crate) struct TraceFeed {
+    tx: mpsc::Sender<Option<(Instant, Seen)>>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl TraceFeed {
+    /// Hands `seen` to the writer, waiting for room.
+    pub async fn send(&self, at: Instant, seen: Seen) {
+        let _ = self.tx.send(Some((at, seen))).await;
+    }
+
+    /// Hands `seen` to the writer if there is room; counts it as dropped if not.
+    pub fn offer(&self, at: Instant, seen: Seen) {
+        if self.tx.try_send(Some((at, seen))).is_err() {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// Tells the writer to finish: the summary line, then flush.
+    pub async fn close(&self) {
+        let _ = self.tx.send(None).await;
+    }
+}
 
 /// Writes the header of a live trace to `out` and starts the task that writes the rest;
 /// returns the feed and the task (which yields the number of lines written).
@@ -90,14 +120,20 @@ pub(crate) fn start_trace(
         "{}",
         serde_json::to_string(&header).map_err(std::io::Error::other)?
     )?;
-    let (tx, rx) = mpsc::unbounded_channel();
-    Ok((tx, tokio::spawn(write_lines(file, start, rx))))
+    let (tx, rx) = mpsc::channel(FEED_CAPACITY);
+    let dropped = Arc::new(AtomicU64::new(0));
+    let feed = TraceFeed {
+        tx,
+        dropped: dropped.clone(),
+    };
+    Ok((feed, tokio::spawn(write_lines(file, start, rx, dropped))))
 }
 
 async fn write_lines(
     mut file: std::io::BufWriter<std::fs::File>,
     start: Instant,
-    mut seen: mpsc::UnboundedReceiver<Option<(Instant, Seen)>>,
+    mut seen: mpsc::Receiver<Option<(Instant, Seen)>>,
+    dropped: Arc<AtomicU64>,
 ) -> std::io::Result<u64> {
     let mut published: BTreeMap<String, u64> = BTreeMap::new();
     // The proxy cannot see inside the relay: it marks reordered and duplicate deliveries
@@ -270,6 +306,7 @@ async fn write_lines(
         outcomes: Vec::new(),
         integrity_violations: 0,
         completion_ratio: 1.0,
+        dropped: dropped.load(Ordering::Relaxed),
     };
     writeln!(
         file,

@@ -198,7 +198,15 @@ pub enum Line {
         outcomes: Vec<OutcomeLine>,
         integrity_violations: u64,
         completion_ratio: f64,
+        /// Live traces: observations that could not be written because the writer fell
+        /// behind (never silently: counted here, and 0 is left out).
+        #[serde(default, skip_serializing_if = "is_zero")]
+        dropped: u64,
     },
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 impl Line {

@@ -124,6 +124,7 @@ impl TraceWriter {
             } else {
                 done as f64 / total as f64
             },
+            dropped: 0,
         };
         self.push(&summary);
         self.text

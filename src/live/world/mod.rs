@@ -204,7 +204,7 @@ impl World {
 
     fn see(&self, seen: record::Seen) {
         if let Some(feed) = &self.feed {
-            let _ = feed.send(Some((Instant::now(), seen)));
+            feed.offer(Instant::now(), seen);
         }
     }
 
@@ -621,7 +621,7 @@ pub(crate) async fn run(
     }
     // Close the trace: the summary line, then flush.
     if let Some(feed) = world.feed.take() {
-        let _ = feed.send(None);
+        feed.close().await;
     }
     if let Some(w) = writer {
         let _ = w.await;
