@@ -83,6 +83,10 @@ pub(crate) async fn accept_loop<L: Listener>(
     mut stop: watch::Receiver<bool>,
 ) {
     let slots = Arc::new(Semaphore::new(door.max_connections));
+    let per_address = Arc::new(Mutex::new(BTreeMap::<IpAddr, usize>::new()));
+    // One address may hold a quarter of the slots: idle sockets from one client cannot lock
+    // every other client out.
+    let address_share = (door.max_connections / 4).max(1);
     loop {
         tokio::select! {
             biased;
@@ -93,6 +97,10 @@ pub(crate) async fn accept_loop<L: Listener>(
             }
             accepted = listener.accept() => {
                 let Ok((mut stream, peer)) = accepted else { continue };
+                let Some(share) = AddressSlot::take(&per_address, peer.ip(), address_share) else {
+                    let _ = stream.write_all(&plain_response("429 Too Many Requests", "too many connections from this address\n")).await;
+                    continue;
+                };
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
                     // Over the connection limit: refuse before the upgrade, as khatru does.
                     let _ = stream.write_all(&plain_response("429 Too Many Requests", "too many connections\n")).await;
@@ -101,9 +109,47 @@ pub(crate) async fn accept_loop<L: Listener>(
                 let conn = door.next_conn.fetch_add(1, Ordering::Relaxed);
                 let (door, inbound) = (door.clone(), inbound.clone());
                 tokio::spawn(async move {
-                    let _permit = permit;
+                    let _slots = (permit, share);
                     let _ = handle_connection(stream, peer, conn, door, inbound).await;
                 });
+            }
+        }
+    }
+}
+
+/// One connection's share of its address's slots, given back when dropped.
+struct AddressSlot {
+    counts: Arc<Mutex<BTreeMap<IpAddr, usize>>>,
+    ip: IpAddr,
+}
+
+impl AddressSlot {
+    /// A slot for `ip` if it holds fewer than `share`.
+    fn take(
+        counts: &Arc<Mutex<BTreeMap<IpAddr, usize>>>,
+        ip: IpAddr,
+        share: usize,
+    ) -> Option<Self> {
+        let mut map = counts.lock().unwrap_or_else(|p| p.into_inner());
+        let n = map.entry(ip).or_default();
+        if *n >= share {
+            return None;
+        }
+        *n += 1;
+        Some(AddressSlot {
+            counts: counts.clone(),
+            ip,
+        })
+    }
+}
+
+impl Drop for AddressSlot {
+    fn drop(&mut self) {
+        let mut map = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(n) = map.get_mut(&self.ip) {
+            *n -= 1;
+            if *n == 0 {
+                map.remove(&self.ip);
             }
         }
     }

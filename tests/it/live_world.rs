@@ -578,3 +578,37 @@ async fn strfry_s_request_caps_are_applied_and_reported() {
     );
     relay.shutdown().await;
 }
+
+/// One address may hold a quarter of the connection slots: a client that opens sockets and
+/// sits on them is refused past its share, and a client from another address is still served.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_sockets_from_one_address_cannot_lock_others_out() {
+    let config = ServeConfig {
+        max_connections: 16,
+        ..ServeConfig::new(RelayProfile::ideal())
+    };
+    let relay = start(config).await;
+    let mut hoard = Vec::new();
+    for _ in 0..4 {
+        hoard.push(connect_from(loopback(9), relay.local_addr).await.unwrap());
+    }
+    assert_eq!(
+        connect_from(loopback(9), relay.local_addr).await.err(),
+        Some(429),
+        "the fifth socket from one address is past its share of 16 / 4"
+    );
+    let mut fresh = connect_from(loopback(10), relay.local_addr).await.unwrap();
+    assert_eq!(publish(&mut fresh, "fresh", 1).await[2], true);
+    // The share comes back when a socket closes.
+    drop(hoard.pop());
+    let mut again = None;
+    for _ in 0..50 {
+        if let Ok(ws) = connect_from(loopback(9), relay.local_addr).await {
+            again = Some(ws);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(again.is_some(), "a closed socket's slot was not given back");
+    relay.shutdown().await;
+}
