@@ -16,14 +16,12 @@ use crate::peer::client::ContextVmClient;
 use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
 use crate::scenario::Plan;
-use crate::sim::world::Call;
 use crate::stats::RunReport;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
 use std::rc::Rc;
-use std::time::Duration;
 
 /// Why a live run could not run.
 #[derive(Debug, thiserror::Error)]
@@ -173,12 +171,7 @@ async fn run_on_sockets(
             relays.clone(),
             config.clone(),
         );
-        let calls: Vec<(Duration, Call)> = plan
-            .calls
-            .iter()
-            .filter(|(_, c, _)| *c == index)
-            .map(|(at, _, call)| (*at, call.clone()))
-            .collect();
+        let calls = plan.calls_of(index);
         clients.push(tokio::task::spawn_local(run_client(
             index,
             client,

@@ -23,7 +23,6 @@ use crate::peer::client::ContextVmClient;
 use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
 use crate::scenario::{Plan, Scenario};
-use crate::sim::world::Call;
 use crate::stats::RunReport;
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -162,12 +161,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             urls(plan, relays),
             config.clone(),
         );
-        let calls: Vec<(Duration, Call)> = plan
-            .calls
-            .iter()
-            .filter(|(_, c, _)| *c == index)
-            .map(|(at, _, call)| (*at, call.clone()))
-            .collect();
+        let calls = plan.calls_of(index);
         let relays = urls(plan, relays);
         let log = log.clone();
         let duration = plan.duration;

@@ -31,6 +31,17 @@ pub struct Plan {
     pub origin: Option<ScenarioOrigin>,
 }
 
+impl Plan {
+    /// The calls of client `client`: when, and what.
+    pub fn calls_of(&self, client: usize) -> Vec<(Duration, Call)> {
+        self.calls
+            .iter()
+            .filter(|(_, c, _)| *c == client)
+            .map(|(at, _, call)| (*at, call.clone()))
+            .collect()
+    }
+}
+
 impl Scenario {
     /// The run with `seed` as a plan for the async drivers (turmoil, live): relays, peers with
     /// their configurations, and the workload's calls.

@@ -57,6 +57,24 @@ async fn next(ws: &mut Ws) -> Option<serde_json::Value> {
     }
 }
 
+/// A connection from `from` subscribed (as "s") to every ContextVM event, after its EOSE.
+async fn subscriber(from: IpAddr, addr: SocketAddr) -> Ws {
+    let mut ws = connect_from(from, addr).await.unwrap();
+    ws.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
+        .await
+        .unwrap();
+    assert_eq!(next(&mut ws).await.unwrap()[0], "EOSE");
+    ws
+}
+
+/// Unix seconds now, for events a real relay accepts.
+fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_secs()
+}
+
 /// Reads until the connection closes (true) or 5 s pass without a close (false).
 async fn closes(ws: &mut Ws) -> bool {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
@@ -71,10 +89,7 @@ async fn closes(ws: &mut Ws) -> bool {
 
 /// Publishes a fresh event by `author` and returns the relay's OK.
 async fn publish(ws: &mut Ws, author: &str, n: u64) -> serde_json::Value {
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     let event = Identity::derive(n, author).sign(CONTEXTVM_KIND, now, vec![], format!("{n}"));
     ws.send(Message::text(format!("[\"EVENT\",{}]", event.as_json())))
         .await
@@ -205,16 +220,9 @@ async fn what_a_client_sent_before_closing_still_reaches_the_relay() {
     let mut profile = RelayProfile::ideal();
     profile.impairments.peer_to_relay.delay = Delay::Constant(Duration::from_millis(300));
     let relay = start(ServeConfig::new(profile)).await;
-    let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
-    bob.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
-        .await
-        .unwrap();
-    assert_eq!(next(&mut bob).await.unwrap()[0], "EOSE");
+    let mut bob = subscriber(loopback(3), relay.local_addr).await;
     let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     let event = Identity::derive(1, "alice").sign(CONTEXTVM_KIND, now, vec![], "bye".into());
     alice
         .send(Message::text(format!("[\"EVENT\",{}]", event.as_json())))
@@ -234,19 +242,12 @@ async fn a_reader_that_never_reads_is_cut_off_and_its_socket_closed() {
         ..ServeConfig::new(RelayProfile::ideal())
     };
     let relay = start(config).await;
-    let mut idle = connect_from(loopback(3), relay.local_addr).await.unwrap();
-    idle.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
-        .await
-        .unwrap();
-    assert_eq!(next(&mut idle).await.unwrap()[0], "EOSE");
+    let mut idle = subscriber(loopback(3), relay.local_addr).await;
     let alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
     // The publisher reads its OKs (it would be cut off too otherwise).
     let (mut to_relay, mut oks) = alice.split();
     let reader = tokio::spawn(async move { while let Some(Ok(_)) = oks.next().await {} });
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     let author = Identity::derive(1, "alice");
     // 400 events of 60 KB: far more than the socket buffers and the 1 MiB queue hold.
     for n in 0..400 {
@@ -405,10 +406,7 @@ async fn record_names_peers_by_address_and_marks_duplicate_deliveries() {
         .unwrap();
     assert_eq!(next(&mut bob).await.unwrap()[0], "EOSE");
     let mut alice = connect_from(loopback(2), proxy.local_addr).await.unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     let event = Identity::derive(1, "alice").sign(CONTEXTVM_KIND, now, vec![], "x".into());
     // The same event twice: an ideal relay delivers both copies (ephemeral events are not
     // de-duplicated), and the second is a duplicate for bob.
@@ -453,16 +451,9 @@ async fn khatru_s_concurrent_intake_reorders_a_burst_and_says_why() {
         per_kib: Duration::ZERO,
     };
     let relay = start(ServeConfig::new(profile)).await;
-    let mut bob = connect_from(loopback(3), relay.local_addr).await.unwrap();
-    bob.send(Message::text(r#"["REQ","s",{"kinds":[25910]}]"#))
-        .await
-        .unwrap();
-    assert_eq!(next(&mut bob).await.unwrap()[0], "EOSE");
+    let mut bob = subscriber(loopback(3), relay.local_addr).await;
     let mut alice = connect_from(loopback(2), relay.local_addr).await.unwrap();
-    let now = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap()
-        .as_secs();
+    let now = unix_now();
     let author = Identity::derive(1, "alice");
     const N: usize = 300;
     let frames: Vec<Message> = (0..N)
