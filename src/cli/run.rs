@@ -153,6 +153,7 @@ fn run_file(
             let given: std::collections::BTreeMap<String, String> =
                 args.relay.iter().cloned().collect();
             let mut report = relaysim::stats::Report::new(&scenario.name);
+            report.wall_clock = args.engine == Engine::Live;
             for i in 0..runs {
                 let plan = scenario.plan(seed.wrapping_add(i as u64));
                 let trace = args.trace.as_deref();

@@ -473,6 +473,8 @@ pub struct Report {
     pub scenario: String,
     /// Each run, in order (their histograms are in `merged`).
     pub runs: Vec<RunReport>,
+    /// Times were read off the wall clock (the live engine), not virtual time.
+    pub wall_clock: bool,
     /// Every run's latency histograms, merged by metric.
     merged: BTreeMap<&'static str, Histogram<u64>>,
 }

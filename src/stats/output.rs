@@ -98,8 +98,19 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
     let _ = writeln!(out);
     let _ = writeln!(
         out,
-        "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}  (virtual time)",
-        "metric", "count", "p50", "p90", "p99", "p99.9", "max"
+        "{:<24} {:>7} {:>9} {:>9} {:>9} {:>9} {:>9}  ({})",
+        "metric",
+        "count",
+        "p50",
+        "p90",
+        "p99",
+        "p99.9",
+        "max",
+        if report.wall_clock {
+            "wall clock"
+        } else {
+            "virtual time"
+        }
     );
     for metric in METRICS {
         if let Some(row) = report.latency(metric) {

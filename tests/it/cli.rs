@@ -783,6 +783,7 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
         text.contains("request-0                         2         2"),
         "{text}"
     );
+    assert!(text.contains("(wall clock)"), "{text}");
     let misused = relaysim(&[
         "run",
         file.to_str().unwrap(),
