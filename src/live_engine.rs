@@ -136,13 +136,7 @@ async fn run_on_sockets(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let log: Log = Rc::new(RefCell::new(Vec::new()));
-    let client_keys: Rc<BTreeMap<nostr::prelude::PublicKey, usize>> = Rc::new(
-        plan.clients
-            .iter()
-            .enumerate()
-            .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
-            .collect(),
-    );
+    let client_keys = peers::client_keys(plan);
     let streams = SeededStreams::new(plan.seed);
     let mut servers = Vec::new();
     for (name, relays, config) in &plan.servers {

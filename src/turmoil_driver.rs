@@ -25,7 +25,6 @@ use crate::rng::SeededStreams;
 use crate::scenario::{Plan, Scenario};
 use crate::stats::RunReport;
 use std::cell::RefCell;
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::rc::Rc;
 use std::time::Duration;
@@ -126,13 +125,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
         });
     }
     let log: Log = Rc::new(RefCell::new(Vec::new()));
-    let client_keys: Rc<BTreeMap<nostr::prelude::PublicKey, usize>> = Rc::new(
-        plan.clients
-            .iter()
-            .enumerate()
-            .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
-            .collect(),
-    );
+    let client_keys = peers::client_keys(plan);
     for (name, relays, config) in &plan.servers {
         let identity = Identity::derive(plan.seed, name);
         let relays = urls(plan, relays);

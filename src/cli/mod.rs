@@ -80,12 +80,19 @@ enum Command {
     /// Merge the sweep.csv files of a sweep's shards into one result with plots and a
     /// recommendation.
     Merge(sweep::MergeArgs),
-    /// Run a live relay on a real socket, with a profile's behaviour and impairments, for
-    /// clients in any language.
+    /// Run live relays on real sockets, one profile or every relay of a scenario (impairments
+    /// both ways, outages on the wall clock), for clients in any language; print counters and
+    /// request latencies when stopped, optionally around a command that runs your peers.
+    ///
+    /// Exit code: 0; with a command, 1 when it failed or a call it reported did not complete;
+    /// 2 for bad input.
     #[command(after_help = "Examples:\n  \
         relaysim serve                                   # strfry on ws://127.0.0.1:7777\n  \
         relaysim serve --profile damus --listen 127.0.0.1:9000\n  \
-        curl -H 'Accept: application/nostr+json' http://127.0.0.1:7777   # NIP-11")]
+        relaysim serve scenarios/live/sdk-two-relays.toml --out results/mine\n  \
+        relaysim serve --profile strfry --listen 127.0.0.1:0 -- node interop/ts-sdk/peers.mjs\n  \
+        curl -H 'Accept: application/nostr+json' http://127.0.0.1:7777   # NIP-11\n  \
+        curl http://127.0.0.1:7777/stats                                  # counters so far")]
     Serve(serve::ServeArgs),
     /// Record what crosses a transparent proxy in front of a real relay, as a trace that
     /// `replay --mode inject` feeds to relaysim's receivers.

@@ -4,9 +4,11 @@
 //! simulated TCP; the live engine (`run --engine live`) on real sockets.
 
 use super::driver::{Connector, PeerDriver};
+use crate::nip01::Identity;
 use crate::peer::client::{ClientEvent, ContextVmClient};
 use crate::peer::server::{ContextVmServer, ServerEvent};
 use crate::peer::tools::stream_chunk_text;
+use crate::scenario::Plan;
 use crate::sim::world::{Call, Observation, Observer};
 use crate::stats::{Collector, RunReport};
 use nostr::prelude::PublicKey;
@@ -24,6 +26,17 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// and the observer's own sequence number. The peers of one run share one thread (turmoil's,
 /// or a local task set), so plain shared cells do.
 pub type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
+
+/// Each client's public key and index, for servers to name the client of a chunk they write.
+pub fn client_keys(plan: &Plan) -> Rc<BTreeMap<PublicKey, usize>> {
+    Rc::new(
+        plan.clients
+            .iter()
+            .enumerate()
+            .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
+            .collect(),
+    )
+}
 
 /// The run's report from what the peers logged.
 pub fn report(log: &Log, seed: u64) -> RunReport {

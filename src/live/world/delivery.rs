@@ -124,8 +124,8 @@ impl World {
                 || self.slots[relay].down.ordering == Ordering::Datagram;
             self.order.delivered(reader, relay, id, replay, datagram)
         });
-        if let Some((id, _)) = event {
-            self.count_delivery(relay, arrival, now, id, &text);
+        if event.is_some() {
+            self.count_delivery(relay, arrival, now, &text);
         }
         self.see(record::Seen::FromRelay {
             relay: self.slots[relay].name.clone(),
@@ -143,7 +143,6 @@ impl World {
         relay: usize,
         arrival: Option<Arrival>,
         now: Duration,
-        _id: EventId,
         text: &str,
     ) {
         let counters = &mut self.slots[relay].counters;
