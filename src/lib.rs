@@ -87,6 +87,7 @@ pub mod live;
 #[cfg(feature = "live")]
 pub mod live_engine;
 pub mod nip01;
+pub mod parallel;
 pub mod peer;
 pub mod protocol;
 pub mod relay;
@@ -94,6 +95,7 @@ pub mod replay;
 pub mod rng;
 pub mod scenario;
 pub mod sim;
+pub mod soak;
 pub mod stats;
 pub mod sweep;
 pub mod trace;

@@ -8,6 +8,7 @@ mod replay;
 mod run;
 mod serve;
 mod shrink;
+mod soak;
 mod sweep;
 mod transfer;
 
@@ -101,6 +102,17 @@ enum Command {
         # point the clients at ws://127.0.0.1:7001, run them, press Ctrl-C, then:\n  \
         relaysim replay real.jsonl --mode inject")]
     Record(record::RecordArgs),
+    /// Generate and run many random scenarios (every profile, impairment, outage, peer
+    /// behaviour and workload), checking what no relay may cause: corrupt deliveries, failures
+    /// without a cause, disturbances without a mechanism, panics, nondeterminism.
+    ///
+    /// Failed calls are results, not violations. Exit code: 0 when no run had a violation,
+    /// 1 when one did (its scenario is written with --out), 2 for bad input.
+    #[command(after_help = "Examples:\n  \
+        relaysim soak --runs 1000\n  \
+        relaysim soak --runs 100000 --seed 7 --out /tmp/soak   # violating scenarios land here\n  \
+        relaysim run /tmp/soak/soak-123.toml                   # reproduce one")]
+    Soak(soak::SoakArgs),
     /// Run a scenario twice and compare the traces byte for byte.
     #[command(
         name = "check-determinism",
@@ -147,6 +159,7 @@ pub fn run() -> Result<Exit> {
         Command::Record(args) => record::record(args),
         Command::Merge(args) => sweep::merge(args),
         Command::Transfer(args) => transfer::transfer(args),
+        Command::Soak(args) => soak::soak(args),
     }
 }
 

@@ -51,9 +51,7 @@ pub(super) fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 pub(super) fn sweep(args: SweepArgs) -> Result<Exit> {
     let sweep = Sweep::from_file(&args.sweep)?;
     let shard = args.shard.unwrap_or((0, 1));
-    let jobs = args
-        .jobs
-        .unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |n| n.get()));
+    let jobs = args.jobs.unwrap_or_else(relaysim::parallel::default_jobs);
     let cells = (0..sweep.cells.len())
         .filter(|i| i % shard.1 == shard.0)
         .count();

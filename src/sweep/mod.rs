@@ -18,8 +18,6 @@ use crate::stats::{Outcome, Report};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
 
 /// A sweep file.
 #[derive(Debug, Clone, Deserialize)]
@@ -409,27 +407,24 @@ impl Sweep {
         let mine: Vec<usize> = (0..self.cells.len())
             .filter(|i| i % shard.1 == shard.0)
             .collect();
-        let next = AtomicUsize::new(0);
-        let results: Mutex<BTreeMap<usize, Result<Row, SweepError>>> = Mutex::new(BTreeMap::new());
-        std::thread::scope(|scope| {
-            for _ in 0..jobs.max(1) {
-                scope.spawn(|| loop {
-                    let k = next.fetch_add(1, Ordering::SeqCst);
-                    let Some(&cell) = mine.get(k) else { break };
-                    let row = self.run_cell(cell);
-                    results
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .insert(cell, row);
-                    progress();
-                });
-            }
-        });
-        results
-            .into_inner()
-            .unwrap_or_else(|e| e.into_inner())
-            .into_values()
-            .collect()
+        let mut rows = Vec::with_capacity(mine.len());
+        let mut error = None;
+        crate::parallel::map_ordered(
+            mine.len(),
+            jobs,
+            |k| self.run_cell(mine[k]),
+            |_, row| {
+                progress();
+                match row {
+                    Ok(row) => rows.push(row),
+                    Err(e) => error = error.take().or(Some(e)),
+                }
+            },
+        );
+        match error {
+            Some(e) => Err(e),
+            None => Ok(rows),
+        }
     }
 
     fn run_cell(&self, cell: usize) -> Result<Row, SweepError> {

@@ -19,6 +19,8 @@ mod peers;
 mod resumable;
 mod scenarios;
 #[cfg(feature = "cli")]
+mod soak;
+#[cfg(feature = "cli")]
 mod sweep;
 mod traces;
 #[cfg(feature = "cli")]

@@ -361,7 +361,12 @@ impl World {
             let stream = self.streams.stream(&format!("publish/{name}/{relay_name}"));
             (LinkState::new(stream), Duration::ZERO)
         });
-        let drawn = pipeline.wire_time(rng.rng(), now, bytes, *last) - now;
+        // `wire_time` keeps whole microseconds (what traces record) and `now` may carry a
+        // fraction of one (bandwidth and per-KiB costs are fractional), so a message with no
+        // cost and no jitter can come out just before `now`: it is written now.
+        let drawn = pipeline
+            .wire_time(rng.rng(), now, bytes, *last)
+            .saturating_sub(now);
         let previous = *last;
         let at = self.decide(
             (relay, peer, Way::Publish),

@@ -1,0 +1,101 @@
+//! `relaysim soak`: many random scenarios, checked for what no relay may cause.
+
+use super::Exit;
+use anyhow::{Context as _, Result};
+use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use relaysim::soak::{SoakConfig, MAX_SOAK_RUNS};
+
+#[derive(clap::Args, Debug)]
+pub(super) struct SoakArgs {
+    /// Random scenarios to generate and run.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=MAX_SOAK_RUNS))]
+    runs: u64,
+    /// The soak's seed: the same seed and run count always give the same scenarios and report.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Runs at once (default: the number of cores); the report does not depend on it.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    jobs: Option<u16>,
+    /// Repeat every Nth run and compare the two traces byte for byte (0: never).
+    #[arg(long, default_value_t = 100)]
+    determinism_every: u64,
+    /// Write soak.txt and, for every run with a violation, its scenario (soak-<run>.toml,
+    /// which `relaysim run` reproduces) into this directory.
+    #[arg(long)]
+    out: Option<std::path::PathBuf>,
+}
+
+pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
+    let config = SoakConfig {
+        runs: args.runs,
+        seed: args.seed,
+        jobs: args
+            .jobs
+            .map_or_else(relaysim::parallel::default_jobs, usize::from),
+        determinism_every: args.determinism_every,
+    };
+    let bar = ProgressBar::with_draw_target(Some(config.runs), ProgressDrawTarget::stderr());
+    bar.set_style(
+        ProgressStyle::with_template(
+            "soak [{bar:30}] {pos}/{len} runs, {elapsed} elapsed, eta {eta}",
+        )
+        .expect("a valid template")
+        .progress_chars("=> "),
+    );
+    let started = std::time::Instant::now();
+    let (report, resources) = relaysim::soak::soak(&config, |done| bar.set_position(done));
+    bar.finish_and_clear();
+    let text = report.text();
+    print!("{text}");
+    // Resource figures come from the wall clock and the kernel: they vary between machines
+    // and runs, so they are printed apart from the report and not written to soak.txt.
+    println!(
+        "resources (this machine, not deterministic): {} wall with {} job(s), peak RSS {}, slowest run {}",
+        human(started.elapsed()),
+        config.jobs,
+        peak_rss().map_or_else(|| "unknown".to_owned(), |b| format!("{:.0} MiB", b as f64 / 1048576.0)),
+        resources.slowest.map_or_else(
+            || "none".to_owned(),
+            |(i, t)| format!("{} ({})", i, human(t))
+        ),
+    );
+    if let Some(dir) = &args.out {
+        std::fs::create_dir_all(dir)
+            .with_context(|| format!("cannot create the directory {}", dir.display()))?;
+        super::write_file(&dir.join("soak.txt"), &text)?;
+        for f in &report.findings {
+            let what: Vec<String> = f.violations.iter().map(|v| format!("# {v}")).collect();
+            let body = format!(
+                "# soak --seed {} run {}:\n{}\n# reproduce: relaysim run soak-{}.toml\n{}",
+                config.seed,
+                f.index,
+                what.join("\n"),
+                f.index,
+                f.toml
+            );
+            super::write_file(&dir.join(format!("soak-{}.toml", f.index)), &body)?;
+        }
+        println!(
+            "wrote {} ({} scenario(s) with violations)",
+            dir.join("soak.txt").display(),
+            report.findings.len()
+        );
+    }
+    Ok(if report.findings.is_empty() {
+        Exit::Success
+    } else {
+        Exit::ExpectationFailed
+    })
+}
+
+/// The process's peak resident set size (`VmHWM`), where the kernel says (Linux).
+fn peak_rss() -> Option<u64> {
+    let status = std::fs::read_to_string("/proc/self/status").ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    let kib: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    Some(kib * 1024)
+}
+
+fn human(d: std::time::Duration) -> String {
+    relaysim::stats::output::human_us(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+}

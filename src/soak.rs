@@ -1,0 +1,716 @@
+//! Soak: many random scenarios, each run end to end, checked for what must never happen.
+//!
+//! Each run draws a whole deployment from its own seeded stream: one to three relays of any
+//! built-in profile, relay→peer and peer→relay delays of every distribution, bandwidth,
+//! concurrent intake, the datagram stress mode (reordering, duplicates, loss, burst loss),
+//! outages of every kind (restart, connection drop, partition, for one peer or all) and random
+//! drops; peers of every behaviour preset and implementation built in, with publish pipelines,
+//! clock skew, shared addresses and resumable streams; any mix of workloads and contents.
+//!
+//! Failures are results (a relay may well defeat a call). What is checked is what no relay
+//! may cause:
+//! - an integrity violation: a delivery that differs from what was sent (a corrupt, missing,
+//!   repeated or reordered chunk handed to the application);
+//! - a failure without a cause;
+//! - a reordering or duplicate that names no mechanism (`*.unexplained`), or one blamed on a
+//!   datagram link where the deployment has none;
+//! - a panic anywhere in the stack;
+//! - a run that is not deterministic (every [`SoakConfig::determinism_every`]-th run is run
+//!   twice and its traces compared byte for byte);
+//! - a generated scenario the validator refuses (a bug of the generator or the validator).
+//!
+//! The same seed and run count give the same [`SoakReport`] for any job count.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::panic::AssertUnwindSafe;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use rand_chacha::ChaCha8Rng;
+
+use crate::rng::SeededStreams;
+use crate::scenario::Scenario;
+use crate::stats::{Outcome, RunReport};
+
+/// Runs of one soak (`--runs`).
+pub const MAX_SOAK_RUNS: u64 = 10_000_000;
+
+/// What to soak.
+#[derive(Debug, Clone)]
+pub struct SoakConfig {
+    /// Scenarios to generate and run.
+    pub runs: u64,
+    /// The soak's seed: scenario `i` is drawn from its stream `soak/i`.
+    pub seed: u64,
+    /// Threads (results do not depend on it).
+    pub jobs: usize,
+    /// Every this many runs (from the first), the run is repeated and the two traces must be
+    /// identical; 0 never.
+    pub determinism_every: u64,
+}
+
+/// One generated scenario.
+#[derive(Debug, Clone)]
+pub struct Generated {
+    /// The scenario file's text (it carries its run seed, so `relaysim run` on it reproduces
+    /// the run).
+    pub toml: String,
+    /// Some relay link uses the datagram stress mode.
+    pub datagram: bool,
+}
+
+/// What a run did that must never happen.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Violation {
+    /// Deliveries that differed from what was sent.
+    Integrity(u64),
+    /// A call failed with an empty cause.
+    UntypedFailure,
+    /// A disturbance counter without a mechanism, or a datagram-link one without such a link.
+    Unexplained(String),
+    /// The stack panicked; the panic's message.
+    Panic(String),
+    /// Two runs of the same scenario and seed wrote different traces.
+    Nondeterministic,
+    /// The validator refused the generated scenario; its message.
+    Invalid(String),
+}
+
+impl Violation {
+    /// A short name for tables: `integrity`, `untyped-failure`, `unexplained`, `panic`,
+    /// `nondeterministic`, `invalid-scenario`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Violation::Integrity(_) => "integrity",
+            Violation::UntypedFailure => "untyped-failure",
+            Violation::Unexplained(_) => "unexplained",
+            Violation::Panic(_) => "panic",
+            Violation::Nondeterministic => "nondeterministic",
+            Violation::Invalid(_) => "invalid-scenario",
+        }
+    }
+}
+
+impl std::fmt::Display for Violation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Violation::Integrity(n) => write!(f, "{n} integrity violation(s)"),
+            Violation::UntypedFailure => f.write_str("a call failed without a cause"),
+            Violation::Unexplained(c) => write!(f, "disturbance without a mechanism: {c}"),
+            Violation::Panic(m) => write!(f, "panic: {m}"),
+            Violation::Nondeterministic => f.write_str("two runs wrote different traces"),
+            Violation::Invalid(m) => write!(f, "generated scenario refused: {m}"),
+        }
+    }
+}
+
+/// One run's violations, with the scenario that caused them.
+#[derive(Debug, Clone)]
+pub struct Finding {
+    /// The run's index in the soak.
+    pub index: u64,
+    /// The scenario (with its seed), to reproduce with `relaysim run`.
+    pub toml: String,
+    /// What went wrong.
+    pub violations: Vec<Violation>,
+}
+
+/// A soak's results. Everything in it depends only on the seed and the run count.
+#[derive(Debug, Clone, Default)]
+pub struct SoakReport {
+    /// Runs done.
+    pub runs: u64,
+    /// Runs repeated for the determinism check.
+    pub determinism_checked: u64,
+    /// Runs with a datagram-mode link.
+    pub datagram_runs: u64,
+    /// Calls over all runs.
+    pub calls: u64,
+    /// Calls that completed.
+    pub completed: u64,
+    /// Failed calls by cause family.
+    pub failures: BTreeMap<String, u64>,
+    /// Disturbances and other counters summed over all runs.
+    pub counters: BTreeMap<String, u64>,
+    /// Runs with a violation, in run order.
+    pub findings: Vec<Finding>,
+}
+
+impl SoakReport {
+    /// Violations by kind over all runs.
+    pub fn violations(&self) -> BTreeMap<&'static str, u64> {
+        let mut out = BTreeMap::new();
+        for f in &self.findings {
+            for v in &f.violations {
+                *out.entry(v.kind()).or_default() += 1;
+            }
+        }
+        out
+    }
+
+    /// The report as text.
+    pub fn text(&self) -> String {
+        let mut s = String::new();
+        let _ = writeln!(
+            s,
+            "soak: {} runs ({} with a datagram-mode link), {} repeated to check determinism",
+            self.runs, self.datagram_runs, self.determinism_checked
+        );
+        let ratio = if self.calls == 0 {
+            1.0
+        } else {
+            self.completed as f64 / self.calls as f64
+        };
+        let _ = writeln!(
+            s,
+            "calls: {} ({} completed, {:.1} %)",
+            self.calls,
+            self.completed,
+            ratio * 100.0
+        );
+        if !self.failures.is_empty() {
+            let _ = writeln!(s, "failures by cause (results, not violations):");
+            for (cause, n) in &self.failures {
+                let _ = writeln!(s, "  {cause:<34} {n}");
+            }
+        }
+        let shown = ["reordered", "duplicated", "lost", "disconnects", "rejected"];
+        let disturbances: Vec<String> = shown
+            .iter()
+            .filter_map(|k| self.counters.get(*k).map(|n| format!("{k} {n}")))
+            .collect();
+        if !disturbances.is_empty() {
+            let _ = writeln!(s, "disturbances: {}", disturbances.join(", "));
+        }
+        let violations = self.violations();
+        let total: u64 = violations.values().sum();
+        let _ = writeln!(s, "violations: {total}");
+        for (kind, n) in &violations {
+            let _ = writeln!(s, "  {kind:<20} {n}");
+        }
+        for f in self.findings.iter().take(20) {
+            let what: Vec<String> = f.violations.iter().map(|v| v.to_string()).collect();
+            let _ = writeln!(s, "  run {}: {}", f.index, what.join("; "));
+        }
+        if self.findings.len() > 20 {
+            let _ = writeln!(s, "  … and {} more runs", self.findings.len() - 20);
+        }
+        s
+    }
+}
+
+/// Wall-clock measurements of a soak: not deterministic, reported apart from [`SoakReport`].
+#[derive(Debug, Clone, Default)]
+pub struct SoakResources {
+    /// The slowest run: its index and wall time.
+    pub slowest: Option<(u64, Duration)>,
+    /// Wall time of all runs together (summed over threads).
+    pub busy: Duration,
+}
+
+/// Runs the soak, calling `progress` after each run (from the calling thread, in order).
+pub fn soak(config: &SoakConfig, mut progress: impl FnMut(u64)) -> (SoakReport, SoakResources) {
+    let mut report = SoakReport::default();
+    let mut resources = SoakResources::default();
+    let count = usize::try_from(config.runs.min(MAX_SOAK_RUNS)).unwrap_or(usize::MAX);
+    crate::parallel::map_ordered(
+        count,
+        config.jobs,
+        |i| {
+            let started = Instant::now();
+            let outcome = run_one(config, i as u64);
+            (outcome, started.elapsed())
+        },
+        |i, (outcome, took)| {
+            let index = i as u64;
+            resources.busy += took;
+            if resources.slowest.is_none_or(|(_, t)| took > t) {
+                resources.slowest = Some((index, took));
+            }
+            report.absorb(index, outcome);
+            progress(index + 1);
+        },
+    );
+    (report, resources)
+}
+
+/// What one run gave.
+struct RunOutcome {
+    generated: Generated,
+    report: Option<RunReport>,
+    repeated: bool,
+    violations: Vec<Violation>,
+}
+
+impl SoakReport {
+    fn absorb(&mut self, index: u64, o: RunOutcome) {
+        self.runs += 1;
+        self.datagram_runs += u64::from(o.generated.datagram);
+        self.determinism_checked += u64::from(o.repeated);
+        if let Some(run) = &o.report {
+            for item in &run.items {
+                self.calls += 1;
+                match &item.outcome {
+                    Outcome::Completed => self.completed += 1,
+                    Outcome::Failed(c) => {
+                        *self
+                            .failures
+                            .entry(crate::stats::family(c).to_owned())
+                            .or_default() += 1
+                    }
+                }
+            }
+            for (k, v) in &run.counters {
+                *self.counters.entry(k.clone()).or_default() += v;
+            }
+        }
+        if !o.violations.is_empty() {
+            self.findings.push(Finding {
+                index,
+                toml: o.generated.toml,
+                violations: o.violations,
+            });
+        }
+    }
+}
+
+/// Generates, runs and checks run `index`.
+fn run_one(config: &SoakConfig, index: u64) -> RunOutcome {
+    let generated = generate(config.seed, index);
+    let scenario = match Scenario::from_toml_str(&generated.toml, &format!("soak-{index}.toml")) {
+        Ok(s) => s,
+        Err(e) => {
+            let violations = vec![Violation::Invalid(e.to_string())];
+            return RunOutcome {
+                generated,
+                report: None,
+                repeated: false,
+                violations,
+            };
+        }
+    };
+    let repeated = config.determinism_every > 0 && index % config.determinism_every == 0;
+    let seed = scenario.seed;
+    let attempt = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        if repeated {
+            let events = crate::trace::EventsMode::Full;
+            let (report, first) = scenario.run_traced(seed, events);
+            let (_, second) = scenario.run_traced(seed, events);
+            (report, first != second)
+        } else {
+            (scenario.run(seed), false)
+        }
+    }));
+    let (report, differed) = match attempt {
+        Ok(r) => r,
+        Err(payload) => {
+            let message = payload
+                .downcast_ref::<&str>()
+                .map(|s| (*s).to_owned())
+                .or_else(|| payload.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "(no message)".to_owned());
+            return RunOutcome {
+                generated,
+                report: None,
+                repeated,
+                violations: vec![Violation::Panic(message)],
+            };
+        }
+    };
+    let violations = check(&report, generated.datagram, differed);
+    RunOutcome {
+        generated,
+        report: Some(report),
+        repeated,
+        violations,
+    }
+}
+
+/// What a finished run must never show.
+fn check(report: &RunReport, datagram: bool, nondeterministic: bool) -> Vec<Violation> {
+    let mut out = Vec::new();
+    if report.integrity_violations > 0 {
+        out.push(Violation::Integrity(report.integrity_violations));
+    }
+    if report
+        .items
+        .iter()
+        .any(|i| matches!(&i.outcome, Outcome::Failed(c) if c.trim().is_empty()))
+    {
+        out.push(Violation::UntypedFailure);
+    }
+    for (name, n) in &report.counters {
+        let unexplained = name.ends_with(".unexplained");
+        let phantom_datagram = !datagram && name.ends_with(".datagram-link");
+        if *n > 0 && (unexplained || phantom_datagram) {
+            out.push(Violation::Unexplained(format!("{name} = {n}")));
+        }
+    }
+    if nondeterministic {
+        out.push(Violation::Nondeterministic);
+    }
+    out
+}
+
+const PROFILES: [&str; 8] = crate::relay::RelayProfile::BUILT_IN;
+const CONTENTS: [&str; 4] = ["ascii", "escape-heavy", "utf8", "random"];
+const PRESETS: [&str; 3] = ["relaysim", "ts-sdk", "rust-sdk"];
+
+/// Scenario `index` of the soak seeded with `seed`.
+pub fn generate(seed: u64, index: u64) -> Generated {
+    let mut rng = SeededStreams::new(seed).stream(&format!("soak/{index}"));
+    let mut g = Gen {
+        rng: &mut rng,
+        text: String::new(),
+        datagram: false,
+    };
+    g.scenario(index);
+    Generated {
+        toml: g.text,
+        datagram: g.datagram,
+    }
+}
+
+/// The generator's state: its random stream and the text so far.
+struct Gen<'a> {
+    rng: &'a mut ChaCha8Rng,
+    text: String,
+    datagram: bool,
+}
+
+impl Gen<'_> {
+    fn line(&mut self, line: impl AsRef<str>) {
+        self.text.push_str(line.as_ref());
+        self.text.push('\n');
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        self.rng.random_bool(p)
+    }
+
+    fn pick<'s>(&mut self, from: &[&'s str]) -> &'s str {
+        from[self.rng.random_range(0..from.len())]
+    }
+
+    /// A value between `lo` and `hi` (inclusive), uniform on a log scale, so small and large
+    /// sizes are equally common.
+    fn log_uniform(&mut self, lo: u64, hi: u64) -> u64 {
+        let (lo_f, hi_f) = (lo.max(1) as f64, hi as f64);
+        let v = lo_f * (hi_f / lo_f).powf(self.rng.random::<f64>());
+        (v.round() as u64).clamp(lo, hi)
+    }
+
+    /// A delay distribution of any kind whose typical value is drawn from `scale_ms`.
+    fn delay(&mut self, scale_ms: std::ops::Range<u64>) -> String {
+        let ms = self.rng.random_range(scale_ms).max(1);
+        match self.rng.random_range(0..6) {
+            0 => format!("{{ dist = \"constant\", value = \"{ms}ms\" }}"),
+            1 => format!(
+                "{{ dist = \"uniform\", min = \"0ms\", max = \"{}ms\" }}",
+                2 * ms
+            ),
+            2 => format!(
+                "{{ dist = \"normal\", mean = \"{ms}ms\", sd = \"{}ms\" }}",
+                ms / 3 + 1
+            ),
+            3 => format!(
+                "{{ dist = \"lognormal\", median = \"{ms}ms\", sigma = {:.2} }}",
+                self.rng.random_range(0.0..1.2)
+            ),
+            4 => format!(
+                "{{ dist = \"pareto\", scale = \"{ms}ms\", shape = {:.2} }}",
+                self.rng.random_range(1.5..4.0)
+            ),
+            _ => {
+                let samples: Vec<String> = (0..self.rng.random_range(1..5))
+                    .map(|_| format!("\"{}ms\"", self.rng.random_range(0..=2 * ms)))
+                    .collect();
+                format!(
+                    "{{ dist = \"empirical\", samples = [{}] }}",
+                    samples.join(", ")
+                )
+            }
+        }
+    }
+
+    fn scenario(&mut self, index: u64) {
+        let run_seed: u64 = self.rng.random();
+        self.line(format!("name = \"soak-{index}\""));
+        self.line(format!("seed = {run_seed}"));
+        self.line("duration = \"4m\"");
+        let relays = self.rng.random_range(1..=3usize);
+        let clients = self.rng.random_range(1..=3usize);
+        let mut peers = vec!["s".to_owned()];
+        peers.extend((0..clients).map(|c| format!("c{c}")));
+        for r in 0..relays {
+            self.relay(r, &peers);
+        }
+        let all: Vec<String> = (0..relays).map(|r| format!("\"r{r}\"")).collect();
+        self.line("[[servers]]");
+        self.line("name = \"s\"");
+        self.line(format!("relays = [{}]", all.join(", ")));
+        self.peer();
+        for c in 0..clients {
+            self.line("[[clients]]");
+            self.line(format!("name = \"c{c}\""));
+            // Each client on a non-empty subset of the relays (all of them share the server's).
+            let mine: Vec<String> = (0..relays)
+                .filter(|_| self.chance(0.7))
+                .map(|r| format!("\"r{r}\""))
+                .collect();
+            let mine = if mine.is_empty() {
+                vec![all[0].clone()]
+            } else {
+                mine
+            };
+            self.line(format!("relays = [{}]", mine.join(", ")));
+            if self.chance(0.5) {
+                self.line("stateless = true");
+            }
+            if self.chance(0.2) {
+                self.line("resumable_streams = true");
+            }
+            if self.chance(0.2) {
+                self.line("ip = \"10.0.0.1\"");
+            }
+            self.peer();
+        }
+        if self.chance(0.3) {
+            self.line("[policy]");
+            let budget = self.log_uniform(8_000, 120_000);
+            self.line(format!("budget = {budget}"));
+        }
+        for _ in 0..self.rng.random_range(1..=4) {
+            self.workload();
+        }
+    }
+
+    fn relay(&mut self, r: usize, peers: &[String]) {
+        let profile = self.pick(&PROFILES);
+        self.line("[[relays]]");
+        self.line(format!("name = \"r{r}\""));
+        self.line(format!("profile = \"{profile}\""));
+        if self.chance(0.15) {
+            let us = self.rng.random_range(0..3_000);
+            self.line(format!("processing = \"{us}us\""));
+        }
+        if self.chance(0.1) {
+            let random_drops = self.rng.random_range(20..120);
+            self.line(format!("connection_drop_every = \"{random_drops}s\""));
+            self.line("connection_down_for = [\"200ms\", \"3s\"]");
+        }
+        if self.chance(0.25) {
+            self.line("[relays.intake]");
+            self.line("mode = \"concurrent\"");
+            let handling = self.delay(1..5);
+            self.line(format!("handling = {handling}"));
+        }
+        self.line("[relays.up]");
+        let up = self.delay(1..60);
+        self.line(format!("delay = {up}"));
+        self.line("[relays.down]");
+        let down = self.delay(1..150);
+        self.line(format!("delay = {down}"));
+        if self.chance(0.2) {
+            let kib = self.log_uniform(64, 8_192);
+            self.line(format!("bandwidth = \"{kib}KiB/s\""));
+        }
+        if self.chance(0.2) {
+            self.datagram = true;
+            self.line("ordering = \"datagram\"");
+            if self.chance(0.6) {
+                let p = self.rng.random_range(0.0..0.3);
+                self.line(format!("reorder = {p:.3}"));
+                self.line("reorder_delay = \"150ms\"");
+            }
+            if self.chance(0.5) {
+                let p = self.rng.random_range(0.0..0.2);
+                self.line(format!("duplicate = {p:.3}"));
+            }
+            if self.chance(0.4) {
+                let p = self.rng.random_range(0.0..0.05);
+                self.line(format!("loss = {p:.3}"));
+            } else if self.chance(0.2) {
+                self.line(
+                    "burst_loss = { good_to_bad = 0.01, bad_to_good = 0.3, loss_in_good = 0.0, loss_in_bad = 0.5 }",
+                );
+            }
+        }
+        for _ in 0..self.rng.random_range(0..=2) {
+            let kind = self.pick(&["relay-restart", "connection-drop", "partition"]);
+            let at = self.rng.random_range(0..60_000);
+            let length = self.log_uniform(50, 20_000);
+            self.line("[[relays.outages]]");
+            self.line(format!("at = \"{at}ms\""));
+            self.line(format!("duration = \"{length}ms\""));
+            self.line(format!("kind = \"{kind}\""));
+            if kind != "relay-restart" && self.chance(0.5) {
+                let peer = peers[self.rng.random_range(0..peers.len())].clone();
+                self.line(format!("peer = \"{peer}\""));
+            }
+        }
+    }
+
+    /// The keys every peer may have: its transport preset, engines, publish pipeline and clock.
+    fn peer(&mut self) {
+        let preset = self.pick(&PRESETS);
+        if preset != "relaysim" {
+            self.line(format!("behaviour = \"{preset}\""));
+        }
+        let implementations = crate::implementations::NAMES
+            .iter()
+            .copied()
+            .filter(|n| crate::implementations::parse(n).is_ok())
+            .collect::<Vec<_>>();
+        let engine = self.pick(&implementations);
+        self.line(format!("impl = \"{engine}\""));
+        if self.chance(0.2) {
+            let skew = self.rng.random_range(-5..=5);
+            self.line(format!("clock_skew_secs = {skew}"));
+            if self.chance(0.5) {
+                self.line("subscribe_since = true");
+            }
+        }
+        if self.chance(0.2) {
+            let mode = self.pick(&["sequential", "concurrent"]);
+            let jitter = self.delay(1..4);
+            self.line(format!(
+                "publish = {{ mode = \"{mode}\", per_event = \"40us\", per_kib = \"200us\", jitter = {jitter} }}"
+            ));
+        }
+    }
+
+    fn workload(&mut self) {
+        let kind = self.pick(&["request", "download", "upload", "stream", "slow"]);
+        self.line("[[workloads]]");
+        self.line(format!("kind = \"{kind}\""));
+        let count = self.rng.random_range(1..=3);
+        self.line(format!("count = {count}"));
+        let every = self.rng.random_range(1..20);
+        self.line(format!("every = \"{every}s\""));
+        match kind {
+            "request" => {
+                let bytes = self.log_uniform(1, 20_000);
+                self.line(format!("bytes = {bytes}"));
+            }
+            "download" | "upload" => {
+                let bytes = self.log_uniform(100, 300_000);
+                let content = self.pick(&CONTENTS);
+                self.line(format!("bytes = {bytes}"));
+                self.line(format!("content = \"{content}\""));
+            }
+            "stream" => {
+                let chunks = self.log_uniform(1, 150);
+                let chunk_bytes = self.log_uniform(1, 4_000);
+                let interval = self.rng.random_range(1..200);
+                self.line(format!("chunks = {chunks}"));
+                self.line(format!("chunk_bytes = {chunk_bytes}"));
+                self.line(format!("interval = \"{interval}ms\""));
+                if self.chance(0.2) {
+                    let consume = self.rng.random_range(1..300);
+                    self.line(format!("consume_interval = \"{consume}ms\""));
+                }
+            }
+            _ => {
+                let work = self.rng.random_range(1..30);
+                self.line(format!("work = \"{work}s\""));
+                if self.chance(0.5) {
+                    self.line("progress_every = \"2s\"");
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_generated_scenario_is_valid() {
+        for index in 0..300 {
+            let g = generate(11, index);
+            if let Err(e) = Scenario::from_toml_str(&g.toml, "soak.toml") {
+                panic!("run {index}: {e}\n{}", g.toml);
+            }
+        }
+    }
+
+    #[test]
+    fn generation_depends_only_on_seed_and_index() {
+        assert_eq!(generate(3, 7).toml, generate(3, 7).toml);
+        assert_ne!(generate(3, 7).toml, generate(3, 8).toml);
+        assert_ne!(generate(3, 7).toml, generate(4, 7).toml);
+    }
+
+    #[test]
+    fn the_generator_reaches_every_mechanism() {
+        let all: String = (0..300).map(|i| generate(5, i).toml).collect();
+        for needle in [
+            "ordering = \"datagram\"",
+            "kind = \"relay-restart\"",
+            "kind = \"connection-drop\"",
+            "kind = \"partition\"",
+            "mode = \"concurrent\"",
+            "bandwidth",
+            "burst_loss",
+            "connection_drop_every",
+            "behaviour = \"ts-sdk\"",
+            "behaviour = \"rust-sdk\"",
+            "resumable_streams = true",
+            "dist = \"pareto\"",
+            "dist = \"empirical\"",
+            "kind = \"slow\"",
+            "profile = \"mobile\"",
+        ] {
+            assert!(all.contains(needle), "no generated scenario has {needle}");
+        }
+    }
+
+    #[test]
+    fn checks_flag_what_must_never_happen() {
+        let mut run = RunReport {
+            seed: 1,
+            items: Vec::new(),
+            histograms: BTreeMap::new(),
+            counters: BTreeMap::new(),
+            integrity_violations: 0,
+        };
+        assert!(check(&run, false, false).is_empty());
+        run.integrity_violations = 2;
+        run.counters.insert("reordered.unexplained".into(), 1);
+        run.counters.insert("duplicated.datagram-link".into(), 3);
+        let kinds: Vec<_> = check(&run, false, true).iter().map(|v| v.kind()).collect();
+        assert_eq!(
+            kinds,
+            [
+                "integrity",
+                "unexplained",
+                "unexplained",
+                "nondeterministic"
+            ]
+        );
+        // A datagram link may duplicate.
+        run.counters.remove("reordered.unexplained");
+        run.integrity_violations = 0;
+        assert!(check(&run, true, false).is_empty());
+    }
+
+    #[test]
+    fn a_small_soak_is_clean_and_the_same_for_any_job_count() {
+        let config = |jobs| SoakConfig {
+            runs: 12,
+            seed: 2,
+            jobs,
+            determinism_every: 4,
+        };
+        let (one, _) = soak(&config(1), |_| {});
+        let (two, _) = soak(&config(2), |_| {});
+        assert_eq!(one.text(), two.text());
+        assert_eq!(one.runs, 12);
+        assert_eq!(one.determinism_checked, 3);
+        assert!(one.calls > 0);
+        assert!(one.findings.is_empty(), "{}", one.text());
+    }
+}

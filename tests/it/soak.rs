@@ -1,0 +1,120 @@
+//! `relaysim soak` through the CLI, and the bugs it found, each kept as a regression test.
+
+use std::process::{Command, Output};
+
+fn relaysim(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args(args)
+        .output()
+        .expect("relaysim runs")
+}
+
+/// The report without the wall-clock resources line, which varies by design.
+fn deterministic_part(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter(|l| !l.starts_with("resources ") && !l.starts_with("wrote "))
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+#[test]
+fn a_soak_reports_no_violation_and_the_same_report_for_any_job_count() {
+    let dir = std::env::temp_dir().join(format!("relaysim-soak-{}", std::process::id()));
+    let out_dir = dir.to_string_lossy().into_owned();
+    let one = relaysim(&[
+        "soak",
+        "--runs",
+        "40",
+        "--seed",
+        "3",
+        "--jobs",
+        "1",
+        "--determinism-every",
+        "10",
+    ]);
+    let two = relaysim(&[
+        "soak",
+        "--runs",
+        "40",
+        "--seed",
+        "3",
+        "--jobs",
+        "2",
+        "--determinism-every",
+        "10",
+        "--out",
+        &out_dir,
+    ]);
+    assert_eq!(
+        one.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&one.stdout)
+    );
+    assert_eq!(two.status.code(), Some(0));
+    let report = deterministic_part(&one);
+    assert_eq!(report, deterministic_part(&two));
+    assert!(report.contains("soak: 40 runs"), "{report}");
+    assert!(
+        report.contains("4 repeated to check determinism"),
+        "{report}"
+    );
+    assert!(report.contains("violations: 0"), "{report}");
+    let written = std::fs::read_to_string(dir.join("soak.txt")).expect("soak.txt");
+    assert_eq!(written.trim_end(), report.trim_end());
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn soak_refuses_zero_runs_and_zero_jobs() {
+    for args in [["soak", "--runs", "0"], ["soak", "--jobs", "0"]] {
+        let out = relaysim(&args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+    }
+}
+
+/// Found by `relaysim soak --runs 400` (run 40): a publish pipeline whose jitter can be 0 wrote a
+/// costless message (a REQ after a reconnection) at an instant with a fraction of a
+/// microsecond; rounding its wire time down to whole microseconds put it before now, and the
+/// subtraction panicked.
+#[test]
+fn a_costless_publish_at_a_fractional_instant_does_not_panic() {
+    let text = r#"
+        seed = 15002558780639291941
+        duration = "4m"
+        [[relays]]
+        name = "r0"
+        profile = "khatru"
+        connection_drop_every = "69s"
+        connection_down_for = ["200ms", "3s"]
+        [relays.up]
+        delay = { dist = "lognormal", median = "32ms", sigma = 0.72 }
+        [relays.down]
+        delay = { dist = "normal", mean = "103ms", sd = "35ms" }
+        [[servers]]
+        name = "s"
+        relays = ["r0"]
+        behaviour = "rust-sdk"
+        impl = "relaysim"
+        [[clients]]
+        name = "c0"
+        relays = ["r0"]
+        impl = "relaysim"
+        publish = { mode = "sequential", per_event = "40us", per_kib = "200us", jitter = { dist = "empirical", samples = ["0ms", "0ms", "1ms", "2ms"] } }
+        [[workloads]]
+        kind = "slow"
+        count = 3
+        every = "13s"
+        work = "29s"
+        [[workloads]]
+        kind = "request"
+        count = 1
+        every = "4s"
+        bytes = 71
+    "#;
+    let scenario = relaysim::scenario::Scenario::from_toml_str(text, "soak-40.toml").unwrap();
+    let report = scenario.run(scenario.seed);
+    assert_eq!(report.integrity_violations, 0);
+    assert_eq!(report.items.len(), 4);
+}
