@@ -5,7 +5,7 @@
 
 use super::world::Inbound;
 use super::{nip11, Gate, Listener};
-use crate::relay::{ConnId, RelayProfile};
+use crate::relay::{ConnId, KeepAlive, RelayProfile};
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
@@ -32,6 +32,7 @@ const DEFAULT_FRAME_LIMIT: usize = 64 << 20;
 /// The messages on their way to one client's socket, bounded in bytes: a reader that lets
 /// more than the bound pile up is cut off (strfry drops a connection whose outgoing buffer
 /// passes its limit).
+#[derive(Clone)]
 pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Message>,
     queued: Arc<AtomicUsize>,
@@ -73,6 +74,57 @@ pub(crate) struct RelayDoor {
     pub labels: BTreeMap<IpAddr, String>,
     pub gate: Arc<Mutex<Gate>>,
     pub next_conn: Arc<AtomicU64>,
+}
+
+/// A connection's side of the profile's [`KeepAlive`]: when to ping, and when it last heard
+/// from the client.
+struct Keepalive {
+    policy: KeepAlive,
+    ticker: tokio::time::Interval,
+    last_heard: Instant,
+    /// When the last ping went out.
+    pinged: Option<Instant>,
+}
+
+impl Keepalive {
+    fn new(policy: KeepAlive) -> Self {
+        let first = Instant::now() + policy.ping_every;
+        Keepalive {
+            policy,
+            ticker: tokio::time::interval_at(first, policy.ping_every),
+            last_heard: Instant::now(),
+            pinged: None,
+        }
+    }
+
+    /// The next ping time; never, without a keepalive.
+    async fn tick(this: &mut Option<Self>) {
+        match this {
+            Some(k) => {
+                k.ticker.tick().await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A frame arrived (`pong`: it was a pong).
+    fn heard(&mut self, pong: bool) {
+        if pong || !self.policy.pongs_only {
+            self.last_heard = Instant::now();
+        }
+    }
+
+    /// At a ping time: whether the client has been silent long enough to be closed, with a
+    /// ping unanswered (a client is never closed before it was pinged); otherwise note the
+    /// ping about to go out.
+    fn silent(&mut self) -> bool {
+        let unanswered = self.pinged.is_some_and(|p| self.last_heard < p);
+        if unanswered && self.last_heard.elapsed() >= self.policy.silent_after {
+            return true;
+        }
+        self.pinged = Some(Instant::now());
+        false
+    }
 }
 
 /// Accepts connections to one relay until told to stop.
@@ -321,6 +373,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         max_bytes: door.max_queued_bytes,
     };
     let (kill_tx, mut kill) = oneshot::channel::<()>();
+    let pings = out_tx.clone();
     let open = Inbound::Open {
         relay: door.index,
         conn,
@@ -343,9 +396,22 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let _ = sink.close().await;
     });
     let mut killable = true;
+    let mut keepalive = door.profile.keepalive.map(Keepalive::new);
     loop {
         let frame = tokio::select! {
             frame = source.next() => frame,
+            () = Keepalive::tick(&mut keepalive) => {
+                let k = keepalive.as_mut().expect("ticks only when there is a keepalive");
+                if k.silent() {
+                    // Terminated, as the real relays do: the socket goes, no close frame.
+                    let _ = inbound.send(Inbound::Silent { conn }).await;
+                    writer.abort();
+                    break;
+                }
+                // A ping that does not fit the outbox is as good as unanswered.
+                let _ = pings.push(Message::Ping(Default::default()));
+                continue;
+            }
             // The world cut this connection off: drop the socket now, unsent backlog and all.
             killed = &mut kill, if killable => match killed {
                 Ok(()) => {
@@ -360,6 +426,9 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             },
         };
         let Some(frame) = frame else { break };
+        if let Some(k) = keepalive.as_mut() {
+            k.heard(matches!(frame, Ok(Message::Pong(_))));
+        }
         let text = match frame {
             Ok(Message::Text(t)) => t.to_string(),
             // A binary frame is not NIP-01: the world answers it as unparseable.

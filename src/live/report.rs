@@ -45,6 +45,8 @@ pub struct LiveRelayCounters {
     pub cut_off: u64,
     /// Connections the relay model closed.
     pub closed_by_relay: u64,
+    /// Connections closed by the keepalive: not heard from (or no pong) for too long.
+    pub closed_silent: u64,
 }
 
 impl LiveRelayCounters {
@@ -117,6 +119,7 @@ impl LiveReport {
                 ("frames too large", r.frames_too_large.to_string()),
                 ("slow readers cut off", r.cut_off.to_string()),
                 ("closed by the relay", r.closed_by_relay.to_string()),
+                ("closed for silence", r.closed_silent.to_string()),
             ];
             for (name, value) in rows {
                 let _ = writeln!(out, "  {name:<22} {value}");

@@ -12,7 +12,7 @@ use crate::nip01::EPOCH_SECS;
 use crate::nip01::{ClientMessage, RelayMessage};
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
 pub use profile::{
-    FrameOversizeReaction, Intake, OversizeReaction, RateAction, RateLimit, RateScope,
+    FrameOversizeReaction, Intake, KeepAlive, OversizeReaction, RateAction, RateLimit, RateScope,
     RelayProfile, SizeMeasure,
 };
 use std::collections::{BTreeMap, VecDeque};

@@ -132,6 +132,22 @@ pub struct RelayProfile {
     pub intake: Intake,
     /// Network behaviour between peers and this relay.
     pub impairments: Impairments,
+    /// WebSocket pings, and when a silent connection is closed (live relays only: simulated
+    /// peers always answer). `None`: the relay never pings nor closes a quiet connection.
+    pub keepalive: Option<KeepAlive>,
+}
+
+/// How a relay pings its clients and closes the ones it no longer hears from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct KeepAlive {
+    /// A WebSocket ping to every connection this often (from the connection's start).
+    pub ping_every: Duration,
+    /// At a ping time, a connection not heard from for at least this long is closed (the
+    /// socket dropped, no close frame) instead of pinged.
+    pub silent_after: Duration,
+    /// Only a pong counts as hearing from the client (khatru's read deadline, extended by
+    /// its pong handler); otherwise any frame does (uWebSockets, nostr-rs-relay).
+    pub pongs_only: bool,
 }
 
 const KB: usize = 1024;
@@ -186,6 +202,8 @@ impl RelayProfile {
             processing: Duration::ZERO,
             intake: Intake::Serial,
             impairments: Impairments::none(),
+            // No keepalive: the ideal relay never closes a connection.
+            keepalive: None,
         }
     }
 
@@ -228,6 +246,14 @@ impl RelayProfile {
             processing: Duration::ZERO,
             intake: Intake::Serial,
             impairments: Impairments::none(),
+            // strfry.conf `relay.autoPingSeconds = 55`; its uWebSockets fork pings every
+            // connection on that timer and terminates one whose pong is still outstanding
+            // from the previous tick (any received data clears it).
+            keepalive: Some(KeepAlive {
+                ping_every: Duration::from_secs(55),
+                silent_after: Duration::from_secs(55),
+                pongs_only: false,
+            }),
         }
     }
 
@@ -288,6 +314,14 @@ impl RelayProfile {
             processing: Duration::ZERO,
             intake: Intake::Serial,
             impairments: Impairments::none(),
+            // src/server.rs: a ping every `network.ping_interval_seconds` (300 by default);
+            // at a ping time, a client silent (no frame of any kind) for over 20 minutes
+            // is disconnected.
+            keepalive: Some(KeepAlive {
+                ping_every: Duration::from_secs(300),
+                silent_after: Duration::from_secs(20 * 60),
+                pongs_only: false,
+            }),
         }
     }
 
@@ -349,6 +383,15 @@ impl RelayProfile {
                 per_kib: Duration::from_micros(5),
             },
             impairments: Impairments::none(),
+            // relay.go: PingPeriod 30 s, PongWait 60 s; handlers.go sets a read deadline of
+            // PongWait that only the pong handler extends, so a client that stops answering
+            // pings is closed however much else it sends (checked here at ping times: closed
+            // 60 to 90 s after its last pong, where khatru closes at 60 s).
+            keepalive: Some(KeepAlive {
+                ping_every: Duration::from_secs(30),
+                silent_after: Duration::from_secs(60),
+                pongs_only: true,
+            }),
         }
     }
 
@@ -409,6 +452,9 @@ impl RelayProfile {
             processing: Duration::ZERO,
             intake: Intake::Serial,
             impairments: Impairments::none(),
+            // nostr-relay-builder 0.44 never pings and has no idle timeout (its
+            // connection loop only answers pings).
+            keepalive: None,
         }
     }
 

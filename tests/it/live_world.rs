@@ -603,3 +603,98 @@ async fn idle_sockets_from_one_address_cannot_lock_others_out() {
     assert!(again.is_some(), "a closed socket's slot was not given back");
     relay.shutdown().await;
 }
+
+/// strfry's keepalive with its 55 s shortened to 300 ms, and khatru's pong-only variant.
+fn quick_keepalive(pongs_only: bool) -> RelayProfile {
+    RelayProfile {
+        keepalive: Some(relaysim::relay::KeepAlive {
+            ping_every: Duration::from_millis(300),
+            silent_after: Duration::from_millis(300),
+            pongs_only,
+        }),
+        ..RelayProfile::strfry()
+    }
+}
+
+/// Waits (at most 10 s) until the relay has closed `n` connections for silence.
+async fn silent_closes(relay: &LiveRelay, n: u64) -> bool {
+    for _ in 0..100 {
+        if relay.stats().await.unwrap().relays[0].closed_silent >= n {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    false
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_silent_socket_is_closed_by_the_keepalive_and_a_listening_one_is_kept() {
+    let relay = start(ServeConfig::new(quick_keepalive(false))).await;
+    // A raw socket that upgrades, then neither reads nor writes: it answers no ping.
+    let mut silent = tokio::net::TcpStream::connect(relay.local_addr)
+        .await
+        .unwrap();
+    let head = format!(
+        "GET / HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n",
+        relay.local_addr
+    );
+    silent.write_all(head.as_bytes()).await.unwrap();
+    // An ordinary client reading its socket: its WebSocket library answers every ping.
+    let mut listening = subscriber(loopback(4), relay.local_addr).await;
+    let (mut tx, mut rx) = listening.split();
+    let pings = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = pings.clone();
+    let reader = tokio::spawn(async move {
+        while let Some(Ok(m)) = rx.next().await {
+            if matches!(m, Message::Ping(_)) {
+                seen.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+    });
+    assert!(silent_closes(&relay, 1).await, "the silent socket was kept");
+    // The silent socket sees the upgrade and pings, then its end: no close frame.
+    let mut buf = vec![0u8; 4096];
+    let ended = tokio::time::timeout(Duration::from_secs(5), async {
+        while silent.read(&mut buf).await.map_or(false, |n| n > 0) {}
+    })
+    .await;
+    assert!(ended.is_ok(), "the silent socket was not dropped");
+    // Several ping periods later, the listening client is still connected and served.
+    tokio::time::sleep(Duration::from_millis(1200)).await;
+    tx.send(Message::text(r#"["REQ","again",{"kinds":[1]}]"#))
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let stats = relay.shutdown().await;
+    reader.abort();
+    assert_eq!(stats.relays[0].closed_silent, 1);
+    assert!(
+        pings.load(std::sync::atomic::Ordering::Relaxed) >= 2,
+        "too few pings"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_pongs_only_a_client_that_writes_but_never_reads_is_closed() {
+    // Writing without reading: the client's WebSocket library never sees the pings, so it
+    // never answers them. khatru's read deadline counts pongs only; uWebSockets counts any
+    // frame.
+    for (pongs_only, closed) in [(true, 1), (false, 0)] {
+        let relay = start(ServeConfig::new(quick_keepalive(pongs_only))).await;
+        let ws = connect_from(loopback(5), relay.local_addr).await.unwrap();
+        let (mut tx, _rx) = ws.split();
+        for i in 0..15 {
+            let sent = tx.send(Message::text(format!(r#"["CLOSE","s{i}"]"#)));
+            if sent.await.is_err() {
+                break; // closed
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let stats = relay.shutdown().await;
+        assert_eq!(
+            stats.relays[0].closed_silent, closed,
+            "pongs_only = {pongs_only}"
+        );
+    }
+}

@@ -56,6 +56,8 @@ pub(crate) enum Inbound {
     /// A frame over the relay's message limit (`size` bytes; 0 when unknown) arrived; the
     /// connection task stops reading.
     Oversize { conn: ConnId, size: usize },
+    /// The relay's keepalive closed a connection it had not heard from (a `Closed` follows).
+    Silent { conn: ConnId },
     /// The client closed its connection.
     Closed { conn: ConnId },
     /// The counters so far (the HTTP stats path).
@@ -241,6 +243,11 @@ impl World {
             } => self.open(relay, conn, ip, (out, kill), now),
             Inbound::Text { conn, text } => self.text(conn, text, now),
             Inbound::Oversize { conn, size } => self.oversize(conn, size, now),
+            Inbound::Silent { conn } => {
+                if let Some(c) = self.conns.get(&conn) {
+                    self.slots[c.relay].counters.closed_silent += 1;
+                }
+            }
             Inbound::Closed { conn } => {
                 // What the client sent before closing still reaches the relay, as a real
                 // relay reads a socket to its end; then the connection ends.
