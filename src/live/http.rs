@@ -3,6 +3,7 @@
 //! limit: 429; restarting or the peer's connection down: 503), and moving WebSocket frames
 //! between a connection and the [`world`](super::world).
 
+use super::outbox::{Outbox, QueueBudget};
 use super::world::Inbound;
 use super::{nip11, Gate, Listener};
 use crate::relay::{ConnId, KeepAlive, RelayProfile};
@@ -10,7 +11,7 @@ use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -24,45 +25,12 @@ use tokio_tungstenite::tungstenite::Message;
 /// The whole HTTP request head and WebSocket upgrade must finish within this, so a client
 /// that trickles bytes cannot hold a connection slot.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
+/// KiB of one connection's frames that may wait for the world at once.
+const INBOUND_CREDIT_KIB: usize = 256;
 /// The longest request head accepted.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The frame limit of a relay whose profile sets none: it only guards memory.
 const DEFAULT_FRAME_LIMIT: usize = 64 << 20;
-
-/// The messages on their way to one client's socket, bounded in bytes: a reader that lets
-/// more than the bound pile up is cut off (strfry drops a connection whose outgoing buffer
-/// passes its limit).
-#[derive(Clone)]
-pub(crate) struct Outbox {
-    tx: mpsc::UnboundedSender<Message>,
-    queued: Arc<AtomicUsize>,
-    max_bytes: usize,
-}
-
-/// Why a message could not be queued.
-pub(crate) enum OutboxError {
-    /// The queue would pass its byte bound.
-    Full,
-    /// The connection's task has ended.
-    Closed,
-}
-
-impl Outbox {
-    /// Queues `message`.
-    pub fn push(&self, message: Message) -> Result<(), OutboxError> {
-        let bytes = message.len();
-        if self.queued.load(Ordering::Relaxed) + bytes > self.max_bytes {
-            return Err(OutboxError::Full);
-        }
-        self.queued.fetch_add(bytes, Ordering::Relaxed);
-        self.tx.send(message).map_err(|_| OutboxError::Closed)
-    }
-
-    /// Queues a close frame (it has no bytes to count).
-    pub fn close(&self) {
-        let _ = self.tx.send(Message::Close(None));
-    }
-}
 
 /// What a connection to one relay needs to know.
 #[derive(Clone)]
@@ -70,7 +38,7 @@ pub(crate) struct RelayDoor {
     pub index: usize,
     pub profile: RelayProfile,
     pub max_connections: usize,
-    pub max_queued_bytes: usize,
+    pub queues: Arc<QueueBudget>,
     pub labels: BTreeMap<IpAddr, String>,
     pub gate: Arc<Mutex<Gate>>,
     pub next_conn: Arc<AtomicU64>,
@@ -365,13 +333,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .map_err(|_| std::io::ErrorKind::TimedOut)?
         .map_err(std::io::Error::other)?;
     let (mut sink, mut source) = ws.split();
-    let (out_tx, mut out_rx) = mpsc::unbounded_channel::<Message>();
-    let queued = Arc::new(AtomicUsize::new(0));
-    let out_tx = Outbox {
-        tx: out_tx,
-        queued: queued.clone(),
-        max_bytes: door.max_queued_bytes,
-    };
+    let (out_tx, mut out_rx) = Outbox::new(door.queues.clone());
     let (kill_tx, mut kill) = oneshot::channel::<()>();
     let pings = out_tx.clone();
     let open = Inbound::Open {
@@ -385,16 +347,18 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         return Ok(());
     }
     let mut writer = tokio::spawn(async move {
-        while let Some(m) = out_rx.recv().await {
+        // Each message's bytes are given back when its `Queued` drops: after the write, or
+        // unsent when this task ends.
+        while let Some(mut queued) = out_rx.recv().await {
+            let Some(m) = queued.take() else { continue };
             let close = matches!(m, Message::Close(_));
-            let bytes = m.len();
             if sink.send(m).await.is_err() || close {
                 break;
             }
-            queued.fetch_sub(bytes, Ordering::Relaxed);
         }
         let _ = sink.close().await;
     });
+    let credits = Arc::new(Semaphore::new(INBOUND_CREDIT_KIB));
     let mut killable = true;
     let mut keepalive = door.profile.keepalive.map(Keepalive::new);
     loop {
@@ -444,7 +408,19 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             Ok(Message::Close(_)) | Err(_) => break,
             Ok(_) => continue,
         };
-        if inbound.send(Inbound::Text { conn, text }).await.is_err() {
+        // Flow control: a connection has at most INBOUND_CREDIT_KIB KiB of frames waiting for
+        // the world, so a flood from one client neither piles up in memory nor fills the
+        // world's queue ahead of everyone else; its socket simply stops being read.
+        let kib = (text.len() / 1024 + 1).min(INBOUND_CREDIT_KIB) as u32;
+        let Ok(credit) = credits.clone().acquire_many_owned(kib).await else {
+            break;
+        };
+        let frame = Inbound::Text {
+            conn,
+            text,
+            _credit: credit,
+        };
+        if inbound.send(frame).await.is_err() {
             break;
         }
     }

@@ -11,6 +11,7 @@
 
 pub mod driver;
 mod http;
+mod outbox;
 pub mod peers;
 pub mod record;
 pub mod report;
@@ -54,6 +55,15 @@ pub struct ServeConfig {
     /// Bytes queued for one connection before it is cut off as a slow reader (32 MiB: strfry
     /// cuts off readers with more pending, `docs/relays.md`).
     pub max_queued_bytes: usize,
+    /// Bytes queued for all connections of the deployment together before connections over
+    /// their fair share (this over the connection slots of every relay) are cut off as slow
+    /// readers (128 MiB): a bound on the process's memory that no relay documents; see
+    /// `outbox`.
+    pub max_total_queued_bytes: usize,
+    /// Bytes of REQ text the live subscriptions of the deployment may hold together before
+    /// connections over their fair share have new REQs refused (64 MiB; relaysim's bound,
+    /// see `world::subscriptions`).
+    pub max_subscription_bytes: usize,
     /// Write every EVENT, OK and NOTICE that crosses the relays to this trace (driver `live`).
     pub trace: Option<std::path::PathBuf>,
     /// Unix seconds the relays' clock reads at start. `None` reads the wall clock, as a real
@@ -82,6 +92,8 @@ impl ServeConfig {
             seed: 1,
             max_connections: 256,
             max_queued_bytes: 32 << 20,
+            max_total_queued_bytes: 128 << 20,
+            max_subscription_bytes: 64 << 20,
             trace: None,
             epoch_secs: None,
             origin: None,
@@ -319,6 +331,10 @@ pub fn serve_on<L: Listener>(
             epoch_secs: config.epoch_secs,
             labels: config.labels.clone(),
             outages_from: config.outages_from,
+            subscription_budget: (
+                config.max_subscription_bytes,
+                config.max_connections * config.relays.len(),
+            ),
         },
         gate.clone(),
         feed,
@@ -327,6 +343,11 @@ pub fn serve_on<L: Listener>(
     let next_conn = Arc::new(std::sync::atomic::AtomicU64::new(1));
     let mut addrs = Vec::new();
     let mut accepting = tokio::task::JoinSet::new();
+    let queues = outbox::QueueBudget::new(
+        config.max_total_queued_bytes,
+        config.max_connections * config.relays.len(),
+        config.max_queued_bytes,
+    );
     for (index, (listener, addr)) in listeners.into_iter().enumerate() {
         addrs.push((config.relays[index].name.clone(), addr));
         accepting.spawn(http::accept_loop(
@@ -335,7 +356,7 @@ pub fn serve_on<L: Listener>(
                 index,
                 profile: config.relays[index].profile.clone(),
                 max_connections: config.max_connections,
-                max_queued_bytes: config.max_queued_bytes,
+                queues: queues.clone(),
                 labels: config.labels.clone(),
                 gate: gate.clone(),
                 next_conn: next_conn.clone(),

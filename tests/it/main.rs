@@ -5,6 +5,8 @@
 mod cli;
 #[cfg(all(feature = "contextvm-sdk", feature = "cli"))]
 mod contextvm_sdk;
+#[cfg(feature = "cli")]
+mod hostile;
 mod layers;
 #[cfg(feature = "live")]
 mod live;

@@ -2,7 +2,7 @@
 //! and deliveries to sockets with their order marks, counters and request/response pairs.
 
 use super::{micros, record, to_wire, Action, World};
-use crate::live::http::OutboxError;
+use crate::live::outbox::OutboxError;
 use crate::nip01::RelayMessage;
 use crate::relay::impair::{Direction, Ordering};
 use crate::relay::ConnId;

@@ -18,10 +18,11 @@ use super::report::LiveReport;
 mod delivery;
 mod outages;
 mod slot;
+mod subscriptions;
 
 pub(crate) use slot::RelaySlot;
 
-use super::http::Outbox;
+use super::outbox::Outbox;
 use super::trace_writer::{self as record};
 use super::wire::{to_model, to_wire};
 use super::Gate;
@@ -51,8 +52,14 @@ pub(crate) enum Inbound {
         out: Outbox,
         kill: oneshot::Sender<()>,
     },
-    /// A text frame from a connection.
-    Text { conn: ConnId, text: String },
+    /// A text frame from a connection. The connection reads no more frames while it has
+    /// too many bytes on their way to the world; `_credit` gives them back once this frame
+    /// is handled.
+    Text {
+        conn: ConnId,
+        text: String,
+        _credit: tokio::sync::OwnedSemaphorePermit,
+    },
     /// A frame over the relay's message limit (`size` bytes; 0 when unknown) arrived; the
     /// connection task stops reading.
     Oversize { conn: ConnId, size: usize },
@@ -118,6 +125,9 @@ pub(crate) struct WorldConfig {
     pub epoch_secs: Option<u64>,
     pub labels: BTreeMap<IpAddr, String>,
     pub outages_from: Duration,
+    /// The REQ bytes live subscriptions may hold together, and the connection slots that
+    /// share them.
+    pub subscription_budget: (usize, usize),
 }
 
 /// The world's state; see the module documentation.
@@ -135,6 +145,8 @@ pub(crate) struct World {
     /// When each event id was first published, for delivery latencies.
     published_at: BTreeMap<EventId, Duration>,
     pairs: RpcPairs,
+    /// What live subscriptions hold, within one budget.
+    subscription_bytes: subscriptions::SubscriptionBytes,
     outage_seq: u64,
     /// Outage times count from this long after the start.
     outages_from: Duration,
@@ -183,6 +195,10 @@ impl World {
             ordinals: BTreeMap::new(),
             published_at: BTreeMap::new(),
             pairs: RpcPairs::default(),
+            subscription_bytes: subscriptions::SubscriptionBytes::new(
+                config.subscription_budget.0,
+                config.subscription_budget.1,
+            ),
             outage_seq: 0,
             outages_from: config.outages_from,
             partitions: Vec::new(),
@@ -241,7 +257,7 @@ impl World {
                 out,
                 kill,
             } => self.open(relay, conn, ip, (out, kill), now),
-            Inbound::Text { conn, text } => self.text(conn, text, now),
+            Inbound::Text { conn, text, .. } => self.text(conn, text, now),
             Inbound::Oversize { conn, size } => self.oversize(conn, size, now),
             Inbound::Silent { conn } => {
                 if let Some(c) = self.conns.get(&conn) {
@@ -374,9 +390,9 @@ impl World {
             peer: peer.clone(),
             text,
         });
-        let Some(c) = self.conns.get_mut(&conn) else {
+        if !self.conns.contains_key(&conn) {
             return;
-        };
+        }
         let Some(message) = parsed else {
             // Through the link like any answer, so it keeps its place behind earlier ones.
             // Too many filters: strfry's "arr too big" (RelayIngester.cpp).
@@ -389,6 +405,23 @@ impl World {
                 message: message.into(),
             };
             self.transmit(relay, conn, notice, false, now);
+            return;
+        };
+        match &message {
+            ClientMessage::Req { sub, .. } => {
+                if !self.subscription_bytes.admit(conn, sub, bytes) {
+                    let closed = RelayMessage::Closed {
+                        sub: sub.clone(),
+                        message: subscriptions::REFUSED.into(),
+                    };
+                    self.transmit(relay, conn, closed, false, now);
+                    return;
+                }
+            }
+            ClientMessage::Close { sub } => self.subscription_bytes.release(conn, sub),
+            ClientMessage::Event(_) => {}
+        }
+        let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         let up = self.slots[relay].up.clone();
@@ -563,6 +596,7 @@ impl World {
         let Some(c) = self.conns.remove(&conn) else {
             return;
         };
+        self.subscription_bytes.release_all(conn);
         self.slots[c.relay].relay.disconnect(conn);
         c.out.close();
         self.see(record::Seen::Disconnected {

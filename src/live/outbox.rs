@@ -1,0 +1,179 @@
+//! The messages on their way to one client's socket, bounded in bytes per connection and
+//! across the deployment.
+//!
+//! A reader that lets more than its bound pile up is cut off (strfry drops a connection whose
+//! outgoing buffer passes its limit). The per-connection bound alone does not bound the
+//! process: 256 readers that never read could each hold it. So every queue also draws on one
+//! deployment-wide budget: while the budget is spent, a connection holding more than its fair
+//! share (the budget over the connection slots) is cut off at its next message, and one
+//! holding less may still queue. The bytes queued in all are therefore at most twice the
+//! budget, and a prompt reader, whose queue stays short, is never the one cut off.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::sync::mpsc;
+use tokio_tungstenite::tungstenite::Message;
+
+/// The bounds every queue of one deployment shares.
+#[derive(Debug)]
+pub(crate) struct QueueBudget {
+    /// Bytes queued over every connection.
+    total: AtomicUsize,
+    /// The deployment-wide budget.
+    max_total: usize,
+    /// What one connection may hold while the budget is spent.
+    fair_share: usize,
+    /// What one connection may hold at all.
+    per_connection: usize,
+}
+
+impl QueueBudget {
+    /// A budget of `max_total` bytes over `slots` connections, each holding at most
+    /// `per_connection`.
+    pub fn new(max_total: usize, slots: usize, per_connection: usize) -> Arc<Self> {
+        Arc::new(QueueBudget {
+            total: AtomicUsize::new(0),
+            max_total,
+            fair_share: max_total / slots.max(1),
+            per_connection,
+        })
+    }
+
+    /// Bytes queued over every connection now.
+    pub fn total(&self) -> usize {
+        self.total.load(Ordering::Relaxed)
+    }
+}
+
+/// A message in a queue. Its bytes count against the queue and the budget until it is
+/// dropped, whether after it was written or unsent with a closed socket, so the counts never
+/// drift.
+pub(crate) struct Queued {
+    message: Option<Message>,
+    bytes: usize,
+    queued: Arc<AtomicUsize>,
+    budget: Arc<QueueBudget>,
+}
+
+impl Queued {
+    /// The message (once).
+    pub fn take(&mut self) -> Option<Message> {
+        self.message.take()
+    }
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        self.queued.fetch_sub(self.bytes, Ordering::Relaxed);
+        self.budget.total.fetch_sub(self.bytes, Ordering::Relaxed);
+    }
+}
+
+/// The sending side of one connection's queue.
+#[derive(Clone)]
+pub(crate) struct Outbox {
+    tx: mpsc::UnboundedSender<Queued>,
+    queued: Arc<AtomicUsize>,
+    budget: Arc<QueueBudget>,
+}
+
+/// Why a message could not be queued.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum OutboxError {
+    /// The queue would pass its bound, or its fair share while the budget is spent.
+    Full,
+    /// The connection's task has ended.
+    Closed,
+}
+
+impl Outbox {
+    /// A queue drawing on `budget`, and its receiving side (for the socket writer).
+    pub fn new(budget: Arc<QueueBudget>) -> (Self, mpsc::UnboundedReceiver<Queued>) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        let outbox = Outbox {
+            tx,
+            queued: Arc::new(AtomicUsize::new(0)),
+            budget,
+        };
+        (outbox, rx)
+    }
+
+    /// Queues `message`.
+    pub fn push(&self, message: Message) -> Result<(), OutboxError> {
+        let bytes = message.len();
+        let mine = self.queued.load(Ordering::Relaxed) + bytes;
+        let spent = self.budget.total() + bytes > self.budget.max_total;
+        if mine > self.budget.per_connection || (spent && mine > self.budget.fair_share) {
+            return Err(OutboxError::Full);
+        }
+        self.send(Some(message), bytes)
+    }
+
+    /// Queues a close frame (it has no bytes to count, and is never refused for room).
+    pub fn close(&self) {
+        let _ = self.send(Some(Message::Close(None)), 0);
+    }
+
+    fn send(&self, message: Option<Message>, bytes: usize) -> Result<(), OutboxError> {
+        if self.tx.is_closed() {
+            return Err(OutboxError::Closed);
+        }
+        self.queued.fetch_add(bytes, Ordering::Relaxed);
+        self.budget.total.fetch_add(bytes, Ordering::Relaxed);
+        let item = Queued {
+            message,
+            bytes,
+            queued: self.queued.clone(),
+            budget: self.budget.clone(),
+        };
+        // A failed send hands the item back, and dropping it gives its bytes back.
+        self.tx.send(item).map_err(|_| OutboxError::Closed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn text(bytes: usize) -> Message {
+        Message::text("x".repeat(bytes))
+    }
+
+    #[test]
+    fn one_queue_is_bounded_and_gives_its_bytes_back_when_drained_or_dropped() {
+        let budget = QueueBudget::new(1000, 1, 300);
+        let (out, mut rx) = Outbox::new(budget.clone());
+        out.push(text(200)).unwrap();
+        assert_eq!(out.push(text(200)), Err(OutboxError::Full));
+        let mut first = rx.try_recv().unwrap();
+        assert_eq!(first.take().map(|m| m.len()), Some(200));
+        drop(first);
+        assert_eq!(budget.total(), 0);
+        out.push(text(250)).unwrap();
+        out.close();
+        drop(rx); // the socket is gone with messages unsent
+        assert_eq!(budget.total(), 0);
+        assert_eq!(out.push(text(1)), Err(OutboxError::Closed));
+        assert_eq!(budget.total(), 0);
+    }
+
+    #[test]
+    fn with_the_budget_spent_only_queues_over_their_fair_share_are_refused() {
+        // 1,000 bytes over 4 slots: a fair share of 250.
+        let budget = QueueBudget::new(1000, 4, 10_000);
+        let (hog, _hog_rx) = Outbox::new(budget.clone());
+        let (prompt, mut prompt_rx) = Outbox::new(budget.clone());
+        for _ in 0..10 {
+            hog.push(text(100)).unwrap();
+        }
+        assert_eq!(budget.total(), 1000);
+        // The hog holds 1,000 > 250: refused. The prompt reader holds nothing: served, and
+        // keeps being served as it reads.
+        assert_eq!(hog.push(text(100)), Err(OutboxError::Full));
+        for _ in 0..5 {
+            prompt.push(text(200)).unwrap();
+            drop(prompt_rx.try_recv().unwrap());
+        }
+        assert_eq!(budget.total(), 1000);
+    }
+}
