@@ -641,7 +641,7 @@ async fn a_silent_socket_is_closed_by_the_keepalive_and_a_listening_one_is_kept(
     );
     silent.write_all(head.as_bytes()).await.unwrap();
     // An ordinary client reading its socket: its WebSocket library answers every ping.
-    let mut listening = subscriber(loopback(4), relay.local_addr).await;
+    let listening = subscriber(loopback(4), relay.local_addr).await;
     let (mut tx, mut rx) = listening.split();
     let pings = std::sync::Arc::new(std::sync::atomic::AtomicU32::new(0));
     let seen = pings.clone();
@@ -656,7 +656,7 @@ async fn a_silent_socket_is_closed_by_the_keepalive_and_a_listening_one_is_kept(
     // The silent socket sees the upgrade and pings, then its end: no close frame.
     let mut buf = vec![0u8; 4096];
     let ended = tokio::time::timeout(Duration::from_secs(5), async {
-        while silent.read(&mut buf).await.map_or(false, |n| n > 0) {}
+        while silent.read(&mut buf).await.is_ok_and(|n| n > 0) {}
     })
     .await;
     assert!(ended.is_ok(), "the silent socket was not dropped");
