@@ -26,7 +26,7 @@ use tokio_tungstenite::tungstenite::Message;
 /// that trickles bytes cannot hold a connection slot.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
 /// KiB of one connection's frames that may wait for the world at once.
-const INBOUND_CREDIT_KIB: usize = 256;
+const INBOUND_CREDIT_KIB: usize = 64;
 /// The longest request head accepted.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The frame limit of a relay whose profile sets none: it only guards memory.
@@ -323,9 +323,13 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .profile
         .max_message_bytes
         .unwrap_or(DEFAULT_FRAME_LIMIT);
+    // Small socket buffers (tungstenite's default is 128 KiB each way): thousands of
+    // connections must fit the memory bound; frames larger than a buffer still arrive whole.
     let ws_config = WebSocketConfig::default()
         .max_message_size(Some(limit))
-        .max_frame_size(Some(limit));
+        .max_frame_size(Some(limit))
+        .read_buffer_size(16 << 10)
+        .write_buffer_size(16 << 10);
     let upgrade =
         tokio_tungstenite::accept_async_with_config(Prefixed::new(head, stream), Some(ws_config));
     let ws = tokio::time::timeout_at(deadline, upgrade)
@@ -335,7 +339,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = Outbox::new(door.queues.clone());
     let (kill_tx, mut kill) = oneshot::channel::<()>();
-    let pings = out_tx.clone();
+    let pings = out_tx.downgrade();
     let open = Inbound::Open {
         relay: door.index,
         conn,
@@ -373,7 +377,9 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                     break;
                 }
                 // A ping that does not fit the outbox is as good as unanswered.
-                let _ = pings.push(Message::Ping(Default::default()));
+                if let Some(out) = pings.upgrade() {
+                    let _ = out.push(Message::Ping(Default::default()));
+                }
                 continue;
             }
             // The world cut this connection off: drop the socket now, unsent backlog and all.

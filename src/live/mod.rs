@@ -50,7 +50,9 @@ pub struct ServeConfig {
     pub relays: Vec<LiveRelaySpec>,
     /// Seed of the impairments' random draws.
     pub seed: u64,
-    /// Connections served at once per relay; more are refused.
+    /// Connections served at once per relay; more are refused (2,048: real relays have no
+    /// such cap beyond file descriptors, so it is high; memory is bounded by the queue and
+    /// subscription budgets, not by it).
     pub max_connections: usize,
     /// Bytes queued for one connection before it is cut off as a slow reader (32 MiB: strfry
     /// cuts off readers with more pending, `docs/relays.md`).
@@ -90,7 +92,7 @@ impl ServeConfig {
                 profile,
             }],
             seed: 1,
-            max_connections: 256,
+            max_connections: 2048,
             max_queued_bytes: 32 << 20,
             max_total_queued_bytes: 128 << 20,
             max_subscription_bytes: 64 << 20,

@@ -70,11 +70,30 @@ impl Drop for Queued {
 }
 
 /// The sending side of one connection's queue.
-#[derive(Clone)]
 pub(crate) struct Outbox {
     tx: mpsc::UnboundedSender<Queued>,
     queued: Arc<AtomicUsize>,
     budget: Arc<QueueBudget>,
+}
+
+/// A handle on a queue that does not keep it open: the queue closes (and its socket writer
+/// ends) when the relay model lets go of it, whoever else still holds one of these (the
+/// connection task's keepalive pings).
+pub(crate) struct WeakOutbox {
+    tx: mpsc::WeakUnboundedSender<Queued>,
+    queued: Arc<AtomicUsize>,
+    budget: Arc<QueueBudget>,
+}
+
+impl WeakOutbox {
+    /// The queue, while the relay model still holds it.
+    pub fn upgrade(&self) -> Option<Outbox> {
+        Some(Outbox {
+            tx: self.tx.upgrade()?,
+            queued: self.queued.clone(),
+            budget: self.budget.clone(),
+        })
+    }
 }
 
 /// Why a message could not be queued.
@@ -96,6 +115,15 @@ impl Outbox {
             budget,
         };
         (outbox, rx)
+    }
+
+    /// A handle that does not keep the queue open.
+    pub fn downgrade(&self) -> WeakOutbox {
+        WeakOutbox {
+            tx: self.tx.downgrade(),
+            queued: self.queued.clone(),
+            budget: self.budget.clone(),
+        }
     }
 
     /// Queues `message`.
@@ -175,5 +203,19 @@ mod tests {
             drop(prompt_rx.try_recv().unwrap());
         }
         assert_eq!(budget.total(), 1000);
+    }
+
+    #[test]
+    fn a_weak_handle_does_not_keep_the_queue_open() {
+        let (out, mut rx) = Outbox::new(QueueBudget::new(1000, 1, 1000));
+        let weak = out.downgrade();
+        weak.upgrade().unwrap().push(text(10)).unwrap();
+        drop(out);
+        assert!(rx.try_recv().is_ok());
+        assert!(weak.upgrade().is_none());
+        assert!(
+            rx.try_recv().is_err(),
+            "the queue ended with its last strong handle"
+        );
     }
 }

@@ -10,6 +10,7 @@ use std::path::{Path, PathBuf};
 const LAYERS: &[(&str, u32)] = &[
     ("rng", 0),
     ("limits", 0),
+    ("parallel", 0),
     ("nip01", 1),
     ("protocol", 2),
     ("relay", 3),
@@ -26,6 +27,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("live_engine", 13),
     ("sweep", 14),
     ("compare", 14),
+    ("soak", 14),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -1,3 +1,7 @@
+//! Longer than 600 lines because the handlers of every inbound message (open, text, oversize,
+//! close, stats) and the settle loop mutate the same connection and schedule maps: one state
+//! machine, kept in one file; its delivery, outage and subscription parts have their own.
+//!
 //! The task that owns a live deployment's relay models: one [`Relay`] per relay of the
 //! scenario (or the one `--profile` relay), the impaired links of every connection in both
 //! directions, the outages on the wall clock, and the counters and trace of what happened.
