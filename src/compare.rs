@@ -97,12 +97,13 @@ pub fn pairings() -> Vec<Pairing> {
     out
 }
 
-/// Runs `scenario` `runs` times from `first_seed` under every pairing; `progress` is called
-/// after each run.
+/// Runs `scenario` `runs` times from `first_seed` under every pairing, `jobs` runs at once;
+/// `progress` is called after each run. The result does not depend on `jobs`.
 pub fn compare(
     scenario: &Scenario,
     first_seed: u64,
     runs: u32,
+    jobs: usize,
     mut progress: impl FnMut(),
 ) -> Comparison {
     let reports = pairings()
@@ -111,7 +112,10 @@ pub fn compare(
             let s = scenario
                 .with_presets(pairing.server, pairing.client)
                 .expect("pairings name presets this build runs");
-            (pairing, s.run_seeds(first_seed, runs, |_| progress()))
+            (
+                pairing,
+                s.run_seeds_on(first_seed, runs, jobs, |_| progress()),
+            )
         })
         .collect();
     Comparison {

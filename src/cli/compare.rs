@@ -17,6 +17,10 @@ pub(super) struct CompareArgs {
     /// Runs per pairing (overrides each scenario's).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=relaysim::limits::MAX_RUNS as i64))]
     runs: Option<u32>,
+    /// Runs at once, one per thread (default: the number of cores); the report is the same
+    /// for any value.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    jobs: Option<u16>,
     /// Where to write compare.csv (default results/compare/<scenario>/).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -44,7 +48,10 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
                 .progress_chars("=> "),
         );
         bar.set_message(scenario.name.clone());
-        let comparison = relaysim::compare::compare(&scenario, seed, runs, || bar.inc(1));
+        let comparison =
+            relaysim::compare::compare(&scenario, seed, runs, super::jobs(args.jobs), || {
+                bar.inc(1)
+            });
         bar.finish_and_clear();
         print!("{}", comparison.text());
         let dir = match (&args.out, args.scenarios.len()) {

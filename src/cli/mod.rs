@@ -163,6 +163,11 @@ pub fn run() -> Result<Exit> {
     }
 }
 
+/// The job count a `--jobs` flag asks for: all cores by default.
+pub(crate) fn jobs(flag: Option<u16>) -> usize {
+    flag.map_or_else(relaysim::parallel::default_jobs, usize::from)
+}
+
 /// Writes `text` to `path`, creating the directory it names first (traces and shrunk traces
 /// often go to a directory that does not exist yet).
 pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<()> {

@@ -17,6 +17,10 @@ pub(super) struct RunArgs {
     /// Number of runs, with seeds seed, seed+1, ... (overrides the scenario's).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=relaysim::limits::MAX_RUNS as i64))]
     runs: Option<u32>,
+    /// Runs at once, one per thread (default: the number of cores); the report is the same
+    /// for any value.
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    jobs: Option<u16>,
     /// Where to write summary.csv, latency.csv and failures.csv (default results/<file name>/,
     /// with `-turmoil` for that engine; never another scenario file's directory).
     #[arg(long)]
@@ -148,7 +152,9 @@ fn run_file(
         bar.set_draw_target(ProgressDrawTarget::hidden());
     }
     let report = match args.engine {
-        Engine::Des => scenario.run_seeds(seed, runs, |done| bar.set_position(done as u64)),
+        Engine::Des => scenario.run_seeds_on(seed, runs, super::jobs(args.jobs), |done| {
+            bar.set_position(done as u64)
+        }),
         Engine::Turmoil | Engine::Live => {
             let given: std::collections::BTreeMap<String, String> =
                 args.relay.iter().cloned().collect();

@@ -29,9 +29,7 @@ pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
     let config = SoakConfig {
         runs: args.runs,
         seed: args.seed,
-        jobs: args
-            .jobs
-            .map_or_else(relaysim::parallel::default_jobs, usize::from),
+        jobs: super::jobs(args.jobs),
         determinism_every: args.determinism_every,
     };
     let bar = ProgressBar::with_draw_target(Some(config.runs), ProgressDrawTarget::stderr());

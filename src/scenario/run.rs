@@ -125,12 +125,31 @@ impl Scenario {
     }
 
     /// Runs `runs` runs from `first_seed`, calling `progress` after each.
-    pub fn run_seeds(&self, first_seed: u64, runs: u32, mut progress: impl FnMut(u32)) -> Report {
+    pub fn run_seeds(&self, first_seed: u64, runs: u32, progress: impl FnMut(u32)) -> Report {
+        self.run_seeds_on(first_seed, runs, 1, progress)
+    }
+
+    /// Runs `runs` runs from `first_seed` on `jobs` threads, calling `progress` after each
+    /// (in seed order). Runs are independent and merged in seed order as they finish, so the
+    /// report is the same for any `jobs`, and memory holds only the runs finished ahead of
+    /// an unfinished earlier one.
+    pub fn run_seeds_on(
+        &self,
+        first_seed: u64,
+        runs: u32,
+        jobs: usize,
+        mut progress: impl FnMut(u32),
+    ) -> Report {
         let mut report = Report::new(&self.name);
-        for i in 0..runs {
-            report.push(self.run(first_seed.wrapping_add(i as u64)));
-            progress(i + 1);
-        }
+        crate::parallel::map_ordered(
+            runs as usize,
+            jobs,
+            |i| self.run(first_seed.wrapping_add(i as u64)),
+            |i, run| {
+                report.push(run);
+                progress(i as u32 + 1);
+            },
+        );
         report
     }
 }

@@ -798,3 +798,48 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
     );
     let _ = std::fs::remove_dir_all(&out);
 }
+
+#[test]
+fn run_and_compare_give_the_same_output_for_any_job_count() {
+    let dir = std::env::temp_dir().join(format!("relaysim-jobs-{}", std::process::id()));
+    let mut outputs = Vec::new();
+    for jobs in ["1", "2", "5"] {
+        let out_dir = dir.join(jobs);
+        let out = out_dir.to_string_lossy().into_owned();
+        let run = relaysim(&[
+            "run",
+            "scenarios/stream-reorder-duplicate.toml",
+            "--runs",
+            "6",
+            "--jobs",
+            jobs,
+            "--out",
+            &out,
+        ]);
+        assert!(
+            run.status.success() || run.status.code() == Some(1),
+            "{run:?}"
+        );
+        let stdout = String::from_utf8_lossy(&run.stdout).replace(&out, "OUT");
+        let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
+        let latency = std::fs::read_to_string(out_dir.join("latency.csv")).unwrap();
+        let compare = relaysim(&[
+            "compare",
+            "scenarios/stream-reorder-duplicate.toml",
+            "--runs",
+            "3",
+            "--jobs",
+            jobs,
+            "--out",
+            &out,
+        ]);
+        let compared = String::from_utf8_lossy(&compare.stdout).replace(&out, "OUT");
+        outputs.push((stdout, summary, latency, compared));
+    }
+    assert!(outputs[0].1.lines().count() > 6, "{}", outputs[0].1);
+    assert_eq!(outputs[0], outputs[1]);
+    assert_eq!(outputs[0], outputs[2]);
+    let zero = relaysim(&["run", "--jobs", "0"]);
+    assert_eq!(zero.status.code(), Some(2));
+    let _ = std::fs::remove_dir_all(&dir);
+}

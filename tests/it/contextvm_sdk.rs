@@ -25,7 +25,7 @@ fn scenario(path: &str) -> Scenario {
 fn nine_pairings_and_over_an_ideal_relay_they_all_complete_everything() {
     // relaysim, ts-sdk and rust-sdk on either side.
     assert_eq!(pairings().len(), 9);
-    let c = compare(&scenario("scenarios/ideal-baseline.toml"), 1, 2, || {});
+    let c = compare(&scenario("scenarios/ideal-baseline.toml"), 1, 2, 2, || {});
     for (pairing, report) in &c.reports {
         assert_eq!(
             report.completion_ratio(),
@@ -52,8 +52,8 @@ fn the_sdk_writer_keeps_a_silent_stream_alive_in_virtual_time() {
 #[test]
 fn a_comparison_repeats_exactly() {
     let s = scenario("scenarios/default.toml");
-    let a = compare(&s, 4, 1, || {}).text();
-    let b = compare(&s, 4, 1, || {}).text();
+    let a = compare(&s, 4, 1, 1, || {}).text();
+    let b = compare(&s, 4, 1, 2, || {}).text();
     assert_eq!(a, b);
 }
 
