@@ -95,9 +95,10 @@ struct Stages {
 pub struct OrderTracker<P = PeerId> {
     /// Author and the ordinal at which the author made it.
     made: BTreeMap<EventId, (P, u64)>,
-    stages: BTreeMap<(usize, EventId), Stages>,
+    /// By event, then relay (so forgetting an event is one removal).
+    stages: BTreeMap<EventId, BTreeMap<usize, Stages>>,
     /// The relay whose copy each reader took first.
-    first_copy: BTreeMap<(P, EventId), usize>,
+    first_copy: BTreeMap<EventId, BTreeMap<P, usize>>,
     /// Per reader and author: the latest-made event delivered so far, and through which relay.
     newest: BTreeMap<(P, P), (u64, EventId, usize)>,
     counter: u64,
@@ -121,6 +122,24 @@ impl<P: Ord + Copy> OrderTracker<P> {
         self.counter
     }
 
+    fn stage(&mut self, relay: usize, event: EventId) -> &mut Stages {
+        self.stages
+            .entry(event)
+            .or_default()
+            .entry(relay)
+            .or_default()
+    }
+
+    /// Forgets `event`: a long-running live relay keeps only the latest events' stages, so
+    /// its memory stays bounded. A disturbance involving a forgotten event names no
+    /// mechanism; with [`crate::relay::MAX_STORED_EVENTS`] events kept, that takes a delivery
+    /// overtaken by a hundred thousand later publications.
+    pub fn forget(&mut self, event: EventId) {
+        self.made.remove(&event);
+        self.stages.remove(&event);
+        self.first_copy.remove(&event);
+    }
+
     /// `author` made `event` (the first time only: a re-send keeps its place).
     pub fn made(&mut self, author: P, event: EventId) {
         if !self.made.contains_key(&event) {
@@ -132,16 +151,14 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// `event` was written on the uplink to `relay` over connection `conn`.
     pub fn written(&mut self, relay: usize, conn: u64, event: EventId) {
         let n = self.tick();
-        let stage = self.stages.entry((relay, event)).or_default();
+        let stage = self.stage(relay, event);
         stage.wire.get_or_insert((conn, n));
     }
 
     /// `relay` received `event`.
     pub fn received(&mut self, relay: usize, event: EventId) {
         let n = self.tick();
-        self.stages
-            .entry((relay, event))
-            .or_default()
+        self.stage(relay, event)
             .received
             .get_or_insert(n);
     }
@@ -149,9 +166,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// `relay` sent `event` on to a subscriber.
     pub fn sent(&mut self, relay: usize, event: EventId) {
         let n = self.tick();
-        self.stages
-            .entry((relay, event))
-            .or_default()
+        self.stage(relay, event)
             .sent
             .get_or_insert(n);
     }
@@ -167,7 +182,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
         replay: bool,
         datagram: bool,
     ) -> Arrival {
-        if let Some(&first) = self.first_copy.get(&(reader, event)) {
+        if let Some(&first) = self.first_copy.get(&event).and_then(|m| m.get(&reader)) {
             let via = if first != relay {
                 Via::OtherRelay
             } else if replay {
@@ -183,7 +198,10 @@ impl<P: Ord + Copy> OrderTracker<P> {
                 via: Some(via),
             };
         }
-        self.first_copy.insert((reader, event), relay);
+        self.first_copy
+            .entry(event)
+            .or_default()
+            .insert(reader, relay);
         let Some(&(author, made)) = self.made.get(&event) else {
             // Not made in this world (a recording's foreign event): nothing to compare.
             return Arrival {
@@ -226,8 +244,8 @@ impl<P: Ord + Copy> OrderTracker<P> {
         datagram: bool,
     ) -> Via {
         let (Some(a), Some(b)) = (
-            self.stages.get(&(relay, event)),
-            self.stages.get(&(relay, later)),
+            self.stages.get(&event).and_then(|m| m.get(&relay)),
+            self.stages.get(&later).and_then(|m| m.get(&relay)),
         ) else {
             return Via::Unexplained;
         };
@@ -342,6 +360,22 @@ mod tests {
             (dup.duplicate, dup.via),
             (true, Some(Via::ResubscribeReplay))
         );
+    }
+
+    #[test]
+    fn a_forgotten_event_leaves_nothing_behind() {
+        let mut t = OrderTracker::default();
+        made(&mut t);
+        through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
+        t.delivered(READER, 0, id(1), false, false);
+        t.forget(id(1));
+        assert!(!t.made.contains_key(&id(1)));
+        assert!(!t.stages.contains_key(&id(1)));
+        assert!(!t.first_copy.contains_key(&id(1)));
+        // Event 2 is still followed: its first delivery is neither a copy nor a reordering.
+        let a = t.delivered(READER, 0, id(2), false, false);
+        assert_eq!((a.duplicate, a.reordered), (false, false));
+        assert!(t.stages.contains_key(&id(2)));
     }
 
     #[test]

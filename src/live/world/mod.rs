@@ -148,6 +148,10 @@ pub(crate) struct World {
     ordinals: BTreeMap<String, u32>,
     /// When each event id was first published, for delivery latencies.
     published_at: BTreeMap<EventId, Duration>,
+    /// Event ids in publication order, so the oldest are forgotten past
+    /// [`crate::relay::MAX_STORED_EVENTS`] (the order tracker and `published_at` stay bounded
+    /// however long the deployment runs).
+    publication_order: std::collections::VecDeque<EventId>,
     pairs: RpcPairs,
     /// What live subscriptions hold, within one budget.
     subscription_bytes: subscriptions::SubscriptionBytes,
@@ -198,6 +202,7 @@ impl World {
             order: OrderTracker::default(),
             ordinals: BTreeMap::new(),
             published_at: BTreeMap::new(),
+            publication_order: std::collections::VecDeque::new(),
             pairs: RpcPairs::default(),
             subscription_bytes: subscriptions::SubscriptionBytes::new(
                 config.subscription_budget.0,
@@ -442,7 +447,18 @@ impl World {
             let author = self.ordinal(format!("key:{}", event.pubkey));
             self.order.made(author, event.id);
             self.order.written(relay, conn, event.id);
-            self.published_at.entry(event.id).or_insert(now);
+            if let std::collections::btree_map::Entry::Vacant(v) =
+                self.published_at.entry(event.id)
+            {
+                v.insert(now);
+                self.publication_order.push_back(event.id);
+                while self.publication_order.len() > crate::relay::MAX_STORED_EVENTS {
+                    if let Some(old) = self.publication_order.pop_front() {
+                        self.published_at.remove(&old);
+                        self.order.forget(old);
+                    }
+                }
+            }
             if let Ok(json) = serde_json::to_value(&**event) {
                 self.pairs.published(micros(now), &json);
             }
