@@ -158,17 +158,13 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// `relay` received `event`.
     pub fn received(&mut self, relay: usize, event: EventId) {
         let n = self.tick();
-        self.stage(relay, event)
-            .received
-            .get_or_insert(n);
+        self.stage(relay, event).received.get_or_insert(n);
     }
 
     /// `relay` sent `event` on to a subscriber.
     pub fn sent(&mut self, relay: usize, event: EventId) {
         let n = self.tick();
-        self.stage(relay, event)
-            .sent
-            .get_or_insert(n);
+        self.stage(relay, event).sent.get_or_insert(n);
     }
 
     /// `reader` received `event` from `relay`; `replay` when the relay sent it as a stored

@@ -110,20 +110,41 @@ impl RpcPairs {
 
     /// A relay delivered `event` to a subscriber at `t_us`.
     pub fn delivered(&mut self, t_us: u64, event: &Value) {
-        match kind(event) {
-            Some(k) if GIFT_WRAP_KINDS.contains(&k) => {
-                self.gift_wrapped += 1;
-                return;
-            }
-            Some(CONTEXTVM_KIND) => {}
-            _ => return,
+        let Some(kind) = kind(event) else { return };
+        let content = event.get("content").and_then(Value::as_str).unwrap_or("");
+        self.delivered_parts(t_us, kind, e_tags(event), content);
+    }
+
+    /// A relay delivered, at `t_us`, an event of `kind` whose `e` tags name `tagged` and whose
+    /// content is `content`: [`RpcPairs::delivered`] without a parsed event. The content is
+    /// only parsed when a tag names a request seen, so traffic that answers nothing costs
+    /// no JSON parsing.
+    pub fn delivered_parts<'a>(
+        &mut self,
+        t_us: u64,
+        kind: u64,
+        tagged: impl Iterator<Item = &'a str>,
+        content: &str,
+    ) {
+        if GIFT_WRAP_KINDS.contains(&kind) {
+            self.gift_wrapped += 1;
+            return;
         }
-        let answers = content(event).is_some_and(|m| {
+        if kind != CONTEXTVM_KIND {
+            return;
+        }
+        let known: Vec<&str> = tagged
+            .filter(|id| self.requests.contains_key(*id))
+            .collect();
+        if known.is_empty() {
+            return;
+        }
+        let answers = serde_json::from_str::<Value>(content).is_ok_and(|m| {
             m.get("result").is_some()
                 || m.get("error").is_some()
                 || m.pointer("/params/cvm/frameType").and_then(Value::as_str) == Some("end")
         });
-        for id in e_tags(event) {
+        for id in known {
             if let Some(request) = self.requests.get_mut(id) {
                 request.last_us = Some(request.last_us.unwrap_or(0).max(t_us));
                 request.answered |= answers;

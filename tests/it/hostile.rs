@@ -178,14 +178,15 @@ async fn connected(kind: Attack, i: usize, ws: Ws, stop: &AtomicBool) {
             drop(rx);
         }
     });
+    // Built once: the attacker's own CPU should go to sending, not to formatting, since it
+    // shares the machine with the relay it attacks.
+    let ids: Vec<String> = (0..1900).map(|k| format!("\"{:064x}\"", k + i)).collect();
+    let ids = ids.join(",");
     let mut n: u64 = 0;
     while !stop.load(Ordering::Relaxed) && !drain.is_finished() {
         n += 1;
         let frame = match kind {
-            Attack::HugeReqs => {
-                let ids: Vec<String> = (0..1900).map(|k| format!("\"{:064x}\"", k + n)).collect();
-                format!(r#"["REQ","h{}",{{"ids":[{}]}}]"#, n % 300, ids.join(","))
-            }
+            Attack::HugeReqs => format!(r#"["REQ","h{}",{{"ids":[{ids}]}}]"#, n % 300),
             Attack::NeverRead if n == 1 => r#"["REQ","all",{"kinds":[25910]}]"#.to_owned(),
             Attack::NeverRead | Attack::Idle => {
                 tokio::time::sleep(Duration::from_millis(200)).await;

@@ -156,11 +156,36 @@ impl World {
             };
             *table.entry(via).or_default() += 1;
         }
-        if let Ok(serde_json::Value::Array(parts)) = serde_json::from_str::<serde_json::Value>(text)
-        {
-            if let Some(event) = parts.get(2) {
-                self.pairs.delivered(micros(now), event);
-            }
+        // Only what pairing needs is read, borrowing from the text (no copy of a large
+        // content without escapes), and nothing at all for a copy the reader already had.
+        if arrival.is_some_and(|a| a.duplicate) {
+            return;
+        }
+        if let Ok(EventFrame(_, _, event)) = serde_json::from_str::<EventFrame>(text) {
+            let tagged = event.tags.iter().filter_map(|t| match t.as_slice() {
+                [name, id, ..] if name == "e" => Some(id.as_ref()),
+                _ => None,
+            });
+            self.pairs
+                .delivered_parts(micros(now), event.kind, tagged, &event.content);
         }
     }
+}
+
+/// `["EVENT", sub, event]` as pairing reads it.
+#[derive(serde::Deserialize)]
+struct EventFrame<'a>(
+    serde::de::IgnoredAny,
+    serde::de::IgnoredAny,
+    #[serde(borrow)] DeliveredEvent<'a>,
+);
+
+/// The fields of a delivered event that pairing reads.
+#[derive(serde::Deserialize)]
+struct DeliveredEvent<'a> {
+    kind: u64,
+    #[serde(borrow)]
+    tags: Vec<Vec<std::borrow::Cow<'a, str>>>,
+    #[serde(borrow)]
+    content: std::borrow::Cow<'a, str>,
 }

@@ -447,8 +447,7 @@ impl World {
             let author = self.ordinal(format!("key:{}", event.pubkey));
             self.order.made(author, event.id);
             self.order.written(relay, conn, event.id);
-            if let std::collections::btree_map::Entry::Vacant(v) =
-                self.published_at.entry(event.id)
+            if let std::collections::btree_map::Entry::Vacant(v) = self.published_at.entry(event.id)
             {
                 v.insert(now);
                 self.publication_order.push_back(event.id);
