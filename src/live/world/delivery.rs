@@ -1,7 +1,7 @@
 //! The relay→peer side of a live world: relay output onto each connection's impaired link,
 //! and deliveries to sockets with their order marks, counters and request/response pairs.
 
-use super::{micros, record, to_wire, Action, World};
+use super::{event_text, micros, record, to_wire, Action, World};
 use crate::live::outbox::OutboxError;
 use crate::nip01::RelayMessage;
 use crate::relay::impair::{Direction, Ordering};
@@ -70,7 +70,15 @@ impl World {
                 ..Default::default()
             })
         };
-        let text = to_wire(&message);
+        let text = match &message {
+            RelayMessage::Event { sub, event } => {
+                event_text::event_frame(sub, &self.event_texts.get(event))
+            }
+            other => to_wire(other),
+        };
+        let Some(c) = self.conns.get_mut(&conn) else {
+            return;
+        };
         let sent = now.max(c.stalled_until);
         let arrivals = c.down.1.arrivals(&down, sent, text.len(), &delays, true);
         let peer = c.peer.clone();

@@ -20,6 +20,7 @@
 
 use super::report::LiveReport;
 mod delivery;
+mod event_text;
 mod outages;
 mod slot;
 mod subscriptions;
@@ -152,6 +153,8 @@ pub(crate) struct World {
     /// [`crate::relay::MAX_STORED_EVENTS`] (the order tracker and `published_at` stay bounded
     /// however long the deployment runs).
     publication_order: std::collections::VecDeque<EventId>,
+    /// Each event's JSON, serialised once for all its deliveries.
+    event_texts: event_text::EventTexts,
     pairs: RpcPairs,
     /// What live subscriptions hold, within one budget.
     subscription_bytes: subscriptions::SubscriptionBytes,
@@ -203,6 +206,7 @@ impl World {
             ordinals: BTreeMap::new(),
             published_at: BTreeMap::new(),
             publication_order: std::collections::VecDeque::new(),
+            event_texts: event_text::EventTexts::default(),
             pairs: RpcPairs::default(),
             subscription_bytes: subscriptions::SubscriptionBytes::new(
                 config.subscription_budget.0,

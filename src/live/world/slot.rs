@@ -22,15 +22,22 @@ pub(crate) struct RelaySlot {
     intake_rng: LinkState,
 }
 
+/// Bytes of stored events a live relay keeps (oldest evicted first).
+const LIVE_STORED_BYTES: usize = 64 << 20;
+
 impl RelaySlot {
     pub fn new(name: String, profile: RelayProfile, streams: &SeededStreams) -> Self {
+        let mut relay = Relay::new(profile.clone());
+        // A live relay's store lives in this process's memory (strfry's is on disk): a
+        // quarter of the simulator's bound, so `serve` stays within its memory bound.
+        relay.set_store_bounds(crate::relay::MAX_STORED_EVENTS, LIVE_STORED_BYTES);
         RelaySlot {
             counters: LiveRelayCounters::new(&name, &profile.name),
             intake_rng: LinkState::new(streams.stream(&format!("live/intake/{name}"))),
             name,
             up: profile.impairments.peer_to_relay.clone(),
             down: profile.impairments.relay_to_peer.clone(),
-            relay: Relay::new(profile),
+            relay,
             restart_rng: None,
             busy_until: Duration::ZERO,
         }
