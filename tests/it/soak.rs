@@ -22,30 +22,22 @@ fn deterministic_part(out: &Output) -> String {
 fn a_soak_reports_no_violation_and_the_same_report_for_any_job_count() {
     let dir = std::env::temp_dir().join(format!("relaysim-soak-{}", std::process::id()));
     let out_dir = dir.to_string_lossy().into_owned();
-    let one = relaysim(&[
-        "soak",
-        "--runs",
-        "40",
-        "--seed",
-        "3",
-        "--jobs",
-        "1",
-        "--determinism-every",
-        "10",
-    ]);
-    let two = relaysim(&[
-        "soak",
-        "--runs",
-        "40",
-        "--seed",
-        "3",
-        "--jobs",
-        "2",
-        "--determinism-every",
-        "10",
-        "--out",
-        &out_dir,
-    ]);
+    let soak = |jobs: &str, extra: &[&str]| {
+        let mut args = vec![
+            "soak",
+            "--runs",
+            "40",
+            "--seed",
+            "3",
+            "--determinism-every",
+            "10",
+        ];
+        args.extend(["--jobs", jobs]);
+        args.extend(extra);
+        relaysim(&args)
+    };
+    let one = soak("1", &[]);
+    let two = soak("2", &["--out", &out_dir]);
     assert_eq!(
         one.status.code(),
         Some(0),
