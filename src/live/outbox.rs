@@ -3,7 +3,7 @@
 //!
 //! A reader that lets more than its bound pile up is cut off (strfry drops a connection whose
 //! outgoing buffer passes its limit). The per-connection bound alone does not bound the
-//! process: 256 readers that never read could each hold it. So every queue also draws on one
+//! process: 2,048 readers that never read could each hold it. So every queue also draws on one
 //! deployment-wide budget: while the budget is spent, a connection holding more than its fair
 //! share (the budget over the connection slots) is cut off at its next message, and one
 //! holding less may still queue. The bytes queued in all are therefore at most twice the

@@ -2,7 +2,7 @@
 //!
 //! A relay keeps every filter it is sent for as long as the subscription lives. Each REQ is
 //! held to the frame limit and each connection to the profile's subscription count, but
-//! 256 connections × 200 subscriptions × 128 KiB (strfry's limits) is still 6 GiB. No relay
+//! 2,048 connections × 200 subscriptions × 128 KiB (strfry's limits) is still 50 GiB. No relay
 //! documents a bound on the total, so this one is relaysim's: the REQ text of live
 //! subscriptions counts against one budget, and while the budget is spent a connection
 //! already holding more than its fair share (the budget over the connection slots) has its
