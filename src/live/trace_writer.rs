@@ -2,7 +2,7 @@
 //! (driver `live`). Events are stored whole, so `relaysim replay --mode inject` feeds the
 //! recorded deliveries to relaysim's receivers.
 
-use crate::sim::order::{Arrival, OrderTracker};
+use crate::sim::order::{Arrival, OrderTracker, SentCopy};
 use crate::trace::{EventsMode, Line, ScenarioOrigin, FORMAT};
 use nostr::prelude::EventId;
 use std::collections::BTreeMap;
@@ -205,7 +205,13 @@ async fn write_lines(
                             match EventId::from_hex(&id) {
                                 Ok(event_id) => Arrival {
                                     via: None,
-                                    ..order.delivered(reader, 0, event_id, false, false)
+                                    ..order.delivered(
+                                        reader,
+                                        0,
+                                        (event_id, SentCopy::default()),
+                                        false,
+                                        false,
+                                    )
                                 },
                                 Err(_) => Arrival {
                                     duplicate: false,

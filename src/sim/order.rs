@@ -78,14 +78,20 @@ pub struct Arrival {
     pub via: Option<Via>,
 }
 
-/// Ordinals of one event at the stages where order can change.
+/// Ordinals of one event at the stages where order can change, for the copy the relay handled
+/// last: when a publisher sends an event again (its first copy lost with a dropped
+/// connection, say), the copy a reader gets is the re-sent one, and what happened to the first
+/// copy explains nothing about it. Each copy carries its own ordinals through the network
+/// ([`UpCopy`], [`SentCopy`]), so a copy still on its way cannot be confused with another.
 #[derive(Debug, Clone, Copy, Default)]
 struct Stages {
+    /// The connection the event was first written on to this relay.
+    first_conn: Option<u64>,
     /// Written on this relay's uplink: (connection, ordinal).
     wire: Option<(u64, u64)>,
     /// Received by this relay.
     received: Option<u64>,
-    /// First sent on by this relay.
+    /// Last sent on by this relay.
     sent: Option<u64>,
 }
 
@@ -99,9 +105,32 @@ pub struct OrderTracker<P = PeerId> {
     stages: BTreeMap<EventId, BTreeMap<usize, Stages>>,
     /// The relay whose copy each reader took first.
     first_copy: BTreeMap<EventId, BTreeMap<P, usize>>,
-    /// Per reader and author: the latest-made event delivered so far, and through which relay.
-    newest: BTreeMap<(P, P), (u64, EventId, usize)>,
+    /// Per reader and author: the latest-made event delivered so far, through which relay, and
+    /// its stages there when it was delivered (a later pass must not rewrite what it overtook).
+    newest: BTreeMap<(P, P), Newest>,
     counter: u64,
+}
+
+/// One copy of an event a relay sent: the event's stages as they were when it left the relay.
+/// A reader's copy is judged by these, not by the event's stages at delivery, since the relay
+/// may have received and sent the event again (a publisher's re-send) while this copy was on
+/// its way.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct SentCopy(Stages);
+
+/// One copy of an event on its way to a relay and through its intake.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct UpCopy {
+    wire: Option<(u64, u64)>,
+    received: Option<u64>,
+}
+
+/// The latest-made event a reader has had from an author.
+#[derive(Debug, Clone, Copy)]
+struct Newest {
+    made: u64,
+    relay: usize,
+    stages: Stages,
 }
 
 impl<P> Default for OrderTracker<P> {
@@ -150,33 +179,58 @@ impl<P: Ord + Copy> OrderTracker<P> {
         }
     }
 
-    /// `event` was written on the uplink to `relay` over connection `conn`.
-    pub fn written(&mut self, relay: usize, conn: u64, event: EventId) {
+    /// `event` was written on the uplink to `relay` over connection `conn`; the copy travels
+    /// with the message and is handed to [`received`](Self::received) and
+    /// [`handled`](Self::handled).
+    pub fn written(&mut self, relay: usize, conn: u64, event: EventId) -> UpCopy {
+        let n = self.tick();
+        self.stage(relay, event).first_conn.get_or_insert(conn);
+        UpCopy {
+            wire: Some((conn, n)),
+            received: None,
+        }
+    }
+
+    /// A relay received `copy` (it starts handling it).
+    pub fn received(&mut self, copy: &mut UpCopy) {
+        copy.received = Some(self.tick());
+    }
+
+    /// `relay` acted on `copy` of `event` (stored it, broadcast it): what it sends on from now
+    /// on is this copy.
+    pub fn handled(&mut self, relay: usize, event: EventId, copy: UpCopy) {
+        let stage = self.stage(relay, event);
+        stage.wire = copy.wire;
+        stage.received = copy.received;
+    }
+
+    /// `relay` sent `event` on to a subscriber; the copy is handed to
+    /// [`delivered`](Self::delivered) when it arrives.
+    pub fn sent(&mut self, relay: usize, event: EventId) -> SentCopy {
         let n = self.tick();
         let stage = self.stage(relay, event);
-        stage.wire.get_or_insert((conn, n));
+        stage.sent = Some(n);
+        SentCopy(*stage)
     }
 
-    /// `relay` received `event`.
-    pub fn received(&mut self, relay: usize, event: EventId) {
+    /// `relay` sent `event` as a stored event replayed to a new subscription. The copy left
+    /// the relay now, but the event's own sending stage is left as it was: a replay says
+    /// nothing about the order in which the relay broadcast live events.
+    pub fn replayed(&mut self, relay: usize, event: EventId) -> SentCopy {
         let n = self.tick();
-        self.stage(relay, event).received.get_or_insert(n);
+        let mut stages = self.stages_at(relay, event).unwrap_or_default();
+        stages.sent = Some(n);
+        SentCopy(stages)
     }
 
-    /// `relay` sent `event` on to a subscriber.
-    pub fn sent(&mut self, relay: usize, event: EventId) {
-        let n = self.tick();
-        self.stage(relay, event).sent.get_or_insert(n);
-    }
-
-    /// `reader` received `event` from `relay`; `replay` when the relay sent it as a stored
-    /// event in answer to a subscription, `datagram` when the link to the reader or from the
-    /// author is in the datagram stress mode.
+    /// `reader` received `copy` of `event` from `relay`; `replay` when the relay sent it as a
+    /// stored event in answer to a subscription, `datagram` when the link to the reader or from
+    /// the author is in the datagram stress mode.
     pub fn delivered(
         &mut self,
         reader: P,
         relay: usize,
-        event: EventId,
+        (event, copy): (EventId, SentCopy),
         replay: bool,
         datagram: bool,
     ) -> Arrival {
@@ -209,22 +263,29 @@ impl<P: Ord + Copy> OrderTracker<P> {
             };
         };
         let newest = self.newest.get(&(reader, author)).copied();
-        if newest.is_none_or(|(n, _, _)| made > n) {
-            self.newest.insert((reader, author), (made, event, relay));
+        if newest.is_none_or(|n| made > n.made) {
+            self.newest.insert(
+                (reader, author),
+                Newest {
+                    made,
+                    relay,
+                    stages: copy.0,
+                },
+            );
         }
-        let Some((_, later, later_relay)) = newest.filter(|(n, _, _)| made < *n) else {
+        let Some(later) = newest.filter(|n| made < n.made) else {
             return Arrival {
                 duplicate: false,
                 reordered: false,
                 via: None,
             };
         };
-        let via = if later_relay != relay {
+        let via = if later.relay != relay {
             Via::OtherRelay
         } else if replay {
             Via::ResubscribeReplay
         } else {
-            self.stage_that_swapped(relay, event, later, datagram)
+            Self::stage_that_swapped(copy.0, later.stages, datagram)
         };
         Arrival {
             duplicate: false,
@@ -233,34 +294,35 @@ impl<P: Ord + Copy> OrderTracker<P> {
         }
     }
 
-    /// The first stage at which `later` got ahead of `event` on `relay`.
-    fn stage_that_swapped(
-        &self,
-        relay: usize,
-        event: EventId,
-        later: EventId,
-        datagram: bool,
-    ) -> Via {
-        let (Some(a), Some(b)) = (
-            self.stages.get(&event).and_then(|m| m.get(&relay)),
-            self.stages.get(&later).and_then(|m| m.get(&relay)),
-        ) else {
-            return Via::Unexplained;
-        };
+    fn stages_at(&self, relay: usize, event: EventId) -> Option<Stages> {
+        self.stages.get(&event)?.get(&relay).copied()
+    }
+
+    /// The first stage at which the later event got ahead of this one, given the stages of
+    /// the two copies the reader got: `a` (this one) and `later`.
+    fn stage_that_swapped(a: Stages, later: Stages, datagram: bool) -> Via {
+        let b = later;
         let ahead = |x: Option<u64>, y: Option<u64>| matches!((x, y), (Some(x), Some(y)) if y < x);
-        match (a.wire, b.wire) {
-            (Some((conn_a, _)), Some((conn_b, _))) if conn_a != conn_b => Via::Reconnection,
-            (Some((_, wa)), Some((_, wb))) if wb < wa => Via::PublisherConcurrency,
-            _ if ahead(a.received, b.received) => {
-                if datagram {
-                    Via::DatagramLink
-                } else {
-                    Via::Unexplained
-                }
+        let differ =
+            |x: Option<u64>, y: Option<u64>| matches!((x, y), (Some(x), Some(y)) if x != y);
+        let conn = |s: &Stages| s.wire.map(|(c, _)| c);
+        let ordinal = |s: &Stages| s.wire.map(|(_, n)| n);
+        if differ(a.first_conn, b.first_conn) || differ(conn(&a), conn(&b)) {
+            Via::Reconnection
+        } else if ahead(ordinal(&a), ordinal(&b)) {
+            Via::PublisherConcurrency
+        } else if ahead(a.received, b.received) {
+            if datagram {
+                Via::DatagramLink
+            } else {
+                Via::Unexplained
             }
-            _ if ahead(a.sent, b.sent) => Via::RelayConcurrency,
-            _ if datagram => Via::DatagramLink,
-            _ => Via::Unexplained,
+        } else if ahead(a.sent, b.sent) {
+            Via::RelayConcurrency
+        } else if datagram {
+            Via::DatagramLink
+        } else {
+            Via::Unexplained
         }
     }
 }
@@ -284,15 +346,31 @@ mod tests {
         received: [u8; 2],
         sent: [u8; 2],
     ) {
+        let mut copies = BTreeMap::new();
         for n in wire {
-            t.written(relay, 7, id(n));
+            copies.insert(n, t.written(relay, 7, id(n)));
         }
         for n in received {
-            t.received(relay, id(n));
+            let copy = copies.get_mut(&n).expect("written");
+            t.received(copy);
+            t.handled(relay, id(n), *copy);
         }
         for n in sent {
             t.sent(relay, id(n));
         }
+    }
+
+    /// Event `n` reaches `relay` and the relay acts on it.
+    fn arrive(t: &mut OrderTracker, relay: usize, n: u8) {
+        let mut copy = t.written(relay, 7, id(n));
+        t.received(&mut copy);
+        t.handled(relay, id(n), copy);
+    }
+
+    /// `READER` gets the copy `relay` sent last.
+    fn deliver(t: &mut OrderTracker, relay: usize, n: u8, replay: bool, datagram: bool) -> Arrival {
+        let copy = SentCopy(t.stages_at(relay, id(n)).unwrap_or_default());
+        t.delivered(READER, relay, (id(n), copy), replay, datagram)
     }
 
     fn made(t: &mut OrderTracker) {
@@ -306,7 +384,7 @@ mod tests {
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
         for n in [1, 2] {
-            let a = t.delivered(READER, 0, id(n), false, false);
+            let a = deliver(&mut t, 0, n, false, false);
             assert_eq!((a.duplicate, a.reordered, a.via), (false, false, None));
         }
     }
@@ -316,8 +394,8 @@ mod tests {
         let mut t = OrderTracker::default();
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [2, 1]);
-        t.delivered(READER, 0, id(2), false, false);
-        let a = t.delivered(READER, 0, id(1), false, false);
+        deliver(&mut t, 0, 2, false, false);
+        let a = deliver(&mut t, 0, 1, false, false);
         assert_eq!(a.via, Some(Via::RelayConcurrency));
         assert!(a.reordered);
     }
@@ -327,9 +405,9 @@ mod tests {
         let mut t = OrderTracker::default();
         made(&mut t);
         through(&mut t, 0, [2, 1], [2, 1], [2, 1]);
-        t.delivered(READER, 0, id(2), false, false);
+        deliver(&mut t, 0, 2, false, false);
         assert_eq!(
-            t.delivered(READER, 0, id(1), false, false).via,
+            deliver(&mut t, 0, 1, false, false).via,
             Some(Via::PublisherConcurrency)
         );
     }
@@ -340,10 +418,10 @@ mod tests {
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
         through(&mut t, 1, [1, 2], [1, 2], [1, 2]);
-        t.delivered(READER, 1, id(2), false, false);
-        let a = t.delivered(READER, 0, id(1), false, false);
+        deliver(&mut t, 1, 2, false, false);
+        let a = deliver(&mut t, 0, 1, false, false);
         assert_eq!((a.reordered, a.via), (true, Some(Via::OtherRelay)));
-        let dup = t.delivered(READER, 0, id(2), false, false);
+        let dup = deliver(&mut t, 0, 2, false, false);
         assert_eq!((dup.duplicate, dup.via), (true, Some(Via::OtherRelay)));
     }
 
@@ -352,8 +430,8 @@ mod tests {
         let mut t = OrderTracker::default();
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
-        t.delivered(READER, 0, id(1), false, false);
-        let dup = t.delivered(READER, 0, id(1), true, false);
+        deliver(&mut t, 0, 1, false, false);
+        let dup = deliver(&mut t, 0, 1, true, false);
         assert_eq!(
             (dup.duplicate, dup.via),
             (true, Some(Via::ResubscribeReplay))
@@ -365,13 +443,13 @@ mod tests {
         let mut t = OrderTracker::default();
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
-        t.delivered(READER, 0, id(1), false, false);
+        deliver(&mut t, 0, 1, false, false);
         t.forget(id(1));
         assert!(!t.made.contains_key(&id(1)));
         assert!(!t.stages.contains_key(&id(1)));
         assert!(!t.first_copy.contains_key(&id(1)));
         // Event 2 is still followed: its first delivery is neither a copy nor a reordering.
-        let a = t.delivered(READER, 0, id(2), false, false);
+        let a = deliver(&mut t, 0, 2, false, false);
         assert_eq!((a.duplicate, a.reordered), (false, false));
         assert!(t.stages.contains_key(&id(2)));
     }
@@ -381,19 +459,96 @@ mod tests {
         let mut t = OrderTracker::default();
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
-        t.delivered(READER, 0, id(2), false, false);
+        deliver(&mut t, 0, 2, false, false);
         assert_eq!(
-            t.delivered(READER, 0, id(1), false, false).via,
+            deliver(&mut t, 0, 1, false, false).via,
             Some(Via::Unexplained)
         );
         // The same swap on a datagram link is that link's doing.
         let mut t = OrderTracker::default();
         made(&mut t);
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
-        t.delivered(READER, 0, id(2), false, true);
+        deliver(&mut t, 0, 2, false, true);
         assert_eq!(
-            t.delivered(READER, 0, id(1), false, true).via,
+            deliver(&mut t, 0, 1, false, true).via,
             Some(Via::DatagramLink)
+        );
+    }
+
+    /// Soak run 18827: the first copies of events 1 and 2 went out on a connection that
+    /// dropped and reached nobody; the publisher sent both again and the relay handled 2
+    /// before 1 the second time. The reader's copies are the second ones, so their second pass
+    /// explains the order.
+    #[test]
+    fn a_re_sent_event_is_judged_by_the_copy_the_reader_got() {
+        let mut t = OrderTracker::default();
+        made(&mut t);
+        through(&mut t, 0, [1, 2], [1, 2], [1, 2]); // the first pass, lost on the way down
+        through(&mut t, 0, [1, 2], [1, 2], [2, 1]);
+        deliver(&mut t, 0, 2, false, false);
+        let a = deliver(&mut t, 0, 1, false, false);
+        assert_eq!((a.reordered, a.via), (true, Some(Via::RelayConcurrency)));
+    }
+
+    /// Soak run 99181: the relay sent event 2, then 1, then 2 again (a publisher's re-send,
+    /// broadcast again) before the reader got the first copy of 2. The later pass must not
+    /// rewrite the stages of the copy the reader already had.
+    #[test]
+    fn a_later_pass_does_not_rewrite_a_delivered_copy() {
+        let mut t = OrderTracker::default();
+        made(&mut t);
+        for n in [1, 2] {
+            arrive(&mut t, 0, n);
+        }
+        let two = t.sent(0, id(2));
+        let one = t.sent(0, id(1));
+        arrive(&mut t, 0, 2);
+        let two_again = t.sent(0, id(2));
+        t.delivered(READER, 0, (id(2), two), false, false);
+        let a = t.delivered(READER, 0, (id(1), one), false, false);
+        assert_eq!((a.reordered, a.via), (true, Some(Via::RelayConcurrency)));
+        let dup = t.delivered(READER, 0, (id(2), two_again), false, false);
+        assert_eq!((dup.duplicate, dup.via), (true, Some(Via::Republish)));
+    }
+
+    /// Soak run 55804: a reader resubscribed while the relay was still handling event 1; the
+    /// replay of stored events carried event 2, handled first, and event 1 came live after.
+    #[test]
+    fn a_replayed_later_event_ahead_of_a_live_earlier_one_is_the_relay_s_concurrency() {
+        let mut t = OrderTracker::default();
+        made(&mut t);
+        for n in [1, 2] {
+            arrive(&mut t, 0, n);
+        }
+        let two = t.replayed(0, id(2));
+        let one = t.sent(0, id(1));
+        t.delivered(READER, 0, (id(2), two), true, false);
+        let a = t.delivered(READER, 0, (id(1), one), false, false);
+        assert_eq!((a.reordered, a.via), (true, Some(Via::RelayConcurrency)));
+    }
+
+    /// Property-test case: the publisher wrote event 2 before event 1 (its pipeline is
+    /// concurrent), then wrote 2 again while the first copy was still on its way. The relay
+    /// got the first copy of 2, then 1; the second copy's write must not stand in for the
+    /// first's.
+    #[test]
+    fn a_copy_keeps_its_own_write_when_the_event_is_written_again() {
+        let mut t = OrderTracker::default();
+        made(&mut t);
+        let mut two = t.written(0, 7, id(2));
+        let mut one = t.written(0, 7, id(1));
+        let _two_again = t.written(0, 7, id(2));
+        t.received(&mut two);
+        t.handled(0, id(2), two);
+        t.received(&mut one);
+        t.handled(0, id(1), one);
+        let two = t.sent(0, id(2));
+        let one = t.sent(0, id(1));
+        t.delivered(READER, 0, (id(2), two), false, false);
+        let a = t.delivered(READER, 0, (id(1), one), false, false);
+        assert_eq!(
+            (a.reordered, a.via),
+            (true, Some(Via::PublisherConcurrency))
         );
     }
 }

@@ -110,3 +110,35 @@ fn a_costless_publish_at_a_fractional_instant_does_not_panic() {
     assert_eq!(report.integrity_violations, 0);
     assert_eq!(report.items.len(), 4);
 }
+
+/// The soak's 100,000 runs (seed 1) left twelve scenarios, kept in `results/soak/`, where a
+/// reader saw a reordering no mechanism explained. Two causes: overlapping partitions let a
+/// message that arrived during the second one through before those held since the first (one
+/// connection delivered out of order: a physics bug), and the order tracker judged a copy by
+/// the event's first pass through the relay when the publisher had sent it again (the copy
+/// the reader got was the second; what happened to the first explained nothing). Each of
+/// them now names its mechanism.
+#[cfg(feature = "contextvm-sdk")]
+#[test]
+fn the_soak_s_unexplained_reorderings_name_their_mechanism() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("results/soak");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("results/soak is in the repository")
+        .map(|e| e.expect("a directory entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "toml"))
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 12, "the soak's twelve scenarios");
+    for file in files {
+        let scenario = relaysim::scenario::Scenario::from_file(&file).expect("a valid scenario");
+        let report = scenario.run(scenario.seed);
+        assert_eq!(report.integrity_violations, 0, "{}", file.display());
+        for (name, n) in &report.counters {
+            assert!(
+                !name.ends_with(".unexplained") || *n == 0,
+                "{}: {name} = {n}",
+                file.display()
+            );
+        }
+    }
+}

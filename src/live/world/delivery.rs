@@ -6,7 +6,7 @@ use crate::live::outbox::OutboxError;
 use crate::nip01::RelayMessage;
 use crate::relay::impair::{Direction, Ordering};
 use crate::relay::ConnId;
-use crate::sim::order::Arrival;
+use crate::sim::order::{Arrival, SentCopy};
 use nostr::prelude::EventId;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
@@ -82,10 +82,14 @@ impl World {
         let sent = now.max(c.stalled_until);
         let arrivals = c.down.1.arrivals(&down, sent, text.len(), &delays, true);
         let peer = c.peer.clone();
-        if let Some((id, _)) = event {
-            self.order.sent(relay, id);
+        let event = event.map(|(id, replay)| {
+            let copy = match replay {
+                true => self.order.replayed(relay, id),
+                false => self.order.sent(relay, id),
+            };
             self.link_fate(relay, &peer, "down", Some(id), arrivals.len());
-        }
+            (id, replay, copy)
+        });
         for at in arrivals {
             self.schedule(
                 at,
@@ -102,7 +106,7 @@ impl World {
         &mut self,
         conn: ConnId,
         text: String,
-        event: Option<(EventId, bool)>,
+        event: Option<(EventId, bool, SentCopy)>,
         now: Duration,
     ) {
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -127,10 +131,11 @@ impl World {
             }
             Err(OutboxError::Closed) => return,
         }
-        let arrival = event.map(|(id, replay)| {
+        let arrival = event.map(|(id, replay, copy)| {
             let datagram = self.slots[relay].up.ordering == Ordering::Datagram
                 || self.slots[relay].down.ordering == Ordering::Datagram;
-            self.order.delivered(reader, relay, id, replay, datagram)
+            self.order
+                .delivered(reader, relay, (id, copy), replay, datagram)
         });
         if event.is_some() {
             self.count_delivery(relay, arrival, now, &text);
@@ -141,7 +146,7 @@ impl World {
             text,
             arrival,
             latency_us: event
-                .and_then(|(id, _)| self.published_at.get(&id))
+                .and_then(|(id, _, _)| self.published_at.get(&id))
                 .map(|p| micros(now.saturating_sub(*p))),
         });
     }

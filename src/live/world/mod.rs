@@ -35,7 +35,7 @@ use crate::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::{Direction, LinkState, Pipe};
 use crate::relay::{ConnId, FrameOversizeReaction};
 use crate::rng::SeededStreams;
-use crate::sim::order::OrderTracker;
+use crate::sim::order::{OrderTracker, SentCopy, UpCopy};
 use crate::stats::rpc_pairs::RpcPairs;
 use nostr::prelude::EventId;
 use outages::Outage;
@@ -110,13 +110,16 @@ enum Action {
         conn: ConnId,
         message: ClientMessage,
         processed: bool,
+        /// The event's copy, with what it has been through on its way in.
+        copy: UpCopy,
     },
     /// A relay message reaches the socket.
     ToClient {
         conn: ConnId,
         text: String,
-        /// The delivered event and whether it was a stored event replayed to a new REQ.
-        event: Option<(EventId, bool)>,
+        /// The delivered event, whether it was a stored event replayed to a new REQ, and what
+        /// it had been through when this copy left the relay.
+        event: Option<(EventId, bool, SentCopy)>,
     },
     /// An outage begins.
     Outage(Outage),
@@ -447,10 +450,11 @@ impl World {
         };
         let sent = now.max(c.stalled_until);
         let arrivals = c.up.1.arrivals(&up, sent, bytes, &delays, true);
+        let mut copy = UpCopy::default();
         if let ClientMessage::Event(event) = &message {
             let author = self.ordinal(format!("key:{}", event.pubkey));
             self.order.made(author, event.id);
-            self.order.written(relay, conn, event.id);
+            copy = self.order.written(relay, conn, event.id);
             if let std::collections::btree_map::Entry::Vacant(v) = self.published_at.entry(event.id)
             {
                 v.insert(now);
@@ -474,6 +478,7 @@ impl World {
                     conn,
                     message: message.clone(),
                     processed: false,
+                    copy,
                 },
             );
         }
@@ -526,15 +531,14 @@ impl World {
                 conn,
                 message,
                 processed,
+                mut copy,
             } => {
                 let Some(c) = self.conns.get(&conn) else {
                     return; // the connection closed while the message was on its way
                 };
                 let relay = c.relay;
-                if let (false, ClientMessage::Event(event)) = (processed, &message) {
-                    self.order.received(relay, event.id);
-                }
                 if !processed {
+                    self.order.received(&mut copy);
                     if let Some(done) = self.slots[relay].intake_done(&message, now) {
                         let processed = true;
                         self.schedule(
@@ -543,10 +547,14 @@ impl World {
                                 conn,
                                 message,
                                 processed,
+                                copy,
                             },
                         );
                         return;
                     }
+                }
+                if let ClientMessage::Event(event) = &message {
+                    self.order.handled(relay, event.id, copy);
                 }
                 self.slots[relay]
                     .relay

@@ -1,7 +1,7 @@
 //! What each action does: a message reaching a relay or a peer, a reconnection, an outage, a
 //! workload call; then what relays and peers have to send, and what clients report.
 
-use super::{Action, Observation, PeerId, Way, World};
+use super::{Action, Observation, PeerId, SentCopy, Way, World};
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::peer::client::{CallId, ClientEvent};
 use crate::relay::impair::Ordering;
@@ -10,8 +10,7 @@ impl World {
     pub(super) fn run(&mut self, action: Action) {
         let now = self.now;
         if let Some(until) = self.held_by_partition(&action) {
-            // Rescheduled in the order they arrive, so the connection's order holds.
-            self.schedule(until, action);
+            self.hold(until, action);
             return;
         }
         match action {
@@ -21,10 +20,9 @@ impl World {
                 conn,
                 message,
                 processed: false,
+                mut copy,
             } if self.relay_takes_time(relay, &message) => {
-                if let ClientMessage::Event(e) = &message {
-                    self.order.received(relay, e.id);
-                }
+                self.order.received(&mut copy);
                 let done = self.handled_at(relay, peer, &message);
                 self.schedule(
                     done,
@@ -34,6 +32,7 @@ impl World {
                         conn,
                         message,
                         processed: true,
+                        copy,
                     },
                 );
             }
@@ -43,13 +42,15 @@ impl World {
                 conn,
                 message,
                 processed,
+                mut copy,
             } => {
                 let live = self.link_live(relay, peer, conn);
                 if live {
                     if let ClientMessage::Event(e) = &message {
                         if !processed {
-                            self.order.received(relay, e.id);
+                            self.order.received(&mut copy);
                         }
+                        self.order.handled(relay, e.id, copy);
                         for planner in &mut self.planners {
                             planner.relay_received(relay, e);
                         }
@@ -76,6 +77,7 @@ impl World {
                 conn,
                 message,
                 replay,
+                copy,
             } => {
                 let live = self.link_live(relay, peer, conn);
                 if !live {
@@ -91,7 +93,7 @@ impl World {
                     });
                     return;
                 }
-                self.observe_incoming(relay, peer, &message, replay);
+                self.observe_incoming(relay, peer, &message, replay, copy);
                 let name = self.relays[relay].name.clone();
                 self.peer_mut(peer)
                     .handle_relay_message(&name, message, now);
@@ -197,6 +199,7 @@ impl World {
         peer: PeerId,
         message: &RelayMessage,
         replay: bool,
+        copy: SentCopy,
     ) {
         match message {
             RelayMessage::Event { event, .. } => {
@@ -210,7 +213,7 @@ impl World {
                     || impairments.peer_to_relay.ordering == Ordering::Datagram;
                 let arrival = self
                     .order
-                    .delivered(peer, relay, event.id, replay, datagram);
+                    .delivered(peer, relay, (event.id, copy), replay, datagram);
                 let latency = self.now.saturating_sub(published);
                 self.observe(Observation::Delivered {
                     relay,

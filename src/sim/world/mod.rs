@@ -34,7 +34,7 @@ pub mod observation;
 pub use network::ReconnectPolicy;
 pub use observation::{Observation, Observer, PeerId, Recorder, Way};
 
-use super::order::OrderTracker;
+use super::order::{OrderTracker, SentCopy, UpCopy};
 use super::planner::LinkPlanner;
 use super::publish::PublishPipeline;
 use crate::nip01::Identity;
@@ -103,6 +103,8 @@ enum Action {
         conn: ConnId,
         message: ClientMessage,
         processed: bool,
+        /// The event's copy, with what it has been through on its way in.
+        copy: UpCopy,
     },
     ToPeer {
         relay: usize,
@@ -111,6 +113,8 @@ enum Action {
         message: RelayMessage,
         /// A stored event the relay replayed to a new subscription.
         replay: bool,
+        /// What the event had been through when this copy left the relay.
+        copy: SentCopy,
     },
     /// A message a peer made earlier reaches the wire (after its publish pipeline).
     Wire {
@@ -153,6 +157,10 @@ pub struct World {
     now: Duration,
     seq: u64,
     queue: BTreeMap<(Duration, u64), Action>,
+    /// Queue sequence numbers of the messages a partition holds back.
+    held: BTreeSet<u64>,
+    /// The running action's sequence number, when it is a held message let through.
+    running_held: Option<u64>,
     streams: SeededStreams,
     relays: Vec<RelaySlot>,
     clients: Vec<(String, ContextVmClient, Vec<usize>)>,
@@ -192,6 +200,8 @@ impl World {
             now: Duration::ZERO,
             seq: 0,
             queue: BTreeMap::new(),
+            held: BTreeSet::new(),
+            running_held: None,
             streams: SeededStreams::new(seed),
             relays: Vec::new(),
             clients: Vec::new(),
@@ -262,6 +272,20 @@ impl World {
     fn schedule(&mut self, at: Duration, action: Action) {
         self.seq += 1;
         self.queue.insert((at, self.seq), action);
+    }
+
+    /// Holds a message in flight until `until`, when a partition lets it through. Held
+    /// messages are let through in the order they were first held (arrival order), and one
+    /// held again because a second partition began while it waited keeps its place: otherwise
+    /// a message that arrived during the second partition would be let through first, and one
+    /// connection would deliver out of order.
+    fn hold(&mut self, until: Duration, action: Action) {
+        let seq = self.running_held.take().unwrap_or_else(|| {
+            self.seq += 1;
+            self.seq
+        });
+        self.held.insert(seq);
+        self.queue.insert((until, seq), action);
     }
 
     /// Adds a relay; returns its index. Its scheduled and random outages are planned now.
@@ -472,9 +496,11 @@ impl World {
             if entry.key().0 > now {
                 break;
             }
-            let action = entry.remove();
+            let ((_, seq), action) = entry.remove_entry();
+            self.running_held = self.held.remove(&seq).then_some(seq);
             self.actions += 1;
             self.run(action);
+            self.running_held = None;
             self.flush();
         }
         for i in 0..self.relays.len() {

@@ -415,9 +415,9 @@ impl World {
             });
             return;
         }
-        if let Some((id, _)) = event {
-            self.order.written(relay, link.conn, id);
-        }
+        let copy = event
+            .map(|(id, _)| self.order.written(relay, link.conn, id))
+            .unwrap_or_default();
         let direction = self.relays[relay].impairments.peer_to_relay.clone();
         // Control messages are small; their exact size does not matter for bandwidth.
         let bytes = event.map_or(CONTROL_BYTES, |e| e.1 + EVENT_FRAMING);
@@ -433,6 +433,7 @@ impl World {
                 conn,
                 message: message.clone(),
                 processed: false,
+                copy,
             },
             link.conn,
         );
@@ -450,9 +451,10 @@ impl World {
             RelayMessage::Event { event, .. } => Some(event.id),
             _ => None,
         };
-        if let (Some(id), false) = (event, replay) {
-            self.order.sent(relay, id);
-        }
+        let copy = event.map(|id| match replay {
+            true => self.order.replayed(relay, id),
+            false => self.order.sent(relay, id),
+        });
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
         let bytes = match (&message, direction.bandwidth) {
             (RelayMessage::Event { event, sub }, Some(_)) => {
@@ -472,6 +474,7 @@ impl World {
                 conn,
                 message: message.clone(),
                 replay,
+                copy: copy.unwrap_or_default(),
             },
             conn,
         );
