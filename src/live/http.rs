@@ -3,7 +3,7 @@
 //! limit: 429; restarting or the peer's connection down: 503), and moving WebSocket frames
 //! between a connection and the [`world`](super::world).
 
-use super::outbox::{Outbox, QueueBudget};
+use super::outbox::{Outbox, Outgoing, QueueBudget};
 use super::world::Inbound;
 use super::{nip11, Gate, Listener};
 use crate::relay::{ConnId, KeepAlive, RelayProfile};
@@ -378,7 +378,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 }
                 // A ping that does not fit the outbox is as good as unanswered.
                 if let Some(out) = pings.upgrade() {
-                    let _ = out.push(Message::Ping(Default::default()));
+                    let _ = out.push(Outgoing::Message(Message::Ping(Default::default())));
                 }
                 continue;
             }

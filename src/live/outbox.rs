@@ -8,11 +8,78 @@
 //! share (the budget over the connection slots) is cut off at its next message, and one
 //! holding less may still queue. The bytes queued in all are therefore at most twice the
 //! budget, and a prompt reader, whose queue stays short, is never the one cut off.
+//!
+//! An event delivery is queued as shared parts ([`Outgoing::Event`]) and framed by the
+//! connection's writer task: one event fanned out to many readers is then one copy of its text
+//! in memory, and the relay model's task never copies it per reader (that copy was a quarter of
+//! `serve`'s CPU under the hostile-client load, all of it on the one task every client waits
+//! for).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::sync::mpsc;
 use tokio_tungstenite::tungstenite::Message;
+
+/// What a connection's writer sends.
+#[derive(Debug, Clone)]
+pub(crate) enum Outgoing {
+    /// A finished message.
+    Message(Message),
+    /// `["EVENT", sub, event]` from its parts, framed when written.
+    Event {
+        /// The subscription id as a JSON string (quoted and escaped).
+        sub: Arc<str>,
+        /// The event's JSON, shared by every delivery of it.
+        event: Arc<str>,
+    },
+}
+
+impl Outgoing {
+    /// A delivery of `event` (its JSON) to subscription `sub`.
+    pub fn event(sub: &str, event: Arc<str>) -> Self {
+        let sub = serde_json::to_string(sub).unwrap_or_else(|_| "\"\"".into());
+        Outgoing::Event {
+            sub: sub.into(),
+            event,
+        }
+    }
+
+    /// Bytes of the message's payload.
+    pub fn len(&self) -> usize {
+        match self {
+            Outgoing::Message(m) => m.len(),
+            Outgoing::Event { sub, event } => EVENT_FRAMING + sub.len() + event.len(),
+        }
+    }
+
+    /// The payload as text (an event frame is built here). Byte for byte what
+    /// [`crate::live::wire::to_wire`] writes for the same message.
+    pub fn text(&self) -> String {
+        match self {
+            Outgoing::Message(m) => m.to_text().unwrap_or_default().to_owned(),
+            Outgoing::Event { sub, event } => {
+                let mut out = String::with_capacity(self.len());
+                out.push_str("[\"EVENT\",");
+                out.push_str(sub);
+                out.push(',');
+                out.push_str(event);
+                out.push(']');
+                out
+            }
+        }
+    }
+
+    /// The message to write.
+    pub fn into_message(self) -> Message {
+        match self {
+            Outgoing::Message(m) => m,
+            event => Message::text(event.text()),
+        }
+    }
+}
+
+/// `["EVENT",` `,` `]`: the bytes of an event frame besides its sub and event.
+const EVENT_FRAMING: usize = 11;
 
 /// The bounds every queue of one deployment shares.
 #[derive(Debug)]
@@ -49,16 +116,16 @@ impl QueueBudget {
 /// dropped, whether after it was written or unsent with a closed socket, so the counts never
 /// drift.
 pub(crate) struct Queued {
-    message: Option<Message>,
+    message: Option<Outgoing>,
     bytes: usize,
     queued: Arc<AtomicUsize>,
     budget: Arc<QueueBudget>,
 }
 
 impl Queued {
-    /// The message (once).
+    /// The message (once), framed now if it is an event delivery.
     pub fn take(&mut self) -> Option<Message> {
-        self.message.take()
+        self.message.take().map(Outgoing::into_message)
     }
 }
 
@@ -127,7 +194,7 @@ impl Outbox {
     }
 
     /// Queues `message`.
-    pub fn push(&self, message: Message) -> Result<(), OutboxError> {
+    pub fn push(&self, message: Outgoing) -> Result<(), OutboxError> {
         let bytes = message.len();
         let mine = self.queued.load(Ordering::Relaxed) + bytes;
         let spent = self.budget.total() + bytes > self.budget.max_total;
@@ -139,10 +206,10 @@ impl Outbox {
 
     /// Queues a close frame (it has no bytes to count, and is never refused for room).
     pub fn close(&self) {
-        let _ = self.send(Some(Message::Close(None)), 0);
+        let _ = self.send(Some(Outgoing::Message(Message::Close(None))), 0);
     }
 
-    fn send(&self, message: Option<Message>, bytes: usize) -> Result<(), OutboxError> {
+    fn send(&self, message: Option<Outgoing>, bytes: usize) -> Result<(), OutboxError> {
         if self.tx.is_closed() {
             return Err(OutboxError::Closed);
         }
@@ -163,8 +230,8 @@ impl Outbox {
 mod tests {
     use super::*;
 
-    fn text(bytes: usize) -> Message {
-        Message::text("x".repeat(bytes))
+    fn text(bytes: usize) -> Outgoing {
+        Outgoing::Message(Message::text("x".repeat(bytes)))
     }
 
     #[test]

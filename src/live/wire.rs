@@ -4,6 +4,7 @@
 
 use crate::nip01::{ClientMessage, RelayMessage};
 use nostr::prelude::SubscriptionId;
+use std::sync::Arc;
 
 /// A client frame as the relay model's message; `None` for anything the model does not take
 /// (malformed JSON, AUTH, COUNT, multi-filter-only shapes it cannot represent).
@@ -68,7 +69,7 @@ pub fn relay_from_wire(text: &str) -> Option<RelayMessage> {
             event,
         } => RelayMessage::Event {
             sub: subscription_id.to_string(),
-            event: Box::new(event.into_owned()),
+            event: Arc::new(event.into_owned()),
         },
         R::Ok {
             event_id,
@@ -131,7 +132,7 @@ mod tests {
         let messages = [
             RelayMessage::Event {
                 sub: "cvm".into(),
-                event: Box::new(event.clone()),
+                event: Arc::new(event.clone()),
             },
             RelayMessage::Ok {
                 id: event.id,

@@ -2,6 +2,7 @@
 //! WebSocket drivers).
 
 use nostr::prelude::{Event, EventId, Filter};
+use std::sync::Arc;
 
 /// Names a relay (its URL or a scenario name).
 pub type RelayName = String;
@@ -32,8 +33,9 @@ pub enum RelayMessage {
     Event {
         /// The subscription it matched.
         sub: String,
-        /// The event.
-        event: Box<Event>,
+        /// The event, shared by every delivery of it (a relay fans one event out to many
+        /// subscriptions; each delivery copying it was most of a large event's cost).
+        event: Arc<Event>,
     },
     /// `["OK", id, accepted, message]`: the verdict on a published event.
     Ok {

@@ -11,6 +11,7 @@ use crate::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
 use nostr::prelude::{Event, EventId, Filter, Kind, PublicKey, Tag};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The subscription id every peer uses for its ContextVM traffic.
@@ -403,7 +404,7 @@ impl PeerCore {
         relay: &str,
         message: RelayMessage,
         now: Duration,
-    ) -> Option<Event> {
+    ) -> Option<Arc<Event>> {
         match message {
             RelayMessage::Event { event, .. } => {
                 let for_us = event.kind == Kind::from(CONTEXTVM_KIND)
@@ -415,7 +416,7 @@ impl PeerCore {
                     self.duplicates_dropped += 1;
                     return None;
                 }
-                Some(*event)
+                Some(event)
             }
             RelayMessage::Ok {
                 id,

@@ -16,6 +16,7 @@ pub use profile::{
     RelayProfile, SizeMeasure,
 };
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Identifies one connection to a relay.
@@ -70,7 +71,7 @@ pub const MAX_STORED_BYTES: usize = 256 << 20;
 pub struct Relay {
     profile: RelayProfile,
     connections: BTreeMap<ConnId, Connection>,
-    stored: BTreeMap<EventId, (Event, Duration)>,
+    stored: BTreeMap<EventId, (Arc<Event>, Duration)>,
     stored_order: VecDeque<(Duration, EventId)>,
     /// Content bytes of the stored events.
     stored_bytes: usize,
@@ -78,7 +79,7 @@ pub struct Relay {
     store_bounds: (usize, usize),
     buckets: BTreeMap<String, Bucket>,
     delayed: VecDeque<(Duration, ConnId, Event)>,
-    batch: Vec<(Event, u64)>,
+    batch: Vec<(Arc<Event>, u64)>,
     batch_flush_at: Option<Duration>,
     /// Messages to send, and whether each is a stored event replayed to a new subscription.
     outbox: VecDeque<(ConnId, RelayMessage, bool)>,
@@ -259,7 +260,7 @@ impl Relay {
         // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
         // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
         self.expire_stored(now);
-        let mut replay: Vec<Event> = self
+        let mut replay: Vec<Arc<Event>> = self
             .stored_order
             .iter()
             .rev()
@@ -280,7 +281,7 @@ impl Relay {
             self.counters.delivered += 1;
             let message = RelayMessage::Event {
                 sub: sub.clone(),
-                event: Box::new(event),
+                event,
             };
             self.outbox.push_back((conn, message, true));
         }
@@ -427,6 +428,8 @@ impl Relay {
     }
 
     fn accept(&mut self, conn: ConnId, event: Event, now: Duration) {
+        // One shared copy from here on: the store, the batch and every delivery hold it.
+        let event = Arc::new(event);
         let id = event.id;
         let ephemeral = event.kind.is_ephemeral();
         let listeners = self.listeners(&event);
@@ -469,7 +472,7 @@ impl Relay {
 
     /// Sends `event`, the `accepted`-th event accepted, to every matching subscription that
     /// did not already get it as a stored replay.
-    fn broadcast(&mut self, event: &Event, accepted: u64) {
+    fn broadcast(&mut self, event: &Arc<Event>, accepted: u64) {
         let stored = self.stored.contains_key(&event.id);
         let mut out = Vec::new();
         for (conn, c) in &self.connections {
@@ -488,7 +491,7 @@ impl Relay {
                 conn,
                 RelayMessage::Event {
                     sub,
-                    event: Box::new(event.clone()),
+                    event: event.clone(),
                 },
             );
         }

@@ -212,9 +212,11 @@ async fn connected(kind: Attack, i: usize, ws: Ws, stop: &AtomicBool) {
 
 /// A well-behaved client from its own address: connect, subscribe, wait for EOSE. The time it
 /// took, or `None` when it got no EOSE within 10 s.
-async fn fresh_client(addr: SocketAddr, n: u64) -> Option<Duration> {
+/// How long a fresh client took: to open its WebSocket, and in all (to its EOSE).
+async fn fresh_client(addr: SocketAddr, n: u64) -> Option<(Duration, Duration)> {
     let started = Instant::now();
     let mut ws = ws_from(IpAddr::from([127, 0, 0, 200]), addr).await?;
+    let connected = started.elapsed();
     let req = format!(r#"["REQ","fresh{n}",{{"kinds":[1],"limit":1}}]"#);
     ws.send(Message::text(req)).await.ok()?;
     let eose = async {
@@ -231,7 +233,7 @@ async fn fresh_client(addr: SocketAddr, n: u64) -> Option<Duration> {
         .await
         .ok()??;
     let _ = ws.close(None).await;
-    Some(started.elapsed())
+    Some((connected, started.elapsed()))
 }
 
 /// What one hostile run measured.
@@ -240,6 +242,8 @@ struct Measured {
     peak_rss: u64,
     fresh_clients: usize,
     slowest_fresh: Duration,
+    /// Of which the WebSocket handshake (the rest is the REQ's way through the relay).
+    slowest_handshake: Duration,
     unanswered: usize,
 }
 
@@ -265,6 +269,7 @@ async fn hostile(profile: &str, attacks: &[Attack], connections: usize, secs: u6
         peak_rss: 0,
         fresh_clients: 0,
         slowest_fresh: Duration::ZERO,
+        slowest_handshake: Duration::ZERO,
         unanswered: 0,
     };
     let end = Instant::now() + Duration::from_secs(secs);
@@ -273,9 +278,10 @@ async fn hostile(profile: &str, attacks: &[Attack], connections: usize, secs: u6
         n += 1;
         m.peak_rss = m.peak_rss.max(rss(pid));
         match fresh_client(served.addr, n).await {
-            Some(t) => {
+            Some((handshake, t)) => {
                 m.fresh_clients += 1;
                 m.slowest_fresh = m.slowest_fresh.max(t);
+                m.slowest_handshake = m.slowest_handshake.max(handshake);
             }
             None => m.unanswered += 1,
         }

@@ -175,7 +175,7 @@ impl Bench {
             "r",
             RelayMessage::Event {
                 sub: "s".into(),
-                event: Box::new(event),
+                event: std::sync::Arc::new(event),
             },
             now,
         );

@@ -1,13 +1,14 @@
 //! The relay→peer side of a live world: relay output onto each connection's impaired link,
 //! and deliveries to sockets with their order marks, counters and request/response pairs.
 
-use super::{event_text, micros, record, to_wire, Action, World};
-use crate::live::outbox::OutboxError;
+use super::{micros, record, to_wire, Action, World};
+use crate::live::outbox::{OutboxError, Outgoing};
 use crate::nip01::RelayMessage;
 use crate::relay::impair::{Direction, Ordering};
 use crate::relay::ConnId;
 use crate::sim::order::{Arrival, SentCopy};
-use nostr::prelude::EventId;
+use nostr::prelude::{Event, EventId};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_tungstenite::tungstenite::Message;
 
@@ -58,11 +59,7 @@ impl World {
             return;
         };
         let down = self.slots[relay].down.clone();
-        let event = match &message {
-            RelayMessage::Event { event, .. } => Some((event.id, replay)),
-            _ => None,
-        };
-        let delays = if event.is_some() {
+        let delays = if matches!(message, RelayMessage::Event { .. }) {
             c.down.0.plan(&down)
         } else {
             c.down.0.plan(&Direction {
@@ -70,33 +67,43 @@ impl World {
                 ..Default::default()
             })
         };
-        let text = match &message {
-            RelayMessage::Event { sub, event } => {
-                event_text::event_frame(sub, &self.event_texts.get(event))
-            }
-            other => to_wire(other),
+        // Made once and shared by every copy on the link; an event's frame is built by the
+        // connection's writer, not here.
+        let (outgoing, event) = match message {
+            RelayMessage::Event { sub, event } => (
+                Outgoing::event(&sub, self.event_texts.get(&event)),
+                Some(event),
+            ),
+            other => (Outgoing::Message(Message::text(to_wire(&other))), None),
         };
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
         };
         let sent = now.max(c.stalled_until);
-        let arrivals = c.down.1.arrivals(&down, sent, text.len(), &delays, true);
+        let arrivals = c
+            .down
+            .1
+            .arrivals(&down, sent, outgoing.len(), &delays, true);
         let peer = c.peer.clone();
-        let event = event.map(|(id, replay)| {
+        let event = event.map(|event| {
             let copy = match replay {
-                true => self.order.replayed(relay, id),
-                false => self.order.sent(relay, id),
+                true => self.order.replayed(relay, event.id),
+                false => self.order.sent(relay, event.id),
             };
-            self.link_fate(relay, &peer, "down", Some(id), arrivals.len());
-            (id, replay, copy)
+            self.link_fate(relay, &peer, "down", Some(event.id), arrivals.len());
+            Delivery {
+                event,
+                replay,
+                copy,
+            }
         });
         for at in arrivals {
             self.schedule(
                 at,
                 Action::ToClient {
                     conn,
-                    text: text.clone(),
-                    event,
+                    outgoing: outgoing.clone(),
+                    event: event.clone(),
                 },
             );
         }
@@ -105,8 +112,8 @@ impl World {
     pub(super) fn deliver(
         &mut self,
         conn: ConnId,
-        text: String,
-        event: Option<(EventId, bool, SentCopy)>,
+        outgoing: Outgoing,
+        event: Option<Delivery>,
         now: Duration,
     ) {
         let Some(c) = self.conns.get_mut(&conn) else {
@@ -117,7 +124,7 @@ impl World {
         }
         let relay = c.relay;
         let (reader, peer) = (c.reader, c.peer.clone());
-        match c.out.push(Message::text(text.clone())) {
+        match c.out.push(outgoing.clone()) {
             Ok(()) => {}
             Err(OutboxError::Full) => {
                 // A reader that cannot keep up is cut off, as strfry does past its buffer: its
@@ -131,22 +138,25 @@ impl World {
             }
             Err(OutboxError::Closed) => return,
         }
-        let arrival = event.map(|(id, replay, copy)| {
+        let arrival = event.as_ref().map(|d| {
             let datagram = self.slots[relay].up.ordering == Ordering::Datagram
                 || self.slots[relay].down.ordering == Ordering::Datagram;
             self.order
-                .delivered(reader, relay, (id, copy), replay, datagram)
+                .delivered(reader, relay, (d.event.id, d.copy), d.replay, datagram)
         });
-        if event.is_some() {
-            self.count_delivery(relay, arrival, now, &text);
+        if let Some(d) = &event {
+            self.count_delivery(relay, arrival, now, &d.event);
+        }
+        if self.feed.is_none() {
+            return; // no trace: no need for the frame's text
         }
         self.see(record::Seen::FromRelay {
             relay: self.slots[relay].name.clone(),
             peer,
-            text,
+            text: outgoing.text(),
             arrival,
             latency_us: event
-                .and_then(|(id, _, _)| self.published_at.get(&id))
+                .and_then(|d| self.published_at.get(&d.event.id))
                 .map(|p| micros(now.saturating_sub(*p))),
         });
     }
@@ -156,7 +166,7 @@ impl World {
         relay: usize,
         arrival: Option<Arrival>,
         now: Duration,
-        text: &str,
+        event: &Event,
     ) {
         let counters = &mut self.slots[relay].counters;
         counters.delivered += 1;
@@ -169,36 +179,30 @@ impl World {
             };
             *table.entry(via).or_default() += 1;
         }
-        // Only what pairing needs is read, borrowing from the text (no copy of a large
-        // content without escapes), and nothing at all for a copy the reader already had.
+        // Nothing for pairing in a copy the reader already had.
         if arrival.is_some_and(|a| a.duplicate) {
             return;
         }
-        if let Ok(EventFrame(_, _, event)) = serde_json::from_str::<EventFrame>(text) {
-            let tagged = event.tags.iter().filter_map(|t| match t.as_slice() {
-                [name, id, ..] if name == "e" => Some(id.as_ref()),
-                _ => None,
-            });
-            self.pairs
-                .delivered_parts(micros(now), event.kind, tagged, &event.content);
-        }
+        let tagged = event.tags.iter().filter_map(|t| match t.as_slice() {
+            [name, id, ..] if name == "e" => Some(id.as_str()),
+            _ => None,
+        });
+        self.pairs.delivered_parts(
+            micros(now),
+            u64::from(event.kind.as_u16()),
+            tagged,
+            &event.content,
+        );
     }
 }
 
-/// `["EVENT", sub, event]` as pairing reads it.
-#[derive(serde::Deserialize)]
-struct EventFrame<'a>(
-    serde::de::IgnoredAny,
-    serde::de::IgnoredAny,
-    #[serde(borrow)] DeliveredEvent<'a>,
-);
-
-/// The fields of a delivered event that pairing reads.
-#[derive(serde::Deserialize)]
-struct DeliveredEvent<'a> {
-    kind: u64,
-    #[serde(borrow)]
-    tags: Vec<Vec<std::borrow::Cow<'a, str>>>,
-    #[serde(borrow)]
-    content: std::borrow::Cow<'a, str>,
+/// An event delivery on its way to a reader.
+#[derive(Debug, Clone)]
+pub(super) struct Delivery {
+    /// The event.
+    pub event: Arc<Event>,
+    /// A stored event replayed to a new REQ.
+    pub replay: bool,
+    /// What the event had been through when this copy left the relay.
+    pub copy: SentCopy,
 }

@@ -44,22 +44,10 @@ impl EventTexts {
     }
 }
 
-/// `["EVENT", sub, event]` from the event's text: byte for byte what
-/// [`crate::live::wire::to_wire`] writes.
-pub(super) fn event_frame(sub: &str, event_json: &str) -> String {
-    let sub = serde_json::to_string(sub).unwrap_or_else(|_| "\"\"".into());
-    let mut out = String::with_capacity(event_json.len() + sub.len() + 12);
-    out.push_str("[\"EVENT\",");
-    out.push_str(&sub);
-    out.push(',');
-    out.push_str(event_json);
-    out.push(']');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::live::outbox::Outgoing;
     use crate::nip01::{Identity, RelayMessage};
 
     #[test]
@@ -70,9 +58,15 @@ mod tests {
         for sub in ["s", "with \"quotes\" and \\ and \u{1}", ""] {
             let expected = crate::live::wire::to_wire(&RelayMessage::Event {
                 sub: sub.into(),
-                event: Box::new(event.clone()),
+                event: std::sync::Arc::new(event.clone()),
             });
-            assert_eq!(event_frame(sub, &cache.get(&event)), expected);
+            let outgoing = Outgoing::event(sub, cache.get(&event));
+            assert_eq!(outgoing.text(), expected);
+            assert_eq!(outgoing.len(), expected.len());
+            assert_eq!(
+                outgoing.into_message().into_text().unwrap().as_str(),
+                expected
+            );
         }
         assert_eq!(cache.texts.len(), 1);
     }

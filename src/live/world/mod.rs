@@ -27,7 +27,7 @@ mod subscriptions;
 
 pub(crate) use slot::RelaySlot;
 
-use super::outbox::Outbox;
+use super::outbox::{Outbox, Outgoing};
 use super::trace_writer::{self as record};
 use super::wire::{to_model, to_wire};
 use super::Gate;
@@ -35,7 +35,7 @@ use crate::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::{Direction, LinkState, Pipe};
 use crate::relay::{ConnId, FrameOversizeReaction};
 use crate::rng::SeededStreams;
-use crate::sim::order::{OrderTracker, SentCopy, UpCopy};
+use crate::sim::order::{OrderTracker, UpCopy};
 use crate::stats::rpc_pairs::RpcPairs;
 use nostr::prelude::EventId;
 use outages::Outage;
@@ -116,10 +116,9 @@ enum Action {
     /// A relay message reaches the socket.
     ToClient {
         conn: ConnId,
-        text: String,
-        /// The delivered event, whether it was a stored event replayed to a new REQ, and what
-        /// it had been through when this copy left the relay.
-        event: Option<(EventId, bool, SentCopy)>,
+        outgoing: Outgoing,
+        /// The delivered event, when it is one.
+        event: Option<delivery::Delivery>,
     },
     /// An outage begins.
     Outage(Outage),
@@ -560,7 +559,11 @@ impl World {
                     .relay
                     .handle_client_message(conn, message, now);
             }
-            Action::ToClient { conn, text, event } => self.deliver(conn, text, event, now),
+            Action::ToClient {
+                conn,
+                outgoing,
+                event,
+            } => self.deliver(conn, outgoing, event, now),
             Action::Outage(outage) => self.begin_outage(outage, now),
             Action::Close { conn, reason } => self.close(conn, reason),
         }

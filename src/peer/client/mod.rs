@@ -529,7 +529,7 @@ impl Peer for ContextVmClient {
             self.follower.on_reconnect();
         }
         if let Some(event) = self.core.handle_relay_message(relay, message, now) {
-            self.on_event(event);
+            self.on_event(&event);
         }
         self.drain_engines();
         self.pump();

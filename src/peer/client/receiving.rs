@@ -32,7 +32,7 @@ impl ContextVmClient {
         }
     }
 
-    pub(super) fn on_event(&mut self, event: Event) {
+    pub(super) fn on_event(&mut self, event: &Event) {
         if event.pubkey != self.config.server {
             return;
         }

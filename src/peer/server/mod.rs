@@ -322,7 +322,7 @@ impl ContextVmServer {
         self.timers.insert((at, self.timer_seq), job);
     }
 
-    fn on_event(&mut self, event: Event) {
+    fn on_event(&mut self, event: &Event) {
         let client = event.pubkey;
         let advertised = Capabilities::of(&event);
         self.clients
@@ -590,7 +590,7 @@ impl Peer for ContextVmServer {
     fn handle_relay_message(&mut self, relay: &str, message: RelayMessage, now: Duration) {
         self.now = now;
         if let Some(event) = self.core.handle_relay_message(relay, message, now) {
-            self.on_event(event);
+            self.on_event(&event);
         }
         self.pump();
     }
