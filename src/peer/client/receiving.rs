@@ -36,7 +36,7 @@ impl ContextVmClient {
         if event.pubkey != self.config.server {
             return;
         }
-        self.server_capabilities.learn(Capabilities::of(&event));
+        self.server_capabilities.learn(Capabilities::of(event));
         if self.config.behaviour.call_refresh == CallRefresh::ETag {
             let now = self.now;
             for e in event.tags.event_ids() {
@@ -56,7 +56,7 @@ impl ContextVmClient {
                 return;
             }
         };
-        let Some((stream, seq)) = stream_position(&event) else {
+        let Some((stream, seq)) = stream_position(event) else {
             self.on_message(message);
             return;
         };

@@ -324,7 +324,7 @@ impl ContextVmServer {
 
     fn on_event(&mut self, event: &Event) {
         let client = event.pubkey;
-        let advertised = Capabilities::of(&event);
+        let advertised = Capabilities::of(event);
         self.clients
             .entry(client)
             .or_insert((Capabilities::default(), false))
