@@ -4,7 +4,7 @@
 //! between a connection and the [`world`](super::world).
 
 use super::outbox::{Outbox, Outgoing, QueueBudget};
-use super::world::Inbound;
+use super::world::{Inbound, Parsed};
 use super::{nip11, Gate, Listener};
 use crate::relay::{ConnId, KeepAlive, RelayProfile};
 use futures_util::{SinkExt, StreamExt};
@@ -42,6 +42,9 @@ pub(crate) struct RelayDoor {
     pub labels: BTreeMap<IpAddr, String>,
     pub gate: Arc<Mutex<Gate>>,
     pub next_conn: Arc<AtomicU64>,
+    /// Whether the world records a trace, which needs each frame's text; otherwise a frame's
+    /// text is dropped once parsed.
+    pub keep_text: bool,
 }
 
 /// A connection's side of the profile's [`KeepAlive`]: when to ping, and when it last heard
@@ -421,9 +424,12 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let Ok(credit) = credits.clone().acquire_many_owned(kib).await else {
             break;
         };
+        let parsed = Parsed::frame(&text, door.profile.max_filters);
         let frame = Inbound::Text {
             conn,
-            text,
+            bytes: text.len(),
+            text: door.keep_text.then_some(text),
+            parsed,
             _credit: credit,
         };
         if inbound.send(frame).await.is_err() {

@@ -362,6 +362,7 @@ pub fn serve_on<L: Listener>(
                 labels: config.labels.clone(),
                 gate: gate.clone(),
                 next_conn: next_conn.clone(),
+                keep_text: config.trace.is_some(),
             },
             inbound_tx.clone(),
             stop_rx.clone(),

@@ -57,12 +57,18 @@ pub(crate) enum Inbound {
         out: Outbox,
         kill: oneshot::Sender<()>,
     },
-    /// A text frame from a connection. The connection reads no more frames while it has
-    /// too many bytes on their way to the world; `_credit` gives them back once this frame
+    /// A text frame from a connection, and what it parsed to (parsed by the connection's
+    /// task, so parsing large events is spread over the runtime's threads instead of queueing
+    /// every client behind it on the world's). The connection reads no more frames while it
+    /// has too many bytes on their way to the world; `_credit` gives them back once this frame
     /// is handled.
     Text {
         conn: ConnId,
-        text: String,
+        /// The frame's size.
+        bytes: usize,
+        /// The frame itself, kept only when a trace records it.
+        text: Option<String>,
+        parsed: Parsed,
         _credit: tokio::sync::OwnedSemaphorePermit,
     },
     /// A frame over the relay's message limit (`size` bytes; 0 when unknown) arrived; the
@@ -169,6 +175,27 @@ pub(crate) struct World {
     feed: Option<record::TraceFeed>,
 }
 
+/// A client frame, parsed.
+#[derive(Debug)]
+pub(crate) enum Parsed {
+    /// A NIP-01 client message.
+    Message(ClientMessage),
+    /// A REQ with more filters than the relay takes (counted without building them).
+    TooManyFilters,
+    /// Not a client message the relay understands.
+    Unparsable,
+}
+
+impl Parsed {
+    /// `text` as a relay whose REQs take at most `max_filters` filters reads it.
+    pub fn frame(text: &str, max_filters: Option<usize>) -> Self {
+        if max_filters.is_some_and(|max| req_filters(text) > max) {
+            return Parsed::TooManyFilters;
+        }
+        to_model(text).map_or(Parsed::Unparsable, Parsed::Message)
+    }
+}
+
 /// The filters of a raw REQ frame (0 for anything else), counted without building them.
 fn req_filters(text: &str) -> usize {
     let head = text.trim_start().trim_start_matches('[').trim_start();
@@ -272,7 +299,13 @@ impl World {
                 out,
                 kill,
             } => self.open(relay, conn, ip, (out, kill), now),
-            Inbound::Text { conn, text, .. } => self.text(conn, text, now),
+            Inbound::Text {
+                conn,
+                bytes,
+                text,
+                parsed,
+                ..
+            } => self.text(conn, (bytes, text), parsed, now),
             Inbound::Oversize { conn, size } => self.oversize(conn, size, now),
             Inbound::Silent { conn } => {
                 if let Some(c) = self.conns.get(&conn) {
@@ -383,44 +416,46 @@ impl World {
         self.see(record::Seen::Connected { relay: name, peer });
     }
 
-    fn text(&mut self, conn: ConnId, text: String, now: Duration) {
+    /// A client frame of `bytes` bytes (its `text` when a trace records it) reaches the
+    /// relay.
+    fn text(
+        &mut self,
+        conn: ConnId,
+        (bytes, text): (usize, Option<String>),
+        parsed: Parsed,
+        now: Duration,
+    ) {
         let Some(c) = self.conns.get(&conn) else {
             return;
         };
         let relay = c.relay;
         let peer = c.peer.clone();
-        let too_many_filters = self.slots[relay]
-            .relay
-            .profile()
-            .max_filters
-            .is_some_and(|max| req_filters(&text) > max);
-        let parsed = if too_many_filters {
-            None
-        } else {
-            to_model(&text)
-        };
-        let bytes = text.len();
-        self.see(record::Seen::FromClient {
-            relay: self.slots[relay].name.clone(),
-            peer: peer.clone(),
-            text,
-        });
+        if let Some(text) = text {
+            self.see(record::Seen::FromClient {
+                relay: self.slots[relay].name.clone(),
+                peer: peer.clone(),
+                text,
+            });
+        }
         if !self.conns.contains_key(&conn) {
             return;
         }
-        let Some(message) = parsed else {
+        let refusal = match parsed {
+            Parsed::Message(message) => Ok(message),
             // Through the link like any answer, so it keeps its place behind earlier ones.
             // Too many filters: strfry's "arr too big" (RelayIngester.cpp).
-            let message = if too_many_filters {
-                "ERROR: bad req: arr too big"
-            } else {
-                "error: could not parse the message"
-            };
-            let notice = RelayMessage::Notice {
-                message: message.into(),
-            };
-            self.transmit(relay, conn, notice, false, now);
-            return;
+            Parsed::TooManyFilters => Err("ERROR: bad req: arr too big"),
+            Parsed::Unparsable => Err("error: could not parse the message"),
+        };
+        let message = match refusal {
+            Ok(message) => message,
+            Err(notice) => {
+                let notice = RelayMessage::Notice {
+                    message: notice.into(),
+                };
+                self.transmit(relay, conn, notice, false, now);
+                return;
+            }
         };
         match &message {
             ClientMessage::Req { sub, .. } => {
