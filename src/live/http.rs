@@ -42,8 +42,8 @@ pub(crate) struct RelayDoor {
     pub labels: BTreeMap<IpAddr, String>,
     pub gate: Arc<Mutex<Gate>>,
     pub next_conn: Arc<AtomicU64>,
-    /// Whether the world records a trace, which needs each frame's text; otherwise a frame's
-    /// text is dropped once parsed.
+    /// Whether the world records a trace, which needs each frame's text; otherwise a parsed
+    /// frame's text is dropped.
     pub keep_text: bool,
 }
 
@@ -424,11 +424,12 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let Ok(credit) = credits.clone().acquire_many_owned(kib).await else {
             break;
         };
-        let parsed = Parsed::frame(&text, door.profile.max_filters);
+        let parsed = Parsed::event_frame(&text, door.profile.max_filters);
+        let keep = door.keep_text || matches!(parsed, Parsed::Deferred);
         let frame = Inbound::Text {
             conn,
             bytes: text.len(),
-            text: door.keep_text.then_some(text),
+            text: keep.then_some(text),
             parsed,
             _credit: credit,
         };

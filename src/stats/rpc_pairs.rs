@@ -11,15 +11,28 @@
 //! last delivery of any event tagged with it, so a CEP-22 result counts until its last frame.
 //! Gift-wrapped events (kinds 1059 and 21059) cannot be read without the recipient's key; they
 //! are counted, not paired.
+//!
+//! Memory is bounded for a relay that runs for days: the newest [`MAX_OPEN_REQUESTS`] requests
+//! are followed one by one; an older one is settled as it stands (answered or not, with its
+//! latency so far) into its method's row, and a later delivery for it no longer counts. At
+//! most [`MAX_METHODS`] methods get rows of their own; requests for any other method share the
+//! row [`OTHER_METHODS`].
 
 use hdrhistogram::Histogram;
 use serde_json::Value;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 
 /// The ContextVM event kind.
 const CONTEXTVM_KIND: u64 = 25910;
 /// Gift-wrap kinds: persistent (NIP-59) and ephemeral (CEP-19).
 const GIFT_WRAP_KINDS: [u64; 2] = [1059, 21059];
+
+/// Requests followed one by one; older ones are settled into their method's row.
+pub const MAX_OPEN_REQUESTS: usize = 100_000;
+/// Methods with a row of their own.
+pub const MAX_METHODS: usize = 1_000;
+/// The row of requests for methods beyond [`MAX_METHODS`].
+pub const OTHER_METHODS: &str = "(other methods)";
 
 #[derive(Debug, Clone)]
 struct Request {
@@ -34,6 +47,12 @@ struct Request {
 #[derive(Debug, Clone, Default)]
 pub struct RpcPairs {
     requests: BTreeMap<String, Request>,
+    /// Request ids in the order they were published, to settle the oldest first.
+    order: VecDeque<String>,
+    /// Per method: requests settled, and the latencies of those answered.
+    settled: BTreeMap<String, (u64, Histogram<u64>)>,
+    /// Methods seen (bounded by [`MAX_METHODS`]).
+    methods: std::collections::BTreeSet<String>,
     /// Deliveries of gift-wrapped events, which cannot be read here.
     gift_wrapped: u64,
 }
@@ -61,10 +80,6 @@ fn kind(event: &Value) -> Option<u64> {
     event.get("kind").and_then(Value::as_u64)
 }
 
-fn content(event: &Value) -> Option<Value> {
-    serde_json::from_str(event.get("content")?.as_str()?).ok()
-}
-
 /// The event ids an event's `e` tags name.
 fn e_tags(event: &Value) -> impl Iterator<Item = &str> {
     event
@@ -81,13 +96,23 @@ fn e_tags(event: &Value) -> impl Iterator<Item = &str> {
 impl RpcPairs {
     /// A peer published `event` at `t_us`.
     pub fn published(&mut self, t_us: u64, event: &Value) {
-        if kind(event) != Some(CONTEXTVM_KIND) {
-            return;
-        }
-        let Some(id) = event.get("id").and_then(Value::as_str) else {
+        let (Some(kind), Some(id), Some(content)) = (
+            kind(event),
+            event.get("id").and_then(Value::as_str),
+            event.get("content").and_then(Value::as_str),
+        ) else {
             return;
         };
-        let Some(message) = content(event) else {
+        self.published_parts(t_us, kind, id, content);
+    }
+
+    /// A peer published, at `t_us`, an event of `kind` with id `id` (hex) and `content`:
+    /// [`RpcPairs::published`] without a JSON event.
+    pub fn published_parts(&mut self, t_us: u64, kind: u64, id: &str, content: &str) {
+        if kind != CONTEXTVM_KIND {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(content) else {
             return;
         };
         let (Some(method), Some(_)) = (
@@ -100,12 +125,33 @@ impl RpcPairs {
             Some(tool) if method == "tools/call" => format!("tools/call {tool}"),
             _ => method.to_owned(),
         };
-        self.requests.entry(id.to_owned()).or_insert(Request {
-            method,
-            published_us: t_us,
-            last_us: None,
-            answered: false,
-        });
+        let method = if self.methods.contains(&method) || self.methods.len() < MAX_METHODS {
+            self.methods.insert(method.clone());
+            method
+        } else {
+            OTHER_METHODS.to_owned()
+        };
+        if self.requests.contains_key(id) {
+            return;
+        }
+        self.requests.insert(
+            id.to_owned(),
+            Request {
+                method,
+                published_us: t_us,
+                last_us: None,
+                answered: false,
+            },
+        );
+        self.order.push_back(id.to_owned());
+        while self.requests.len() > MAX_OPEN_REQUESTS {
+            let Some(oldest) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(request) = self.requests.remove(&oldest) {
+                record(&mut self.settled, &request);
+            }
+        }
     }
 
     /// A relay delivered `event` to a subscriber at `t_us`.
@@ -157,27 +203,16 @@ impl RpcPairs {
         self.gift_wrapped
     }
 
-    /// Requests seen.
+    /// Requests followed one by one now (at most [`MAX_OPEN_REQUESTS`]).
     pub fn requests(&self) -> usize {
         self.requests.len()
     }
 
     /// One row per method, in method order.
     pub fn rows(&self) -> Vec<PairRow> {
-        let mut by_method: BTreeMap<&str, (u64, Histogram<u64>)> = BTreeMap::new();
+        let mut by_method = self.settled.clone();
         for request in self.requests.values() {
-            let (count, histogram) = by_method.entry(&request.method).or_insert_with(|| {
-                (
-                    0,
-                    // One microsecond to a day, three significant figures: fixed bounds, so
-                    // `saturating_record` clamps instead of needing to resize.
-                    Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("valid bounds"),
-                )
-            });
-            *count += 1;
-            if let (true, Some(last)) = (request.answered, request.last_us) {
-                histogram.saturating_record(last.saturating_sub(request.published_us).max(1));
-            }
+            record(&mut by_method, request);
         }
         by_method
             .into_iter()
@@ -191,6 +226,22 @@ impl RpcPairs {
                 max_us: h.max(),
             })
             .collect()
+    }
+}
+
+/// Counts `request` in its method's row of `rows`.
+fn record(rows: &mut BTreeMap<String, (u64, Histogram<u64>)>, request: &Request) {
+    let (count, histogram) = rows.entry(request.method.clone()).or_insert_with(|| {
+        (
+            0,
+            // One microsecond to a day, three significant figures: fixed bounds, so
+            // `saturating_record` clamps instead of needing to resize.
+            Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("valid bounds"),
+        )
+    });
+    *count += 1;
+    if let (true, Some(last)) = (request.answered, request.last_us) {
+        histogram.saturating_record(last.saturating_sub(request.published_us).max(1));
     }
 }
 
@@ -328,5 +379,47 @@ mod tests {
         );
         assert_eq!(pairs.gift_wrapped(), 2);
         assert!(pairs.rows().is_empty());
+    }
+
+    /// A relay serving for days: requests past the newest `MAX_OPEN_REQUESTS` are settled
+    /// into their rows, so memory stays bounded and every request is still counted.
+    #[test]
+    fn old_requests_are_settled_and_still_counted() {
+        let mut pairs = RpcPairs::default();
+        let total = MAX_OPEN_REQUESTS + 10;
+        for n in 0..total {
+            let id = format!("q{n}");
+            pairs.published(n as u64, &request(&id, "ping", None));
+            if n == 0 {
+                pairs.delivered(
+                    50,
+                    &reply("q0", json!({"jsonrpc": "2.0", "id": 1, "result": {}})),
+                );
+            }
+        }
+        assert_eq!(pairs.requests(), MAX_OPEN_REQUESTS);
+        // The first request was settled answered; a late reply to a settled one is ignored.
+        pairs.delivered(
+            9_999_999,
+            &reply("q1", json!({"jsonrpc": "2.0", "id": 1, "result": {}})),
+        );
+        let rows = pairs.rows();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].requests, total as u64);
+        assert_eq!((rows[0].answered, rows[0].max_us), (1, 50));
+    }
+
+    #[test]
+    fn methods_past_the_bound_share_one_row() {
+        let mut pairs = RpcPairs::default();
+        for n in 0..MAX_METHODS + 5 {
+            pairs.published(0, &request(&format!("q{n}"), &format!("m{n}"), None));
+        }
+        pairs.published(0, &request("again", "m0", None));
+        let rows = pairs.rows();
+        assert_eq!(rows.len(), MAX_METHODS + 1);
+        let other = rows.iter().find(|r| r.method == OTHER_METHODS).unwrap();
+        assert_eq!(other.requests, 5);
+        assert_eq!(rows.iter().find(|r| r.method == "m0").unwrap().requests, 2);
     }
 }

@@ -57,16 +57,16 @@ pub(crate) enum Inbound {
         out: Outbox,
         kill: oneshot::Sender<()>,
     },
-    /// A text frame from a connection, and what it parsed to (parsed by the connection's
-    /// task, so parsing large events is spread over the runtime's threads instead of queueing
-    /// every client behind it on the world's). The connection reads no more frames while it
+    /// A text frame from a connection, and what it parsed to (an EVENT is parsed by the
+    /// connection's task, so parsing large events is spread over the runtime's threads instead
+    /// of queueing every client behind it on the world's; see [`Parsed::event_frame`]). The connection reads no more frames while it
     /// has too many bytes on their way to the world; `_credit` gives them back once this frame
     /// is handled.
     Text {
         conn: ConnId,
         /// The frame's size.
         bytes: usize,
-        /// The frame itself, kept only when a trace records it.
+        /// The frame itself, kept when a trace records it or the world parses it.
         text: Option<String>,
         parsed: Parsed,
         _credit: tokio::sync::OwnedSemaphorePermit,
@@ -184,9 +184,23 @@ pub(crate) enum Parsed {
     TooManyFilters,
     /// Not a client message the relay understands.
     Unparsable,
+    /// Not parsed yet: the world parses it from its text.
+    Deferred,
 }
 
 impl Parsed {
+    /// What a connection's task parses of `text`: an EVENT, whose parse is the costly one.
+    /// Anything else is deferred to the world, because a REQ's filters take more memory
+    /// parsed than as text and a connection's credit counts text.
+    pub fn event_frame(text: &str, max_filters: Option<usize>) -> Self {
+        let head = text.trim_start().trim_start_matches('[').trim_start();
+        if head.starts_with("\"EVENT\"") {
+            Parsed::frame(text, max_filters)
+        } else {
+            Parsed::Deferred
+        }
+    }
+
     /// `text` as a relay whose REQs take at most `max_filters` filters reads it.
     pub fn frame(text: &str, max_filters: Option<usize>) -> Self {
         if max_filters.is_some_and(|max| req_filters(text) > max) {
@@ -430,6 +444,13 @@ impl World {
         };
         let relay = c.relay;
         let peer = c.peer.clone();
+        let parsed = match parsed {
+            Parsed::Deferred => Parsed::frame(
+                text.as_deref().unwrap_or_default(),
+                self.slots[relay].relay.profile().max_filters,
+            ),
+            parsed => parsed,
+        };
         if let Some(text) = text {
             self.see(record::Seen::FromClient {
                 relay: self.slots[relay].name.clone(),
@@ -445,7 +466,7 @@ impl World {
             // Through the link like any answer, so it keeps its place behind earlier ones.
             // Too many filters: strfry's "arr too big" (RelayIngester.cpp).
             Parsed::TooManyFilters => Err("ERROR: bad req: arr too big"),
-            Parsed::Unparsable => Err("error: could not parse the message"),
+            Parsed::Unparsable | Parsed::Deferred => Err("error: could not parse the message"),
         };
         let message = match refusal {
             Ok(message) => message,
@@ -500,9 +521,12 @@ impl World {
                     }
                 }
             }
-            if let Ok(json) = serde_json::to_value(&**event) {
-                self.pairs.published(micros(now), &json);
-            }
+            self.pairs.published_parts(
+                micros(now),
+                u64::from(event.kind.as_u16()),
+                &event.id.to_hex(),
+                &event.content,
+            );
             self.link_fate(relay, &peer, "up", Some(event.id), arrivals.len());
         }
         for at in arrivals {
