@@ -105,6 +105,9 @@ pub struct OrderTracker<P = PeerId> {
     stages: BTreeMap<EventId, BTreeMap<usize, Stages>>,
     /// The relay whose copy each reader took first.
     first_copy: BTreeMap<EventId, BTreeMap<P, usize>>,
+    /// Entries in `first_copy`: one per event and reader, what grows fastest when one event
+    /// reaches many readers.
+    copies: usize,
     /// Per reader and author: the latest-made event delivered so far, through which relay, and
     /// its stages there when it was delivered (a later pass must not rewrite what it overtook).
     newest: BTreeMap<(P, P), Newest>,
@@ -139,6 +142,7 @@ impl<P> Default for OrderTracker<P> {
             made: BTreeMap::new(),
             stages: BTreeMap::new(),
             first_copy: BTreeMap::new(),
+            copies: 0,
             newest: BTreeMap::new(),
             counter: 0,
         }
@@ -168,7 +172,15 @@ impl<P: Ord + Copy> OrderTracker<P> {
     pub fn forget(&mut self, event: EventId) {
         self.made.remove(&event);
         self.stages.remove(&event);
-        self.first_copy.remove(&event);
+        if let Some(readers) = self.first_copy.remove(&event) {
+            self.copies -= readers.len();
+        }
+    }
+
+    /// How many (event, reader) first copies are remembered.
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
+    pub fn copies(&self) -> usize {
+        self.copies
     }
 
     /// `author` made `event` (the first time only: a re-send keeps its place).
@@ -250,10 +262,15 @@ impl<P: Ord + Copy> OrderTracker<P> {
                 via: Some(via),
             };
         }
-        self.first_copy
+        if self
+            .first_copy
             .entry(event)
             .or_default()
-            .insert(reader, relay);
+            .insert(reader, relay)
+            .is_none()
+        {
+            self.copies += 1;
+        }
         let Some(&(author, made)) = self.made.get(&event) else {
             // Not made in this world (a recording's foreign event): nothing to compare.
             return Arrival {
@@ -448,9 +465,12 @@ mod tests {
         assert!(!t.made.contains_key(&id(1)));
         assert!(!t.stages.contains_key(&id(1)));
         assert!(!t.first_copy.contains_key(&id(1)));
+        assert_eq!(t.copies(), 0, "its one reader's first copy went with it");
         // Event 2 is still followed: its first delivery is neither a copy nor a reordering.
         let a = deliver(&mut t, 0, 2, false, false);
         assert_eq!((a.duplicate, a.reordered), (false, false));
+        deliver(&mut t, 0, 2, false, false); // a duplicate adds no first copy
+        assert_eq!(t.copies(), 1);
         assert!(t.stages.contains_key(&id(2)));
     }
 

@@ -158,8 +158,8 @@ pub(crate) struct World {
     /// When each event id was first published, for delivery latencies.
     published_at: BTreeMap<EventId, Duration>,
     /// Event ids in publication order, so the oldest are forgotten past
-    /// [`crate::relay::MAX_STORED_EVENTS`] (the order tracker and `published_at` stay bounded
-    /// however long the deployment runs).
+    /// [`crate::relay::MAX_STORED_EVENTS`] events or [`MAX_TRACKED_COPIES`] first copies (the
+    /// order tracker and `published_at` stay bounded however long the deployment runs).
     publication_order: std::collections::VecDeque<EventId>,
     /// Each event's JSON, serialised once for all its deliveries.
     event_texts: event_text::EventTexts,
@@ -174,6 +174,12 @@ pub(crate) struct World {
     partitions: Vec<(usize, Option<String>, Duration)>,
     feed: Option<record::TraceFeed>,
 }
+
+/// First copies (one per event and reader) the order tracker remembers: about 30 MB. With a
+/// few readers this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with
+/// hundreds of readers per event (the hostile-client test's fan-out) fewer, as each event costs
+/// an entry per reader.
+const MAX_TRACKED_COPIES: usize = 1_000_000;
 
 /// A client frame, parsed.
 #[derive(Debug)]
@@ -514,7 +520,9 @@ impl World {
             {
                 v.insert(now);
                 self.publication_order.push_back(event.id);
-                while self.publication_order.len() > crate::relay::MAX_STORED_EVENTS {
+                while self.publication_order.len() > crate::relay::MAX_STORED_EVENTS
+                    || self.order.copies() > MAX_TRACKED_COPIES
+                {
                     if let Some(old) = self.publication_order.pop_front() {
                         self.published_at.remove(&old);
                         self.order.forget(old);
