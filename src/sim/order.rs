@@ -216,22 +216,17 @@ impl<P: Ord + Copy> OrderTracker<P> {
         stage.received = copy.received;
     }
 
-    /// `relay` sent `event` on to a subscriber; the copy is handed to
-    /// [`delivered`](Self::delivered) when it arrives.
-    pub fn sent(&mut self, relay: usize, event: EventId) -> SentCopy {
-        let n = self.tick();
-        let stage = self.stage(relay, event);
-        stage.sent = Some(n);
-        SentCopy(*stage)
-    }
-
-    /// `relay` sent `event` as a stored event replayed to a new subscription. The copy left
-    /// the relay now, but the event's own sending stage is left as it was: a replay says
-    /// nothing about the order in which the relay broadcast live events.
-    pub fn replayed(&mut self, relay: usize, event: EventId) -> SentCopy {
+    /// `relay` sent `event` on to a subscriber (`replay`: as a stored event replayed to a new
+    /// subscription); the copy is handed to [`delivered`](Self::delivered) when it arrives.
+    /// A replayed copy left the relay now, but the event's own sending stage is left as it
+    /// was: a replay says nothing about the order in which the relay broadcast live events.
+    pub fn sent(&mut self, relay: usize, event: EventId, replay: bool) -> SentCopy {
         let n = self.tick();
         let mut stages = self.stages_at(relay, event).unwrap_or_default();
         stages.sent = Some(n);
+        if !replay {
+            *self.stage(relay, event) = stages;
+        }
         SentCopy(stages)
     }
 
@@ -315,10 +310,9 @@ impl<P: Ord + Copy> OrderTracker<P> {
         self.stages.get(&event)?.get(&relay).copied()
     }
 
-    /// The first stage at which the later event got ahead of this one, given the stages of
-    /// the two copies the reader got: `a` (this one) and `later`.
-    fn stage_that_swapped(a: Stages, later: Stages, datagram: bool) -> Via {
-        let b = later;
+    /// The first stage at which a later event got ahead of this one, given the stages of
+    /// the two copies the reader got: `a` (this one) and `b` (the later one's).
+    fn stage_that_swapped(a: Stages, b: Stages, datagram: bool) -> Via {
         let ahead = |x: Option<u64>, y: Option<u64>| matches!((x, y), (Some(x), Some(y)) if y < x);
         let differ =
             |x: Option<u64>, y: Option<u64>| matches!((x, y), (Some(x), Some(y)) if x != y);
@@ -373,7 +367,7 @@ mod tests {
             t.handled(relay, id(n), *copy);
         }
         for n in sent {
-            t.sent(relay, id(n));
+            t.sent(relay, id(n), false);
         }
     }
 
@@ -520,10 +514,10 @@ mod tests {
         for n in [1, 2] {
             arrive(&mut t, 0, n);
         }
-        let two = t.sent(0, id(2));
-        let one = t.sent(0, id(1));
+        let two = t.sent(0, id(2), false);
+        let one = t.sent(0, id(1), false);
         arrive(&mut t, 0, 2);
-        let two_again = t.sent(0, id(2));
+        let two_again = t.sent(0, id(2), false);
         t.delivered(READER, 0, (id(2), two), false, false);
         let a = t.delivered(READER, 0, (id(1), one), false, false);
         assert_eq!((a.reordered, a.via), (true, Some(Via::RelayConcurrency)));
@@ -540,8 +534,8 @@ mod tests {
         for n in [1, 2] {
             arrive(&mut t, 0, n);
         }
-        let two = t.replayed(0, id(2));
-        let one = t.sent(0, id(1));
+        let two = t.sent(0, id(2), true);
+        let one = t.sent(0, id(1), false);
         t.delivered(READER, 0, (id(2), two), true, false);
         let a = t.delivered(READER, 0, (id(1), one), false, false);
         assert_eq!((a.reordered, a.via), (true, Some(Via::RelayConcurrency)));
@@ -562,8 +556,8 @@ mod tests {
         t.handled(0, id(2), two);
         t.received(&mut one);
         t.handled(0, id(1), one);
-        let two = t.sent(0, id(2));
-        let one = t.sent(0, id(1));
+        let two = t.sent(0, id(2), false);
+        let one = t.sent(0, id(1), false);
         t.delivered(READER, 0, (id(2), two), false, false);
         let a = t.delivered(READER, 0, (id(1), one), false, false);
         assert_eq!(

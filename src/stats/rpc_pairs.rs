@@ -125,7 +125,9 @@ impl RpcPairs {
             Some(tool) if method == "tools/call" => format!("tools/call {tool}"),
             _ => method.to_owned(),
         };
-        let method = if self.methods.contains(&method) || self.methods.len() < MAX_METHODS {
+        let method = if self.methods.contains(&method) {
+            method
+        } else if self.methods.len() < MAX_METHODS {
             self.methods.insert(method.clone());
             method
         } else {

@@ -210,9 +210,8 @@ async fn connected(kind: Attack, i: usize, ws: Ws, stop: &AtomicBool) {
     drain.abort();
 }
 
-/// A well-behaved client from its own address: connect, subscribe, wait for EOSE. The time it
-/// took, or `None` when it got no EOSE within 10 s.
-/// How long a fresh client took: to open its WebSocket, and in all (to its EOSE).
+/// A well-behaved client from its own address: connect, subscribe, wait for EOSE. How long it
+/// took to open its WebSocket and in all, or `None` when it got no EOSE within 10 s.
 async fn fresh_client(addr: SocketAddr, n: u64) -> Option<(Duration, Duration)> {
     let started = Instant::now();
     let mut ws = ws_from(IpAddr::from([127, 0, 0, 200]), addr).await?;

@@ -86,10 +86,7 @@ impl World {
             .arrivals(&down, sent, outgoing.len(), &delays, true);
         let peer = c.peer.clone();
         let event = event.map(|event| {
-            let copy = match replay {
-                true => self.order.replayed(relay, event.id),
-                false => self.order.sent(relay, event.id),
-            };
+            let copy = self.order.sent(relay, event.id, replay);
             self.link_fate(relay, &peer, "down", Some(event.id), arrivals.len());
             Delivery {
                 event,

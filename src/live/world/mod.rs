@@ -59,9 +59,9 @@ pub(crate) enum Inbound {
     },
     /// A text frame from a connection, and what it parsed to (an EVENT is parsed by the
     /// connection's task, so parsing large events is spread over the runtime's threads instead
-    /// of queueing every client behind it on the world's; see [`Parsed::event_frame`]). The connection reads no more frames while it
-    /// has too many bytes on their way to the world; `_credit` gives them back once this frame
-    /// is handled.
+    /// of queueing every client behind it on the world's; see [`Parsed::event_frame`]). The
+    /// connection reads no more frames while it has too many bytes on their way to the world;
+    /// `_credit` gives them back once this frame is handled.
     Text {
         conn: ConnId,
         /// The frame's size.
@@ -175,8 +175,7 @@ pub(crate) struct World {
     feed: Option<record::TraceFeed>,
 }
 
-/// First copies (one per event and reader) the order tracker remembers: about 30 MB. With a
-/// few readers this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with
+/// First copies (one per event and reader) the order tracker remembers. With a few readers this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with
 /// hundreds of readers per event (the hostile-client test's fan-out) fewer, as each event costs
 /// an entry per reader.
 const MAX_TRACKED_COPIES: usize = 1_000_000;
@@ -199,8 +198,7 @@ impl Parsed {
     /// Anything else is deferred to the world, because a REQ's filters take more memory
     /// parsed than as text and a connection's credit counts text.
     pub fn event_frame(text: &str, max_filters: Option<usize>) -> Self {
-        let head = text.trim_start().trim_start_matches('[').trim_start();
-        if head.starts_with("\"EVENT\"") {
+        if frame_head(text).starts_with("\"EVENT\"") {
             Parsed::frame(text, max_filters)
         } else {
             Parsed::Deferred
@@ -216,10 +214,14 @@ impl Parsed {
     }
 }
 
+/// A raw frame from its first element on (`"REQ",…` for a REQ).
+fn frame_head(text: &str) -> &str {
+    text.trim_start().trim_start_matches('[').trim_start()
+}
+
 /// The filters of a raw REQ frame (0 for anything else), counted without building them.
 fn req_filters(text: &str) -> usize {
-    let head = text.trim_start().trim_start_matches('[').trim_start();
-    if !head.starts_with("\"REQ\"") {
+    if !frame_head(text).starts_with("\"REQ\"") {
         return 0;
     }
     serde_json::from_str::<Vec<serde::de::IgnoredAny>>(text)
@@ -467,18 +469,17 @@ impl World {
         if !self.conns.contains_key(&conn) {
             return;
         }
-        let refusal = match parsed {
-            Parsed::Message(message) => Ok(message),
-            // Through the link like any answer, so it keeps its place behind earlier ones.
-            // Too many filters: strfry's "arr too big" (RelayIngester.cpp).
-            Parsed::TooManyFilters => Err("ERROR: bad req: arr too big"),
-            Parsed::Unparsable | Parsed::Deferred => Err("error: could not parse the message"),
-        };
-        let message = match refusal {
-            Ok(message) => message,
-            Err(notice) => {
+        let message = match parsed {
+            Parsed::Message(message) => message,
+            refused => {
+                // Through the link like any answer, so it keeps its place behind earlier
+                // ones. Too many filters: strfry's "arr too big" (RelayIngester.cpp).
+                let message = match refused {
+                    Parsed::TooManyFilters => "ERROR: bad req: arr too big",
+                    _ => "error: could not parse the message",
+                };
                 let notice = RelayMessage::Notice {
-                    message: notice.into(),
+                    message: message.into(),
                 };
                 self.transmit(relay, conn, notice, false, now);
                 return;

@@ -451,10 +451,7 @@ impl World {
             RelayMessage::Event { event, .. } => Some(event.id),
             _ => None,
         };
-        let copy = event.map(|id| match replay {
-            true => self.order.replayed(relay, id),
-            false => self.order.sent(relay, id),
-        });
+        let copy = event.map(|id| self.order.sent(relay, id, replay));
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
         let bytes = match (&message, direction.bandwidth) {
             (RelayMessage::Event { event, sub }, Some(_)) => {
