@@ -79,6 +79,8 @@ pub use sweep::{Sweep, SweepError};
 pub use trace::{EventsMode, Trace, TraceError};
 
 pub mod adapter;
+#[cfg(feature = "plots")]
+pub mod chart;
 pub mod compare;
 pub mod implementations;
 pub mod limits;
@@ -94,6 +96,7 @@ pub mod relay;
 pub mod replay;
 pub mod rng;
 pub mod scenario;
+pub mod show;
 pub mod sim;
 pub mod soak;
 pub mod stats;

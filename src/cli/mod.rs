@@ -7,6 +7,7 @@ mod record;
 mod replay;
 mod run;
 mod serve;
+mod show;
 mod shrink;
 mod soak;
 mod sweep;
@@ -70,6 +71,16 @@ enum Command {
         relaysim shrink traces/khatru-drop-mid-stream.jsonl --out /tmp/min.jsonl\n  \
         relaysim shrink my-trace.jsonl --cause download-gap-at-end --out min.jsonl")]
     Shrink(shrink::ShrinkArgs),
+    /// Draw a trace: a timeline per client, relay and peer with every publication, delivery,
+    /// copy, loss, outage and failure, the failing calls framed; SVG and PNG.
+    ///
+    /// Works on any trace, shrunk ones included: the record → shrink → show loop ends with a
+    /// picture of the cause. Exit code: 0, or 2 for a bad trace or window.
+    #[command(after_help = "Examples:\n  \
+        relaysim show traces/khatru-drop-mid-stream.shrunk.jsonl\n  \
+        relaysim show run.jsonl --from 2s --to 4.5s --out /tmp/zoom\n  \
+        relaysim show run.jsonl --call 3")]
+    Show(show::ShowArgs),
     /// Run a sweep: a scenario over parameter axes, several seeds per cell, cells in parallel;
     /// write sweep.csv, plots (SVG and PNG) and a recommendation.
     #[command(after_help = "Examples:\n  \
@@ -153,6 +164,7 @@ pub fn run() -> Result<Exit> {
         Command::Compare(args) => compare::compare(args),
         Command::Replay(args) => replay::replay(args),
         Command::Shrink(args) => shrink::shrink(args),
+        Command::Show(args) => show::show(args),
         Command::CheckDeterminism(args) => determinism::check_determinism(args),
         Command::Sweep(args) => sweep::sweep(args),
         Command::Serve(args) => serve::serve(args),

@@ -17,6 +17,7 @@
 //! `publisher-concurrency`, `resubscribe-replay`, `reconnection`, `republish`,
 //! `datagram-link`, `unexplained`), `disconnects`, `outages`.
 
+pub mod interval;
 pub mod output;
 pub mod rpc_pairs;
 

@@ -69,6 +69,15 @@ pub struct PlotSpec {
     /// Only cells with these parameter values.
     #[serde(default)]
     pub filter: BTreeMap<String, toml::Value>,
+    /// The x axis's label (default: the axis's key, with its unit).
+    #[serde(default)]
+    pub x_label: Option<String>,
+    /// The y axis's label (default: the column in words, with its unit).
+    #[serde(default)]
+    pub y_label: Option<String>,
+    /// The legend's title (default: the series axis's key).
+    #[serde(default)]
+    pub series_label: Option<String>,
 }
 
 /// How to recommend a value.
@@ -140,6 +149,32 @@ pub struct Row {
     pub values: BTreeMap<String, f64>,
     /// Failures by cause, `cause=count;...`.
     pub failures: String,
+}
+
+/// The columns with a 95 % interval, each followed in the CSV by `<column>_lo` and
+/// `<column>_hi` (after every column of [`COLUMNS`]): Wilson score intervals for the rates,
+/// order-statistic intervals for the percentiles.
+pub const INTERVAL_COLUMNS: [&str; 9] = [
+    "completion_ratio",
+    "failure_rate",
+    "transfer_completion_p50_ms",
+    "transfer_completion_p90_ms",
+    "transfer_completion_p99_ms",
+    "stream_completion_p50_ms",
+    "stream_completion_p90_ms",
+    "stream_completion_p99_ms",
+    "final_response_p99_ms",
+];
+
+/// The low and high ends of `column`'s 95 % interval in a row (NaN when it has none).
+pub fn interval(row: &Row, column: &str) -> (f64, f64) {
+    let get = |suffix: &str| {
+        row.values
+            .get(&format!("{column}_{suffix}"))
+            .copied()
+            .unwrap_or(f64::NAN)
+    };
+    (get("lo"), get("hi"))
 }
 
 /// The numeric columns of a row, in CSV order.
@@ -516,6 +551,29 @@ fn row(cell: usize, params: Vec<String>, report: &Report) -> Row {
             .map(|(_, v)| *v)
             .sum::<u64>() as f64,
     );
+    let (ok_lo, ok_hi) = crate::stats::interval::wilson(completed as u64, calls as u64);
+    put("completion_ratio_lo", ok_lo);
+    put("completion_ratio_hi", ok_hi);
+    put("failure_rate_lo", 1.0 - ok_hi);
+    put("failure_rate_hi", 1.0 - ok_lo);
+    for (column, metric, q) in [
+        ("transfer_completion_p50_ms", "transfer_completion", 0.5),
+        ("transfer_completion_p90_ms", "transfer_completion", 0.9),
+        ("transfer_completion_p99_ms", "transfer_completion", 0.99),
+        ("stream_completion_p50_ms", "stream_completion", 0.5),
+        ("stream_completion_p90_ms", "stream_completion", 0.9),
+        ("stream_completion_p99_ms", "stream_completion", 0.99),
+        ("final_response_p99_ms", "final_response_latency", 0.99),
+    ] {
+        let (lo, hi) = report
+            .histogram(metric)
+            .and_then(|h| crate::stats::interval::quantile_interval(&h, q))
+            .map_or((f64::NAN, f64::NAN), |(lo, hi)| {
+                (lo as f64 / 1000.0, hi as f64 / 1000.0)
+            });
+        put(&format!("{column}_lo"), lo);
+        put(&format!("{column}_hi"), hi);
+    }
     let failures = report
         .failures()
         .iter()
@@ -619,5 +677,50 @@ mod tests {
             "the faster budget that still completes"
         );
         assert_eq!(recs[1].value, None);
+    }
+
+    /// A winner whose interval overlaps another cell's is reported with that cell as a tie;
+    /// one whose interval is clear of the rest is not.
+    #[test]
+    fn recommendations_say_when_the_best_cells_are_a_tie() {
+        let row = |cell, budget: &str, p99: f64, lo: f64, hi: f64| Row {
+            cell,
+            params: vec![budget.into()],
+            values: COLUMNS
+                .iter()
+                .map(|c| (c.to_string(), 1.0))
+                .chain([
+                    ("transfer_completion_p99_ms".to_owned(), p99),
+                    ("transfer_completion_p99_ms_lo".to_owned(), lo),
+                    ("transfer_completion_p99_ms_hi".to_owned(), hi),
+                ])
+                .collect(),
+            failures: String::new(),
+        };
+        let spec = RecommendSpec {
+            choose: "budget".into(),
+            by: vec![],
+            minimise: "transfer_completion_p99_ms".into(),
+            min_completion_ratio: 1.0,
+        };
+        let axes = ["budget".to_owned()];
+        let near = [
+            row(0, "4096", 900.0, 850.0, 950.0),
+            row(1, "8192", 400.0, 350.0, 480.0),
+            row(2, "16384", 450.0, 420.0, 500.0),
+        ];
+        let recs = recommend(&spec, &axes, &near);
+        assert_eq!(recs[0].value.as_deref(), Some("8192"));
+        assert_eq!(recs[0].ties, ["16384"]);
+        assert!(recs[0].text.contains("a tie"), "{}", recs[0].text);
+        assert!(recs[0].text.contains("[95% CI"), "{}", recs[0].text);
+        let clear = [
+            row(0, "4096", 900.0, 850.0, 950.0),
+            row(1, "8192", 400.0, 350.0, 410.0),
+            row(2, "16384", 450.0, 420.0, 500.0),
+        ];
+        let recs = recommend(&spec, &axes, &clear);
+        assert!(recs[0].ties.is_empty());
+        assert!(!recs[0].text.contains("a tie"));
     }
 }
