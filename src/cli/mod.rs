@@ -2,7 +2,9 @@
 //! One file per subcommand.
 
 mod compare;
+mod completions;
 mod determinism;
+mod profiles;
 mod record;
 mod replay;
 mod run;
@@ -12,6 +14,7 @@ mod shrink;
 mod soak;
 mod sweep;
 mod transfer;
+mod validate;
 
 use anyhow::{Context as _, Result};
 use clap::{Parser, Subcommand};
@@ -124,6 +127,32 @@ enum Command {
         relaysim soak --runs 100000 --seed 7 --out /tmp/soak   # violating scenarios land here\n  \
         relaysim run /tmp/soak/soak-123.toml                   # reproduce one")]
     Soak(soak::SoakArgs),
+    /// The built-in relay profiles: what each does (limits, ephemeral events, rate limits,
+    /// intake, keepalive, link), knob by knob, with the sources the values come from.
+    #[command(after_help = "Examples:\n  \
+        relaysim profiles\n  \
+        relaysim profiles strfry\n  \
+        relaysim profiles --json")]
+    Profiles(profiles::ProfilesArgs),
+    /// Check scenario, sweep and trace files without running them: every problem with its
+    /// file, line and column.
+    ///
+    /// Exit code: 0 when every file is valid, 2 when one is not.
+    #[command(after_help = "Examples:\n  \
+        relaysim validate scenarios/*.toml sweeps/*.toml\n  \
+        relaysim validate traces/lossy-download.jsonl --json")]
+    Validate(validate::ValidateArgs),
+    /// Print a shell completion script.
+    #[command(after_help = "Examples:\n  \
+        relaysim completions bash > ~/.local/share/bash-completion/completions/relaysim\n  \
+        relaysim completions zsh > ~/.zfunc/_relaysim\n  \
+        relaysim completions fish > ~/.config/fish/completions/relaysim.fish")]
+    Completions(completions::CompletionsArgs),
+    /// Print the man page, or write one per subcommand with --out.
+    #[command(after_help = "Examples:\n  \
+        relaysim man | man -l -\n  \
+        relaysim man --out target/man")]
+    Man(completions::ManArgs),
     /// Run a scenario twice and compare the traces byte for byte.
     #[command(
         name = "check-determinism",
@@ -172,6 +201,10 @@ pub fn run() -> Result<Exit> {
         Command::Merge(args) => sweep::merge(args),
         Command::Transfer(args) => transfer::transfer(args),
         Command::Soak(args) => soak::soak(args),
+        Command::Profiles(args) => profiles::profiles(args),
+        Command::Validate(args) => validate::validate(args),
+        Command::Completions(args) => completions::completions(args),
+        Command::Man(args) => completions::man(args),
     }
 }
 

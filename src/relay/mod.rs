@@ -5,11 +5,13 @@
 //! [`Relay::poll_timeout`] / [`Relay::handle_timeout`]. Network impairments are applied around
 //! the relay by the driver ([`impair`]).
 
+mod describe;
 pub mod impair;
 pub(crate) mod profile;
 
 use crate::nip01::EPOCH_SECS;
 use crate::nip01::{ClientMessage, RelayMessage};
+pub use describe::Fact;
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
 pub use profile::{
     FrameOversizeReaction, Intake, KeepAlive, OversizeReaction, RateAction, RateLimit, RateScope,

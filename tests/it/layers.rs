@@ -11,6 +11,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("rng", 0),
     ("limits", 0),
     ("parallel", 0),
+    ("chart", 0),
     ("nip01", 1),
     ("protocol", 2),
     ("relay", 3),
@@ -28,6 +29,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("sweep", 14),
     ("compare", 14),
     ("soak", 14),
+    ("show", 14),
 ];
 
 fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {

@@ -18,6 +18,8 @@ mod open_stream_props;
 mod oversized_props;
 mod oversized_signed;
 mod peers;
+#[cfg(feature = "cli")]
+mod reports;
 mod resumable;
 mod scenarios;
 #[cfg(feature = "cli")]

@@ -1,0 +1,238 @@
+//! A relay profile in words: each knob and its value, for `relaysim profiles` and for NIP-11
+//! readers. Only reads a profile; what the knobs do is in `profile.rs` and `docs/relays.md`.
+
+use super::impair::{Delay, Direction, Ordering};
+use super::profile::{
+    FrameOversizeReaction, Intake, OversizeReaction, RateAction, RateScope, RelayProfile,
+    SizeMeasure,
+};
+use std::time::Duration;
+
+/// One knob of a profile and its value in words.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Fact {
+    /// The knob (`max_event_bytes`, `ephemeral`, ...).
+    pub knob: &'static str,
+    /// Its value in words.
+    pub value: String,
+}
+
+fn secs(d: Duration) -> String {
+    humantime::format_duration(d).to_string()
+}
+
+fn delay(d: &Delay) -> String {
+    match d {
+        Delay::Zero => "none".into(),
+        other => format!("{other:?}"),
+    }
+}
+
+fn direction(d: &Direction) -> String {
+    if *d == Direction::default() {
+        return "perfect".into();
+    }
+    let mut parts = vec![format!("delay {}", delay(&d.delay))];
+    if let Some(b) = d.bandwidth {
+        parts.push(format!("bandwidth {b} B/s"));
+    }
+    if d.ordering == Ordering::Datagram {
+        parts.push(format!(
+            "datagram mode: reorder {}, duplicate {}, loss {:?}",
+            d.reorder, d.duplicate, d.loss
+        ));
+    }
+    parts.join(", ")
+}
+
+impl RelayProfile {
+    /// Every knob of the profile in words, in a fixed order.
+    pub fn facts(&self) -> Vec<Fact> {
+        let mut out = Vec::new();
+        let mut put = |knob: &'static str, value: String| out.push(Fact { knob, value });
+        put(
+            "max_event_bytes",
+            match self.max_event_bytes {
+                None => "none".into(),
+                Some(n) => format!(
+                    "{n} ({}); over it: {}",
+                    match self.size_measure {
+                        SizeMeasure::EventJson => "measured on the event JSON",
+                        SizeMeasure::EventMessage => "measured on the whole EVENT message",
+                    },
+                    match &self.oversize {
+                        OversizeReaction::OkFalse(m) => format!("OK false {m:?}"),
+                        OversizeReaction::Notice(m) => format!("NOTICE {m:?} and no OK"),
+                    }
+                ),
+            },
+        );
+        put(
+            "max_message_bytes",
+            match self.max_message_bytes {
+                None => "none".into(),
+                Some(n) => format!(
+                    "{n}; over it: {}",
+                    match &self.frame_oversize {
+                        FrameOversizeReaction::Drop => "connection dropped".to_owned(),
+                        FrameOversizeReaction::NoticeThenDrop(m) =>
+                            format!("NOTICE {m:?}, then connection dropped"),
+                    }
+                ),
+            },
+        );
+        let e = &self.ephemeral;
+        put(
+            "ephemeral",
+            [
+                Some(match e.store_for {
+                    Some(d) => format!(
+                        "stored {} (re-sends answered duplicate, replayed to new REQs)",
+                        secs(d)
+                    ),
+                    None => "live only (not stored, not de-duplicated)".into(),
+                }),
+                Some(if e.send_ok { "OK sent" } else { "no OK sent" }.to_owned()),
+                e.mute_without_listener
+                    .then(|| "refused when nobody listens".to_owned()),
+                e.reject_older_than
+                    .map(|d| format!("refused when older than {}", secs(d))),
+            ]
+            .into_iter()
+            .flatten()
+            .collect::<Vec<_>>()
+            .join("; "),
+        );
+        put(
+            "reject_newer_than",
+            self.reject_newer_than.map_or("none".into(), secs),
+        );
+        put(
+            "allowed_kinds",
+            self.allowed_kinds
+                .as_ref()
+                .map_or("all".into(), |k| format!("{k:?}")),
+        );
+        put(
+            "rate_limit",
+            match &self.rate_limit {
+                None => "none".into(),
+                Some(r) => format!(
+                    "{}, burst {}, per {}; when empty: {}",
+                    if r.refill_per_sec < 1.0 {
+                        format!(
+                            "{} events/min",
+                            (r.refill_per_sec * 60.0 * 1000.0).round() / 1000.0
+                        )
+                    } else {
+                        format!("{} events/s", r.refill_per_sec)
+                    },
+                    r.capacity,
+                    match r.scope {
+                        RateScope::Connection => "connection",
+                        RateScope::Pubkey => "author",
+                        RateScope::Ip => "client address",
+                        RateScope::Server => "relay",
+                    },
+                    match &r.action {
+                        RateAction::Reject(m) => format!("OK false {m:?}"),
+                        RateAction::Delay => "held until a token is free".into(),
+                        RateAction::Drop => "dropped silently".into(),
+                    }
+                ),
+            },
+        );
+        put(
+            "max_subscriptions",
+            format!(
+                "{}{}",
+                self.max_subscriptions,
+                self.too_many_subscriptions_notice
+                    .as_ref()
+                    .map_or(" (CLOSED past it)".into(), |m| format!(
+                        " (NOTICE {m:?} past it)"
+                    ))
+            ),
+        );
+        put(
+            "max_limit",
+            self.max_limit.map_or("none".into(), |n| n.to_string()),
+        );
+        put("max_subscription_id", self.max_subscription_id.to_string());
+        put(
+            "max_filters",
+            self.max_filters.map_or("none".into(), |n| n.to_string()),
+        );
+        put(
+            "delivery_batch",
+            self.delivery_batch.map_or("none".into(), secs),
+        );
+        put("processing", secs(self.processing));
+        put(
+            "intake",
+            match &self.intake {
+                Intake::Serial => "serial (nothing overtakes)".into(),
+                Intake::Concurrent { handling, per_kib } => format!(
+                    "concurrent: handling {}, plus {} per KiB",
+                    delay(handling),
+                    secs(*per_kib)
+                ),
+            },
+        );
+        put(
+            "keepalive",
+            match &self.keepalive {
+                None => "none (never pings, never closes a quiet connection)".into(),
+                Some(k) => format!(
+                    "ping every {}; closed when silent {} ({})",
+                    secs(k.ping_every),
+                    secs(k.silent_after),
+                    if k.pongs_only {
+                        "only pongs count"
+                    } else {
+                        "any frame counts"
+                    }
+                ),
+            },
+        );
+        put("peer_to_relay", direction(&self.impairments.peer_to_relay));
+        put("relay_to_peer", direction(&self.impairments.relay_to_peer));
+        put(
+            "outages",
+            if self.impairments.outages == Default::default() {
+                "none".into()
+            } else {
+                format!("{:?}", self.impairments.outages)
+            },
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fact(p: &RelayProfile, knob: &str) -> String {
+        p.facts()
+            .into_iter()
+            .find(|f| f.knob == knob)
+            .unwrap()
+            .value
+    }
+
+    #[test]
+    fn facts_say_what_the_profile_sets() {
+        let strfry = RelayProfile::strfry();
+        assert!(fact(&strfry, "max_event_bytes").starts_with("65536"));
+        assert!(fact(&strfry, "ephemeral").contains("stored 5m"));
+        assert!(fact(&strfry, "keepalive").contains("ping every 55s"));
+        let damus = RelayProfile::damus();
+        assert!(fact(&damus, "rate_limit").contains("per client address"));
+        assert!(fact(&damus, "rate_limit").starts_with("8 events/min"));
+        assert_eq!(fact(&RelayProfile::ideal(), "rate_limit"), "none");
+        assert!(fact(&RelayProfile::khatru(), "intake").starts_with("concurrent"));
+        assert!(fact(&RelayProfile::khatru(), "ephemeral").contains("refused when nobody listens"));
+        assert_ne!(fact(&RelayProfile::mobile(), "relay_to_peer"), "perfect");
+    }
+}
