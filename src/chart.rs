@@ -48,3 +48,13 @@ impl Ranged for TickedAxis {
         self.lo..self.hi
     }
 }
+
+/// A tick step of 1, 2 or 5 × 10^k at or above `v` (positive).
+pub fn nice_step(v: f64) -> f64 {
+    let decade = 10f64.powf(v.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .iter()
+        .map(|m| m * decade)
+        .find(|c| *c >= v * (1.0 - 1e-9))
+        .unwrap_or(10.0 * decade)
+}

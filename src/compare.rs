@@ -218,13 +218,13 @@ impl Comparison {
                 "{:<30} {:>10} {:>12} {:>12}  failure causes",
                 format!("workload {name}"),
                 "completed",
-                "ok p50 ms",
-                "ok p99 ms"
+                "ok p50",
+                "ok p99"
             );
             for (pairing, r) in self.workload(w) {
                 let ms = |d: Option<Duration>| {
                     d.map_or("-".to_owned(), |d| {
-                        format!("{:.1}", d.as_secs_f64() * 1000.0)
+                        crate::stats::output::human_us(micros(d))
                     })
                 };
                 let causes: Vec<String> =
@@ -260,6 +260,70 @@ impl Comparison {
         out
     }
 
+    /// The comparison as one JSON document (`relaysim compare --json`): the scenario, its
+    /// seeds, each pairing's completion ratio and failures, each workload's results under
+    /// every pairing (latency quantiles of the completed calls in microseconds, `null` when
+    /// none completed), and the workloads whose outcomes differ, with each pairing's summary.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let pairings: Vec<serde_json::Value> = self
+            .reports
+            .iter()
+            .map(|(pairing, report)| {
+                json!({
+                    "pairing": pairing.label(),
+                    "server": pairing.server,
+                    "client": pairing.client,
+                    "completion_ratio": report.completion_ratio(),
+                    "failures": report.failures(),
+                })
+            })
+            .collect();
+        let workloads: Vec<serde_json::Value> = self
+            .workloads
+            .iter()
+            .enumerate()
+            .map(|(w, name)| {
+                let results: Vec<serde_json::Value> = self
+                    .workload(w)
+                    .into_iter()
+                    .map(|(pairing, r)| {
+                        json!({
+                            "pairing": pairing.label(),
+                            "server": pairing.server,
+                            "client": pairing.client,
+                            "calls": r.calls,
+                            "completed": r.completed,
+                            "causes": r.causes,
+                            "p50_us": r.quantile(0.5).map(micros),
+                            "p99_us": r.quantile(0.99).map(micros),
+                        })
+                    })
+                    .collect();
+                json!({ "workload": name, "pairings": results })
+            })
+            .collect();
+        // Objects keep their insertion order (workloads, then pairings, in run order).
+        let differences: serde_json::Map<String, serde_json::Value> = self
+            .differences()
+            .into_iter()
+            .map(|(workload, summaries)| {
+                let per_pairing: serde_json::Map<String, serde_json::Value> = summaries
+                    .into_iter()
+                    .map(|(p, s)| (p.label(), s.into()))
+                    .collect();
+                (workload, per_pairing.into())
+            })
+            .collect();
+        json!({
+            "scenario": self.scenario,
+            "seeds": self.seeds,
+            "pairings": pairings,
+            "workloads": workloads,
+            "differences": differences,
+        })
+    }
+
     /// Writes `compare.csv` into `dir` (created if needed): one row per pairing and workload,
     /// `server,client,workload,calls,completed,failed,causes,p50_us,p99_us` (latencies of the
     /// completed calls).
@@ -279,8 +343,7 @@ impl Comparison {
         ])?;
         for (index, name) in self.workloads.iter().enumerate() {
             for (pairing, r) in self.workload(index) {
-                let us =
-                    |d: Option<Duration>| d.map_or(String::new(), |d| d.as_micros().to_string());
+                let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
                 let causes: Vec<String> =
                     r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
                 w.write_record([
@@ -298,4 +361,9 @@ impl Comparison {
         }
         w.flush()
     }
+}
+
+/// A duration in whole microseconds (saturating).
+fn micros(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

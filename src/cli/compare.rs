@@ -21,9 +21,14 @@ pub(super) struct CompareArgs {
     /// for any value.
     #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
     jobs: Option<u16>,
-    /// Where to write compare.csv (default results/compare/<scenario>/).
+    /// Where to write compare.csv (default results/compare/<file name>/, never another scenario
+    /// file's directory; with several files, a directory per file under it).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Print the comparison as JSON instead of the tables (with several scenario files, one
+    /// array with a comparison per file); each names its compare.csv in `csv`.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
@@ -34,8 +39,22 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
              is the only pairing; build with `--features contextvm-sdk` to compare"
         );
     }
+    let mut documents = Vec::new();
     for path in &args.scenarios {
         let scenario = Scenario::from_file(path)?;
+        // Named after the file (two files may share a scenario name), and with several files
+        // under --out, each in its own directory.
+        let (stem, source) = super::stem_and_source(path);
+        let dir = match (&args.out, args.scenarios.len()) {
+            (Some(out), 1) => out.clone(),
+            (Some(out), _) => out.join(&stem),
+            (None, _) => {
+                let dir = std::path::Path::new("results/compare").join(&stem);
+                super::claim_results_dir(&dir, "scenario.txt", &source)?;
+                dir
+            }
+        };
+
         let seed = args.seed.unwrap_or(scenario.seed);
         let runs = args.runs.unwrap_or(scenario.runs);
         let bar = ProgressBar::with_draw_target(
@@ -53,17 +72,31 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
                 bar.inc(1)
             });
         bar.finish_and_clear();
-        print!("{}", comparison.text());
-        let dir = match (&args.out, args.scenarios.len()) {
-            (Some(out), 1) => out.clone(),
-            (Some(out), _) => out.join(&scenario.name),
-            (None, _) => std::path::Path::new("results/compare").join(&scenario.name),
-        };
+        if !args.json {
+            print!("{}", comparison.text());
+        }
         comparison
             .write_csv(&dir)
             .with_context(|| format!("cannot write {}", dir.display()))?;
-        println!("compare.csv written to {}", dir.display());
-        println!();
+        if args.json {
+            let mut document = comparison.to_json();
+            if let Some(fields) = document.as_object_mut() {
+                let csv = dir.join("compare.csv").display().to_string();
+                fields.insert("csv".to_owned(), csv.into());
+            }
+            documents.push(document);
+        } else {
+            println!("compare.csv written to {}", dir.display());
+            println!();
+        }
+    }
+    if args.json {
+        // One file, one object; several, an array of them.
+        let document = match documents.len() {
+            1 => documents.remove(0),
+            _ => serde_json::Value::Array(documents),
+        };
+        println!("{}", serde_json::to_string_pretty(&document)?);
     }
     Ok(Exit::Success)
 }

@@ -220,6 +220,41 @@ pub(crate) fn write_file(path: &std::path::Path, text: &str) -> Result<()> {
     std::fs::write(path, text).with_context(|| format!("cannot write {}", path.display()))
 }
 
+/// Claims the default results directory `dir` for `source` (a file's canonical path): creates
+/// it and writes `source` into `dir/owner_file`. A directory another file's results are in is
+/// refused, not overwritten.
+pub(crate) fn claim_results_dir(
+    dir: &std::path::Path,
+    owner_file: &str,
+    source: &str,
+) -> Result<()> {
+    let owner = dir.join(owner_file);
+    match std::fs::read_to_string(&owner) {
+        Ok(text) if text.trim() != source => anyhow::bail!(
+            "{} holds the results of {}; give this run its own directory with --out DIR",
+            dir.display(),
+            text.trim()
+        ),
+        _ => {}
+    }
+    std::fs::create_dir_all(dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    std::fs::write(&owner, format!("{source}\n"))
+        .with_context(|| format!("cannot write {}", owner.display()))
+}
+
+/// A file's stem (`scenarios/x.toml` → `x`), and its canonical path, which names it however
+/// the command line spelled it.
+pub(crate) fn stem_and_source(path: &std::path::Path) -> (String, String) {
+    (
+        path.file_stem()
+            .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
+        std::fs::canonicalize(path)
+            .unwrap_or_else(|_| path.to_path_buf())
+            .display()
+            .to_string(),
+    )
+}
+
 /// Creates the directory `path` is in, if it names one.
 pub(crate) fn create_parent(path: &std::path::Path) -> Result<()> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {

@@ -6,6 +6,7 @@ use anyhow::{bail, Context, Result};
 use relaysim::replay;
 use relaysim::scenario::Scenario;
 use relaysim::trace::Trace;
+use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct ReplayArgs {
@@ -29,6 +30,9 @@ pub(super) struct ReplayArgs {
     /// scenario's).
     #[arg(long, requires = "scenario")]
     seed: Option<u64>,
+    /// Print the comparison as JSON instead of the table (the exit codes are the same).
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -49,6 +53,59 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
         None => None,
     };
     let r = relaysim::replay::live_schedule::schedule_live(trace, given)?;
+    if args.json {
+        let receivers: Vec<serde_json::Value> = r
+            .recorded
+            .iter()
+            .map(|((client, token), recorded)| {
+                let replayed = r.replayed.get(&(client.clone(), token.clone()));
+                json!({
+                    "client": client,
+                    "token": token,
+                    "recorded": recorded,
+                    "replayed": replayed,
+                })
+            })
+            .collect();
+        let compared = r.recorded.len();
+        print_json(&json!({
+            "mode": "schedule",
+            "live": true,
+            "scenario": r.scenario,
+            "seed": r.seed,
+            "relay": r.relay,
+            "recorded_publications": r.recorded_publications,
+            "replayed_publications": r.replayed_publications,
+            "matched_publications": r.matched_publications,
+            "calls": r.calls,
+            "receivers": receivers,
+            "compared": compared,
+            "same_outcome": (compared > 0).then(|| r.same_outcome()),
+            "out": args.out.as_ref().map(|p| p.display().to_string()),
+        }))?;
+    } else {
+        print_live(&r);
+    }
+    if let Some(path) = &args.out {
+        super::write_file(path, &r.text)?;
+    }
+    if !r.compared() {
+        if args.check {
+            bail!("--check has nothing to check: the recording shows no transfer or stream reaching a client");
+        }
+        return Ok(Exit::Success);
+    }
+    let same = r.same_outcome();
+    Ok(if args.check && !same {
+        Exit::ExpectationFailed
+    } else {
+        Exit::Success
+    })
+}
+
+/// The text of a live schedule replay: the rerun's calls, each received transfer's and
+/// stream's outcome as recorded and as replayed, and the verdict.
+fn print_live(r: &relaysim::replay::live_schedule::LiveScheduleReplay) {
     println!(
         "scenario {} (seed {}), relay {} as recorded: {} of {} publications replayed as the recording delivered them",
         r.scenario, r.seed, r.relay, r.matched_publications, r.replayed_publications
@@ -73,23 +130,12 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
             .map_or("<missing>", String::as_str);
         println!("{client:<16} {token:<10} {recorded:<30} {new}");
     }
-    if let Some(path) = &args.out {
-        super::write_file(path, &r.text)?;
-    }
-    if !r.compared() {
-        println!("nothing to compare: no transfer or stream reached a client in the recording");
-        if args.check {
-            bail!("--check has nothing to check: the recording shows no transfer or stream reaching a client");
-        }
-        return Ok(Exit::Success);
-    }
-    let same = r.same_outcome();
-    println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
-    Ok(if args.check && !same {
-        Exit::ExpectationFailed
+    if r.compared() {
+        let same = r.same_outcome();
+        println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
     } else {
-        Exit::Success
-    })
+        println!("nothing to compare: no transfer or stream reached a client in the recording");
+    }
 }
 
 pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
@@ -103,96 +149,164 @@ pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
     }
     match args.mode {
         ReplayMode::Schedule if live => replay_live(&args, &trace),
-        ReplayMode::Schedule => {
-            let r = replay::schedule(&trace, &text)?;
-            println!(
-                "{:<24} {:<8} {:<12} {:<30} replayed",
-                "workload", "call", "tool", "recorded"
-            );
-            for (rec, new) in r
-                .recorded
-                .iter()
-                .zip(r.replayed.iter().map(Some).chain(std::iter::repeat(None)))
-            {
-                let new = new.map_or("<missing>", |n| n.outcome.as_str());
-                println!(
-                    "{:<24} {:<8} {:<12} {:<30} {new}",
-                    rec.workload, rec.call, rec.tool, rec.outcome
-                );
-            }
-            if let Some(path) = &args.out {
-                super::write_file(path, &r.text)?;
-            }
-            match (&r.first_difference, r.same_outcome()) {
-                (None, _) => println!("the replay is identical to the trace, byte for byte"),
-                (Some((line, old, new)), same) => {
-                    println!("the replay first differs from the trace at line {line}:");
-                    println!("  recorded: {}", short(old));
-                    println!("  replayed: {}", short(new));
-                    println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
-                }
-            }
-            Ok(if args.check && !r.same_outcome() {
-                Exit::ExpectationFailed
-            } else {
-                Exit::Success
+        ReplayMode::Schedule => replay_schedule(&args, &trace, &text),
+        ReplayMode::Inject => replay_inject(&args, &trace),
+    }
+}
+
+/// Schedule replay of a des trace: each call's outcome as recorded and as replayed, and where
+/// the replay's trace first differs from the recorded one.
+fn replay_schedule(args: &ReplayArgs, trace: &Trace, text: &str) -> Result<Exit> {
+    let r = replay::schedule(trace, text)?;
+    // The rows the table shows: the recorded calls, each beside its replayed outcome.
+    let rows = r
+        .recorded
+        .iter()
+        .zip(r.replayed.iter().map(Some).chain(std::iter::repeat(None)));
+    if args.json {
+        let calls: Vec<serde_json::Value> = rows
+            .map(|(rec, new)| {
+                json!({
+                    "workload": rec.workload,
+                    "client": rec.client,
+                    "call": rec.call,
+                    "tool": rec.tool,
+                    "recorded": rec.outcome,
+                    "replayed": new.map(|n| &n.outcome),
+                })
             })
-        }
-        ReplayMode::Inject => {
-            let injected = replay::inject(&trace)?;
-            let recorded = replay::recorded_receiver_outcomes(&trace);
-            let mut differs = false;
-            let mut compared = 0;
+            .collect();
+        let first_difference = r.first_difference.as_ref().map(|(line, old, new)| {
+            json!({ "line": line, "recorded": short(old), "replayed": short(new) })
+        });
+        print_json(&json!({
+            "mode": "schedule",
+            "live": false,
+            "calls": calls,
+            "identical": r.first_difference.is_none(),
+            "first_difference": first_difference,
+            "compared": r.recorded.len(),
+            "same_outcome": r.same_outcome(),
+            "out": args.out.as_ref().map(|p| p.display().to_string()),
+        }))?;
+    } else {
+        println!(
+            "{:<24} {:<8} {:<12} {:<30} replayed",
+            "workload", "call", "tool", "recorded"
+        );
+        for (rec, new) in rows {
+            let new = new.map_or("<missing>", |n| n.outcome.as_str());
             println!(
-                "{:<12} {:<10} {:<9} {:>7}  {:<28} recorded",
-                "receiver", "token", "kind", "chunks", "injected"
+                "{:<24} {:<8} {:<12} {:<30} {new}",
+                rec.workload, rec.call, rec.tool, rec.outcome
             );
-            for i in &injected {
-                let rec = recorded.get(&(i.receiver.clone(), i.token.clone()));
-                compared += usize::from(rec.is_some());
-                if rec.is_some_and(|r| *r != i.outcome) {
-                    differs = true;
-                }
-                println!(
-                    "{:<12} {:<10} {:<9} {:>7}  {:<28} {}",
-                    i.receiver,
-                    i.token,
-                    i.kind,
-                    i.chunks,
-                    i.outcome,
-                    rec.map_or("-", String::as_str)
-                );
-            }
-            println!();
-            print!("{}", replay::traffic::traffic(&trace).text());
-            println!();
-            if compared == 0 {
-                // Foreign peers (a live recording) record no outcomes to hold these against.
-                println!(
-                    "nothing to compare: the trace records no receiver outcome for these {} \
-                     transfers and streams",
-                    injected.len()
-                );
-                if args.check {
-                    bail!("--check has nothing to check: the trace records no receiver outcome");
-                }
-                return Ok(Exit::Success);
-            }
-            println!(
-                "{}",
-                if differs {
-                    "outcome CHANGED for at least one receiver"
-                } else {
-                    "every injected outcome matches the recorded one"
-                }
-            );
-            Ok(if args.check && differs {
-                Exit::ExpectationFailed
-            } else {
-                Exit::Success
-            })
         }
     }
+    if let Some(path) = &args.out {
+        super::write_file(path, &r.text)?;
+    }
+    if !args.json {
+        match (&r.first_difference, r.same_outcome()) {
+            (None, _) => println!("the replay is identical to the trace, byte for byte"),
+            (Some((line, old, new)), same) => {
+                println!("the replay first differs from the trace at line {line}:");
+                println!("  recorded: {}", short(old));
+                println!("  replayed: {}", short(new));
+                println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
+            }
+        }
+    }
+    Ok(if args.check && !r.same_outcome() {
+        Exit::ExpectationFailed
+    } else {
+        Exit::Success
+    })
+}
+
+/// Inject replay: each transfer's and stream's outcome in fresh receivers beside the recorded
+/// one, and the trace's traffic.
+fn replay_inject(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
+    let injected = replay::inject(trace)?;
+    let recorded = replay::recorded_receiver_outcomes(trace);
+    let rows: Vec<(&replay::Injected, Option<&String>)> = injected
+        .iter()
+        .map(|i| (i, recorded.get(&(i.receiver.clone(), i.token.clone()))))
+        .collect();
+    let compared = rows.iter().filter(|(_, rec)| rec.is_some()).count();
+    let differs = rows
+        .iter()
+        .any(|(i, rec)| rec.is_some_and(|r| *r != i.outcome));
+    let traffic = replay::traffic::traffic(trace);
+    if args.json {
+        let receivers: Vec<serde_json::Value> = rows
+            .iter()
+            .map(|(i, rec)| {
+                json!({
+                    "receiver": i.receiver,
+                    "token": i.token,
+                    "kind": i.kind,
+                    "chunks": i.chunks,
+                    "injected": i.outcome,
+                    "recorded": rec,
+                })
+            })
+            .collect();
+        print_json(&json!({
+            "mode": "inject",
+            "receivers": receivers,
+            "traffic": traffic.to_json(),
+            "compared": compared,
+            "same_outcome": (compared > 0).then_some(!differs),
+        }))?;
+    } else {
+        println!(
+            "{:<12} {:<10} {:<9} {:>7}  {:<28} recorded",
+            "receiver", "token", "kind", "chunks", "injected"
+        );
+        for (i, rec) in &rows {
+            println!(
+                "{:<12} {:<10} {:<9} {:>7}  {:<28} {}",
+                i.receiver,
+                i.token,
+                i.kind,
+                i.chunks,
+                i.outcome,
+                rec.map_or("-", String::as_str)
+            );
+        }
+        println!();
+        print!("{}", traffic.text());
+        println!();
+        if compared == 0 {
+            // Foreign peers (a live recording) record no outcomes to hold these against.
+            println!(
+                "nothing to compare: the trace records no receiver outcome for these {} \
+                 transfers and streams",
+                injected.len()
+            );
+        } else if differs {
+            println!("outcome CHANGED for at least one receiver");
+        } else {
+            println!("every injected outcome matches the recorded one");
+        }
+    }
+    if compared == 0 {
+        if args.check {
+            bail!("--check has nothing to check: the trace records no receiver outcome");
+        }
+        return Ok(Exit::Success);
+    }
+    Ok(if args.check && differs {
+        Exit::ExpectationFailed
+    } else {
+        Exit::Success
+    })
+}
+
+/// Prints `document` as pretty JSON on stdout.
+fn print_json(document: &serde_json::Value) -> Result<()> {
+    println!("{}", serde_json::to_string_pretty(document)?);
+    Ok(())
 }
 
 pub(super) fn short(line: &str) -> String {

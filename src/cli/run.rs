@@ -245,15 +245,7 @@ fn default_results_dir(
     engine: Engine,
 ) -> Result<std::path::PathBuf> {
     let (stem, source) = match path {
-        Some(path) => (
-            path.file_stem()
-                .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
-            // The same file, however it was named on the command line.
-            std::fs::canonicalize(path)
-                .unwrap_or_else(|_| path.clone())
-                .display()
-                .to_string(),
-        ),
+        Some(path) => super::stem_and_source(path),
         None => (
             "default".to_owned(),
             "the built-in default scenario".to_owned(),
@@ -265,18 +257,7 @@ fn default_results_dir(
         Engine::Live => format!("{stem}-live"),
     };
     let dir = std::path::Path::new("results").join(dir_name);
-    let owner = dir.join(OWNER_FILE);
-    match std::fs::read_to_string(&owner) {
-        Ok(text) if text.trim() != source => bail!(
-            "{} holds the results of {}; give this run its own directory with --out DIR",
-            dir.display(),
-            text.trim()
-        ),
-        _ => {}
-    }
-    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
-    std::fs::write(&owner, format!("{source}\n"))
-        .with_context(|| format!("cannot write {}", owner.display()))?;
+    super::claim_results_dir(&dir, OWNER_FILE, &source)?;
     Ok(dir)
 }
 

@@ -33,6 +33,11 @@ pub(super) struct ServeArgs {
     /// Write report.json, report.txt and the command's outcomes.jsonl here.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// At stop, print the report as JSON (what --out writes to report.json) instead of text.
+    /// The command's standard output then goes to standard error, so standard output holds
+    /// the report alone.
+    #[arg(long)]
+    json: bool,
     /// A command to run against the relays (after `--`); serve stops when it exits. It gets
     /// RELAYSIM_RELAYS (the relays' ws:// URLs, comma-separated) and RELAYSIM_OUTCOMES (a file
     /// for one JSON line per call: {"peer", "call", "outcome", "latency_ms"}).
@@ -134,7 +139,11 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
     let command = match command {
         Ok(command) => command,
         Err(e) => {
-            print!("{}", report.text());
+            if args.json {
+                println!("{}", serde_json::to_string_pretty(&report)?);
+            } else {
+                print!("{}", report.text());
+            }
             return Err(e);
         }
     };
@@ -158,11 +167,17 @@ async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
     };
     let _ = std::fs::remove_file(&outcomes);
     eprintln!("running: {}", args.command.join(" "));
-    let mut child = tokio::process::Command::new(&args.command[0])
+    let mut command = tokio::process::Command::new(&args.command[0]);
+    command
         .args(&args.command[1..])
         .env("RELAYSIM_RELAYS", urls.join(","))
         .env("RELAYSIM_OUTCOMES", &outcomes)
-        .kill_on_drop(true)
+        .kill_on_drop(true);
+    if args.json {
+        // Standard output is for the report alone.
+        command.stdout(std::io::stderr());
+    }
+    let mut child = command
         .spawn()
         .with_context(|| format!("cannot start {:?}", args.command[0]))?;
     let status = tokio::select! {
@@ -244,13 +259,15 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
             let _ = std::fs::remove_file(&run.outcomes);
         }
     }
-    print!("{text}");
+    let json = serde_json::to_string_pretty(report)?;
+    if args.json {
+        println!("{json}");
+    } else {
+        print!("{text}");
+    }
     if let Some(dir) = &args.out {
         super::write_file(&dir.join("report.txt"), &text)?;
-        super::write_file(
-            &dir.join("report.json"),
-            &serde_json::to_string_pretty(report)?,
-        )?;
+        super::write_file(&dir.join("report.json"), &json)?;
         eprintln!("report written to {}", dir.display());
     }
     if let Some(path) = &args.trace {

@@ -51,8 +51,14 @@ pub(super) fn show(args: ShowArgs) -> Result<Exit> {
         }
         p
     });
-    let svg = stem.with_extension("svg");
-    let png = stem.with_extension("png");
+    // Appended, not replaced: `lossy.min` becomes `lossy.min.svg`, not `lossy.svg`.
+    let with = |ext: &str| {
+        let mut name = stem.clone().into_os_string();
+        name.push(ext);
+        std::path::PathBuf::from(name)
+    };
+    let svg = with(".svg");
+    let png = with(".png");
     super::create_parent(&svg)?;
     relaysim::show::draw::write(&timeline, &svg, &png)
         .map_err(anyhow::Error::msg)

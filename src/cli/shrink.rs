@@ -2,6 +2,7 @@
 
 use super::Exit;
 use anyhow::Result;
+use relaysim::replay::shrink::Disturbance;
 use relaysim::trace::Trace;
 
 #[derive(clap::Args, Debug)]
@@ -17,12 +18,43 @@ pub(super) struct ShrinkArgs {
     /// At most this many candidate runs.
     #[arg(long, default_value_t = 2000)]
     max_runs: usize,
+    /// Print what was kept as JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
     let trace = Trace::from_file(&args.trace)?;
     let result = relaysim::replay::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
     super::write_file(&args.out, &result.text)?;
+    if args.json {
+        let kept: Vec<serde_json::Value> = result
+            .kept
+            .iter()
+            .map(|d| match d {
+                Disturbance::Link { link, seq, what } => serde_json::json!({
+                    "kind": "link",
+                    "what": what,
+                    "relay": link.0,
+                    "peer": link.1,
+                    "way": link.2,
+                    "seq": seq,
+                }),
+                Disturbance::Outage { index } => {
+                    serde_json::json!({ "kind": "outage", "index": index })
+                }
+            })
+            .collect();
+        let document = serde_json::json!({
+            "cause": result.cause,
+            "before": result.before,
+            "kept": kept,
+            "runs": result.runs,
+            "out": args.out.display().to_string(),
+        });
+        println!("{}", serde_json::to_string_pretty(&document)?);
+        return Ok(Exit::Success);
+    }
     println!(
         "kept {} of {} disturbances that still cause {:?} ({} candidate runs)",
         result.kept.len(),
@@ -32,13 +64,13 @@ pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
     );
     for d in &result.kept {
         match d {
-            relaysim::replay::shrink::Disturbance::Link { link, seq, what } => {
+            Disturbance::Link { link, seq, what } => {
                 println!(
                     "  {what:<9} message {seq} on {} -> {} ({})",
                     link.1, link.0, link.2
                 )
             }
-            relaysim::replay::shrink::Disturbance::Outage { index } => {
+            Disturbance::Outage { index } => {
                 println!("  outage    #{index}")
             }
         }

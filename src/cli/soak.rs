@@ -4,6 +4,7 @@ use super::Exit;
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use relaysim::soak::{SoakConfig, MAX_SOAK_RUNS};
+use serde_json::json;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct SoakArgs {
@@ -23,6 +24,10 @@ pub(super) struct SoakArgs {
     /// which `relaysim run` reproduces) into this directory.
     #[arg(long)]
     out: Option<std::path::PathBuf>,
+    /// Print the report as JSON instead of text, the machine's resource figures apart in
+    /// `resources`.
+    #[arg(long)]
+    json: bool,
 }
 
 pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
@@ -43,24 +48,32 @@ pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
     let started = std::time::Instant::now();
     let (report, resources) = relaysim::soak::soak(&config, |done| bar.set_position(done));
     bar.finish_and_clear();
+    let wall = started.elapsed();
+    let rss = peak_rss();
     let text = report.text();
-    print!("{text}");
-    // Resource figures come from the wall clock and the kernel: they vary between machines
-    // and runs, so they are printed apart from the report and not written to soak.txt.
-    println!(
-        "resources (this machine, not deterministic): {} wall with {} job(s), peak RSS {}, slowest run {}",
-        human(started.elapsed()),
-        config.jobs,
-        peak_rss().map_or_else(|| "unknown".to_owned(), |b| format!("{:.0} MiB", b as f64 / 1048576.0)),
-        resources.slowest.map_or_else(
-            || "none".to_owned(),
-            |(i, t)| format!("{} ({})", i, human(t))
-        ),
-    );
+    if !args.json {
+        print!("{text}");
+        // Resource figures come from the wall clock and the kernel: they vary between
+        // machines and runs, so they are printed apart from the report and not written to
+        // soak.txt.
+        println!(
+            "resources (this machine, not deterministic): {} wall with {} job(s), peak RSS {}, slowest run {}",
+            human(wall),
+            config.jobs,
+            rss.map_or_else(|| "unknown".to_owned(), |b| format!("{:.0} MiB", b as f64 / 1048576.0)),
+            resources.slowest.map_or_else(
+                || "none".to_owned(),
+                |(i, t)| format!("{} ({})", i, human(t))
+            ),
+        );
+    }
+    let mut written = Vec::new();
     if let Some(dir) = &args.out {
         std::fs::create_dir_all(dir)
             .with_context(|| format!("cannot create the directory {}", dir.display()))?;
-        super::write_file(&dir.join("soak.txt"), &text)?;
+        let summary = dir.join("soak.txt");
+        super::write_file(&summary, &text)?;
+        written.push(summary);
         for f in &report.findings {
             let what: Vec<String> = f.violations.iter().map(|v| format!("# {v}")).collect();
             let body = format!(
@@ -71,13 +84,44 @@ pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
                 f.index,
                 f.toml
             );
-            super::write_file(&dir.join(format!("soak-{}.toml", f.index)), &body)?;
+            let path = dir.join(format!("soak-{}.toml", f.index));
+            super::write_file(&path, &body)?;
+            written.push(path);
         }
-        println!(
-            "wrote {} ({} scenario(s) with violations)",
-            dir.join("soak.txt").display(),
-            report.findings.len()
-        );
+        if !args.json {
+            println!(
+                "wrote {} ({} scenario(s) with violations)",
+                dir.join("soak.txt").display(),
+                report.findings.len()
+            );
+        }
+    }
+    if args.json {
+        let mut document = report.to_json();
+        if let Some(fields) = document.as_object_mut() {
+            fields.insert("seed".to_owned(), config.seed.into());
+            let slowest = resources
+                .slowest
+                .map(|(index, t)| json!({ "index": index, "wall_us": micros(t) }));
+            fields.insert(
+                "resources".to_owned(),
+                json!({
+                    "deterministic": false,
+                    "wall_us": micros(wall),
+                    "busy_us": micros(resources.busy),
+                    "jobs": config.jobs,
+                    "peak_rss_bytes": rss,
+                    "slowest_run": slowest,
+                }),
+            );
+            let files: Vec<String> = written.iter().map(|p| p.display().to_string()).collect();
+            fields.insert(
+                "out".to_owned(),
+                args.out.as_ref().map(|d| d.display().to_string()).into(),
+            );
+            fields.insert("files".to_owned(), files.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&document)?);
     }
     Ok(if report.findings.is_empty() {
         Exit::Success
@@ -95,5 +139,10 @@ fn peak_rss() -> Option<u64> {
 }
 
 fn human(d: std::time::Duration) -> String {
-    relaysim::stats::output::human_us(u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
+    relaysim::stats::output::human_us(micros(d))
+}
+
+/// A duration in whole microseconds (saturating).
+fn micros(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }

@@ -55,6 +55,9 @@ pub(super) struct TransferArgs {
     /// Write the run's trace here (JSON Lines), for `relaysim replay` and `relaysim shrink`.
     #[arg(long)]
     trace: Option<std::path::PathBuf>,
+    /// Print the report as JSON instead of text.
+    #[arg(long)]
+    json: bool,
 }
 
 fn probability(name: &str, p: f64) -> Result<f64> {
@@ -141,16 +144,34 @@ pub(super) fn transfer(args: TransferArgs) -> Result<Exit> {
         return Ok(Exit::Success);
     }
     let scenario = Scenario::from_toml_str(&text, "the scenario of `relaysim transfer`")?;
-    let report = match &args.trace {
-        Some(path) => {
-            let (report, trace) = scenario.run_traced(args.seed, EventsMode::Full);
-            super::write_file(path, &trace)?;
-            eprintln!("trace written to {}", path.display());
-            report
-        }
-        None => scenario.run(args.seed),
+    // Always traced: on failure the trace is where the cause chain is read from (events by
+    // id only, unless the trace is to be written for replays).
+    let mode = if args.trace.is_some() {
+        EventsMode::Full
+    } else {
+        EventsMode::Ids
     };
-    print_report(&args, &report);
+    let (report, trace_text) = scenario.run_traced(args.seed, mode);
+    if let Some(path) = &args.trace {
+        super::write_file(path, &trace_text)?;
+        eprintln!("trace written to {}", path.display());
+    }
+    let failed = report.items.iter().any(|i| i.outcome != Outcome::Completed);
+    let chain = if failed {
+        let trace = relaysim::Trace::parse(&trace_text, "the transfer's trace")?;
+        Some(relaysim::show::chain::CauseChain::of(&trace).text())
+    } else {
+        None
+    };
+    if args.json {
+        let mut json = report_json(&args, &report);
+        json["cause_chain"] = chain.as_ref().map_or(serde_json::Value::Null, |c| {
+            c.lines().map(str::trim).collect::<Vec<_>>().into()
+        });
+        println!("{}", serde_json::to_string_pretty(&json)?);
+    } else {
+        print_report(&args, &report, chain.as_deref());
+    }
     if report.integrity_violations > 0 {
         bail!("integrity violation: the delivered message differs from the one sent");
     }
@@ -165,7 +186,66 @@ pub(super) fn transfer(args: TransferArgs) -> Result<Exit> {
     })
 }
 
-fn print_report(args: &TransferArgs, report: &RunReport) {
+/// What the transfer did to the message: `violated`, `exact` or `nothing-surfaced`, and the
+/// sentence for people.
+fn integrity(report: &RunReport) -> (&'static str, &'static str) {
+    let completed = report.items.iter().all(|i| i.outcome == Outcome::Completed);
+    match (completed, report.integrity_violations) {
+        (_, n) if n > 0 => (
+            "violated",
+            "VIOLATED: the delivered message differs from the one sent",
+        ),
+        (true, _) => ("exact", "exact: the delivered message is byte-identical"),
+        (false, _) => (
+            "nothing-surfaced",
+            "nothing surfaced (no partial message reached the application)",
+        ),
+    }
+}
+
+/// The report as one JSON document: the flags that shaped the run, the relay's counters, each
+/// call's outcome and virtual time, and the integrity verdict.
+fn report_json(args: &TransferArgs, report: &RunReport) -> serde_json::Value {
+    let counter = |name: &str| report.counters.get(name).copied().unwrap_or(0);
+    let calls: Vec<serde_json::Value> = report
+        .items
+        .iter()
+        .map(|item| {
+            let (outcome, cause) = match &item.outcome {
+                Outcome::Completed => ("completed", None),
+                Outcome::Failed(cause) => ("failed", Some(cause)),
+            };
+            let latency = item
+                .latency
+                .filter(|_| cause.is_none())
+                .map(|d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX));
+            serde_json::json!({ "outcome": outcome, "cause": cause, "completed_in_us": latency })
+        })
+        .collect();
+    serde_json::json!({
+        "seed": args.seed,
+        "direction": if args.bootstrap { "upload" } else { "download" },
+        "bootstrap": args.bootstrap,
+        "size": args.size,
+        "content": args.content.to_string(),
+        "budget": args.budget,
+        "profile": args.profile,
+        "events_published": counter("events_published"),
+        "bytes_published": counter("bytes_published"),
+        "delivered": counter("delivered"),
+        "lost": counter("lost"),
+        "duplicated": counter("duplicated"),
+        "reordered": counter("reordered"),
+        "calls": calls,
+        "completed": report.items.iter().all(|i| i.outcome == Outcome::Completed),
+        "integrity": integrity(report).0,
+        "integrity_violations": report.integrity_violations,
+        "trace": args.trace.as_ref().map(|p| p.display().to_string()),
+    })
+}
+
+/// The text report; `chain` is the failure's cause chain, when it failed.
+fn print_report(args: &TransferArgs, report: &RunReport, chain: Option<&str>) {
     let counter = |name: &str| report.counters.get(name).copied().unwrap_or(0);
     let direction = if args.bootstrap {
         "upload with the accept bootstrap"
@@ -199,12 +279,13 @@ fn print_report(args: &TransferArgs, report: &RunReport) {
         }
     }
     let completed = report.items.iter().all(|i| i.outcome == Outcome::Completed);
-    let integrity = match (completed, report.integrity_violations) {
-        (_, n) if n > 0 => "VIOLATED: the delivered message differs from the one sent",
-        (true, _) => "exact: the delivered message is byte-identical",
-        (false, _) => "nothing surfaced (no partial message reached the application)",
-    };
-    println!("  integrity          {integrity}");
+    println!("  integrity          {}", integrity(report).1);
+    if let Some(chain) = chain {
+        println!("  cause chain        what the trace shows, in time order:");
+        for line in chain.lines() {
+            println!("    {}", line.trim_start());
+        }
+    }
     if !completed {
         println!(
             "  next               relaysim transfer ... --trace t.jsonl, then relaysim shrink t.jsonl --out min.jsonl"

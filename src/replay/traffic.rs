@@ -83,6 +83,45 @@ pub fn traffic(trace: &Trace) -> Traffic {
 }
 
 impl Traffic {
+    /// The traffic as one JSON document: `peers` (by name: published, delivered, duplicates,
+    /// reordered, lost), `calls` (per method: requests, answered, and the latency percentiles
+    /// of the answered ones in microseconds, `null` when none was answered) and
+    /// `gift_wrapped`.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let peers: serde_json::Map<String, serde_json::Value> = self
+            .peers
+            .iter()
+            .map(|(name, p)| {
+                let counts = json!({
+                    "published": p.published,
+                    "delivered": p.delivered,
+                    "duplicates": p.duplicates,
+                    "reordered": p.reordered,
+                    "lost": p.lost,
+                });
+                (name.clone(), counts)
+            })
+            .collect();
+        let calls: Vec<serde_json::Value> = self
+            .calls
+            .iter()
+            .map(|c| {
+                let answered = |us: u64| (c.answered > 0).then_some(us);
+                json!({
+                    "method": c.method,
+                    "requests": c.requests,
+                    "answered": c.answered,
+                    "p50_us": answered(c.p50_us),
+                    "p90_us": answered(c.p90_us),
+                    "p99_us": answered(c.p99_us),
+                    "max_us": answered(c.max_us),
+                })
+            })
+            .collect();
+        json!({ "peers": peers, "calls": calls, "gift_wrapped": self.gift_wrapped })
+    }
+
     /// The traffic as text for people.
     pub fn text(&self) -> String {
         use std::fmt::Write as _;

@@ -132,9 +132,11 @@ impl Scenario {
                 .and_then(|row| quantile(q).map(|f| f(&row)));
             match value {
                 Some(us) if Duration::from_micros(us) > limit.0 => failed.push(format!(
-                    "{key} is {:.1} ms, above the expected {:.1} ms",
-                    us as f64 / 1000.0,
-                    limit.0.as_secs_f64() * 1000.0
+                    "{key} is {}, above the expected {}",
+                    crate::stats::output::human_us(us),
+                    crate::stats::output::human_us(
+                        u64::try_from(limit.0.as_micros()).unwrap_or(u64::MAX)
+                    )
                 )),
                 Some(_) => {}
                 None => failed.push(format!("{key}: no samples of {metric} were recorded")),

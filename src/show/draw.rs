@@ -10,7 +10,7 @@
 //!   where it fails; a failing call's whole life is a red frame on its client's lane.
 
 use super::{MarkKind, Timeline};
-use crate::chart::TickedAxis;
+use crate::chart::{nice_step, TickedAxis};
 use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
@@ -40,15 +40,6 @@ fn time_unit(span_us: u64) -> (f64, &'static str) {
     } else {
         (60e6, "min")
     }
-}
-
-fn nice_step(v: f64) -> f64 {
-    let decade = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
-        .iter()
-        .map(|m| m * decade)
-        .find(|c| *c >= v * (1.0 - 1e-9))
-        .unwrap_or(10.0 * decade)
 }
 
 fn render<DB: DrawingBackend>(t: &Timeline, root: DrawingArea<DB, Shift>) -> Result<(), String> {

@@ -6,6 +6,7 @@
 //! The layout is its own step, without plotters, so what a picture shows is tested on the
 //! model rather than on pixels.
 
+pub mod chain;
 #[cfg(feature = "plots")]
 pub mod draw;
 mod spans;

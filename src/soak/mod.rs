@@ -148,6 +148,31 @@ impl SoakReport {
         out
     }
 
+    /// The report as one JSON document: every field, the violations by kind, and each
+    /// finding's run index and violations (as text; the scenario itself is left to
+    /// `soak --out`).
+    pub fn to_json(&self) -> serde_json::Value {
+        let findings: Vec<serde_json::Value> = self
+            .findings
+            .iter()
+            .map(|f| {
+                let violations: Vec<String> = f.violations.iter().map(|v| v.to_string()).collect();
+                serde_json::json!({ "index": f.index, "violations": violations })
+            })
+            .collect();
+        serde_json::json!({
+            "runs": self.runs,
+            "determinism_checked": self.determinism_checked,
+            "datagram_runs": self.datagram_runs,
+            "calls": self.calls,
+            "completed": self.completed,
+            "failures": self.failures,
+            "counters": self.counters,
+            "violations": self.violations(),
+            "findings": findings,
+        })
+    }
+
     /// The report as text.
     pub fn text(&self) -> String {
         let mut s = String::new();

@@ -7,6 +7,8 @@ mod cli;
 mod contextvm_sdk;
 #[cfg(feature = "cli")]
 mod hostile;
+#[cfg(feature = "cli")]
+mod json;
 mod layers;
 #[cfg(feature = "live")]
 mod live;
@@ -18,6 +20,8 @@ mod open_stream_props;
 mod oversized_props;
 mod oversized_signed;
 mod peers;
+#[cfg(feature = "cli")]
+mod readme;
 #[cfg(feature = "cli")]
 mod reports;
 mod resumable;

@@ -240,3 +240,82 @@ fn sweep_plots_and_csv_carry_intervals_and_the_legend_names_its_axis() {
     let recommendation = std::fs::read_to_string(dir.join("recommendation.txt")).unwrap();
     assert!(recommendation.contains("[95% CI"), "{recommendation}");
 }
+
+#[test]
+fn a_failed_transfer_says_what_was_lost_what_that_caused_and_where_publishing_stopped() {
+    let o = relaysim(&["transfer", "--size", "2MiB", "--loss", "0.02"]);
+    assert_eq!(o.status.code(), Some(1), "a failed transfer exits 1");
+    let text = stdout(&o);
+    assert!(text.contains("cause chain"), "{text}");
+    assert!(text.contains("lost on relay -> client"), "{text}");
+    assert!(
+        text.contains("client failed call 1 with failed:download-"),
+        "{text}"
+    );
+    assert!(text.contains("server published its last event"), "{text}");
+    let lost = text.find("lost on").unwrap();
+    let failed = text.find("failed call").unwrap();
+    assert!(lost < failed, "in time order:\n{text}");
+    let o = relaysim(&["transfer", "--size", "2MiB", "--loss", "0.02", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(json["cause_chain"].as_array().unwrap().len() >= 3);
+    let o = relaysim(&["transfer", "--size", "64KiB"]);
+    assert!(o.status.success());
+    assert!(!stdout(&o).contains("cause chain"));
+}
+
+/// Two files with the same name in different folders: the second's default results directory
+/// is the first's, and it is refused rather than overwritten.
+#[test]
+fn sweeps_and_comparisons_never_overwrite_another_file_s_default_results() {
+    let dir = temp("claims");
+    let data = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/data");
+    for side in ["a", "b"] {
+        std::fs::create_dir_all(dir.join(side)).unwrap();
+        for f in ["tiny-sweep.toml", "tiny-base.toml"] {
+            std::fs::copy(data.join(f), dir.join(side).join(f)).unwrap();
+        }
+        std::fs::copy(
+            shipped("scenarios/ideal-baseline.toml"),
+            dir.join(side).join("ideal-baseline.toml"),
+        )
+        .unwrap();
+    }
+    let run = |args: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_relaysim"))
+            .args(args)
+            .current_dir(&dir)
+            .output()
+            .unwrap()
+    };
+    let o = run(&["sweep", "a/tiny-sweep.toml"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(stdout(&o).contains("results/tiny-sweep"), "{}", stdout(&o));
+    assert!(dir.join("results/tiny-sweep/sweep.csv").exists());
+    let again = run(&["sweep", "./a/tiny-sweep.toml"]);
+    assert!(
+        again.status.success(),
+        "the same file, spelled otherwise, may rewrite its own"
+    );
+    let o = run(&["sweep", "b/tiny-sweep.toml"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("holds the results of"),
+        "{}",
+        stderr(&o)
+    );
+    assert!(stderr(&o).contains("--out DIR"), "{}", stderr(&o));
+
+    let o = run(&["compare", "a/ideal-baseline.toml", "--runs", "1"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(dir
+        .join("results/compare/ideal-baseline/compare.csv")
+        .exists());
+    let o = run(&["compare", "b/ideal-baseline.toml", "--runs", "1"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("holds the results of"),
+        "{}",
+        stderr(&o)
+    );
+}

@@ -15,7 +15,7 @@ fn interop_dir() -> PathBuf {
 }
 
 /// Installs the pinned node packages if they are not there (once per test binary).
-fn node_packages() -> &'static Result<(), String> {
+pub(crate) fn node_packages() -> &'static Result<(), String> {
     static READY: OnceLock<Result<(), String>> = OnceLock::new();
     READY.get_or_init(|| {
         let dir = interop_dir();

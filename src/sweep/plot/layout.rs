@@ -1,6 +1,7 @@
 //! A plot's axes, decided once for both backends: units, labels, log or linear, ticks.
 
 use super::{PlotSpec, Series};
+use crate::chart::nice_step;
 
 /// How an x axis's values are written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -320,16 +321,6 @@ impl Layout {
 pub(super) fn nice_ceiling(v: f64) -> f64 {
     let decade = 10f64.powf(v.log10().floor());
     [1.0, 2.0, 2.5, 5.0, 10.0]
-        .iter()
-        .map(|m| m * decade)
-        .find(|c| *c >= v * (1.0 - 1e-9))
-        .unwrap_or(10.0 * decade)
-}
-
-/// A tick step of 1, 2 or 5 × 10^k near `v`.
-pub(super) fn nice_step(v: f64) -> f64 {
-    let decade = 10f64.powf(v.log10().floor());
-    [1.0, 2.0, 5.0, 10.0]
         .iter()
         .map(|m| m * decade)
         .find(|c| *c >= v * (1.0 - 1e-9))

@@ -1,5 +1,6 @@
 use super::layout::*;
 use super::*;
+use crate::chart::nice_step;
 use std::collections::BTreeMap;
 
 fn row(cell: usize, x: &str, series: &str, y: f64) -> Row {
