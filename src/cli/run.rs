@@ -70,12 +70,17 @@ pub(super) enum Engine {
 pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
     if args.scenarios.len() <= 1 {
         let path = args.scenarios.first().cloned();
-        return run_file(&args, path.as_ref(), args.out.clone());
+        let (exit, document) = run_file(&args, path.as_ref(), args.out.clone())?;
+        if let Some(document) = document {
+            println!("{}", serde_json::to_string_pretty(&document)?);
+        }
+        return Ok(exit);
     }
     if args.trace.is_some() {
         bail!("--trace records one run of one scenario; give one scenario file");
     }
     let mut results = Vec::new();
+    let mut documents = Vec::new();
     for path in &args.scenarios {
         // With several files, --out is a parent: each file's results go under its name.
         let out = args.out.as_ref().map(|o| {
@@ -84,11 +89,30 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
                     .map_or("scenario".into(), |s| s.to_string_lossy().into_owned()),
             )
         });
-        println!("== {}", path.display());
-        let exit = run_file(&args, Some(path), out)
+        if !args.json {
+            println!("== {}", path.display());
+        }
+        let (exit, document) = run_file(&args, Some(path), out)
             .with_context(|| format!("running {}", path.display()))?;
-        println!();
+        if let Some(document) = document {
+            documents.push(serde_json::json!({
+                "file": path.display().to_string(),
+                "report": document,
+            }));
+        } else {
+            println!();
+        }
         results.push((path, exit));
+    }
+    let all_held = results.iter().all(|(_, e)| matches!(e, Exit::Success));
+    if args.json {
+        // One document for all the files.
+        println!("{}", serde_json::to_string_pretty(&documents)?);
+        return Ok(if all_held {
+            Exit::Success
+        } else {
+            Exit::ExpectationFailed
+        });
     }
     let held = results
         .iter()
@@ -114,12 +138,13 @@ pub(super) fn run_scenario(args: RunArgs) -> Result<Exit> {
 }
 
 /// Runs one scenario file (`None`: the built-in default), its CSV files into `out` (`None`:
-/// the default results directory).
+/// the default results directory). With `--json`, the report comes back as a document for the
+/// caller to print (one for all files) instead of being printed.
 fn run_file(
     args: &RunArgs,
     path: Option<&std::path::PathBuf>,
     out: Option<std::path::PathBuf>,
-) -> Result<Exit> {
+) -> Result<(Exit, Option<serde_json::Value>)> {
     let scenario = load_scenario(&path.cloned())?;
     let seed = args.seed.unwrap_or(scenario.seed);
     let runs = args.runs.unwrap_or(scenario.runs);
@@ -191,11 +216,15 @@ fn run_file(
     };
     output::write_csv(&report, &names, &out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
+    let exit = if failed.is_empty() {
+        Exit::Success
+    } else {
+        Exit::ExpectationFailed
+    };
     if args.json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&output::to_json(&report, &names, &failed))?
-        );
+        let mut document = output::to_json(&report, &names, &failed);
+        document["results"] = out.display().to_string().into();
+        return Ok((exit, Some(document)));
     } else {
         if !scenario.description.is_empty() {
             println!("{}\n", scenario.description.trim());
@@ -228,11 +257,7 @@ fn run_file(
             }
         }
     }
-    Ok(if failed.is_empty() {
-        Exit::Success
-    } else {
-        Exit::ExpectationFailed
-    })
+    Ok((exit, None))
 }
 
 /// The file that says which scenario a results directory belongs to.

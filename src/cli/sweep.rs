@@ -11,8 +11,8 @@ pub(super) struct SweepArgs {
     /// The sweep file (TOML).
     sweep: std::path::PathBuf,
     /// Cells run at once (default: the number of cores).
-    #[arg(long)]
-    jobs: Option<usize>,
+    #[arg(long, value_parser = clap::value_parser!(u16).range(1..=1024))]
+    jobs: Option<u16>,
     /// Output directory (default results/<file name>/, never another sweep file's).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
@@ -63,7 +63,7 @@ pub(super) fn sweep(args: SweepArgs) -> Result<Exit> {
         None => default_out(&args.sweep)?,
     };
     let shard = args.shard.unwrap_or((0, 1));
-    let jobs = args.jobs.unwrap_or_else(relaysim::parallel::default_jobs);
+    let jobs = super::jobs(args.jobs);
     let cells = (0..sweep.cells.len())
         .filter(|i| i % shard.1 == shard.0)
         .count();

@@ -271,8 +271,8 @@ fn print_report(args: &TransferArgs, report: &RunReport, chain: Option<&str>) {
     for item in &report.items {
         match (&item.outcome, item.latency) {
             (Outcome::Completed, Some(at)) => println!(
-                "  outcome            completed in {:.3} s of virtual time",
-                at.as_secs_f64()
+                "  outcome            completed in {} of virtual time",
+                relaysim::stats::output::human_us(u64::try_from(at.as_micros()).unwrap_or(u64::MAX))
             ),
             (Outcome::Completed, None) => println!("  outcome            completed"),
             (Outcome::Failed(cause), _) => println!("  outcome            failed: {cause}"),

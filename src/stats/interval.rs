@@ -22,27 +22,66 @@ pub fn wilson(successes: u64, trials: u64) -> (f64, f64) {
     ((centre - half).max(0.0), (centre + half).min(1.0))
 }
 
-/// A 95 % interval for the `q`-quantile of the distribution behind `h`'s samples: the values at
-/// the ranks `n·q ∓ z·√(n·q·(1−q))` (the normal approximation of the binomial count of samples
-/// below the quantile), widened outward to whole ranks and clamped to the smallest and largest
-/// sample. `None` without samples.
-pub fn quantile_interval(h: &Histogram<u64>, q: f64) -> Option<(u64, u64)> {
+/// Sample counts up to this get the exact binomial ranks; larger ones the normal approximation
+/// (whose error is then far below one rank).
+const EXACT_UP_TO: u64 = 100_000;
+
+/// The ranks `(l, u)` (1-based, `l` may be 0 and `u` may be `n + 1`: unbounded) such that
+/// the `q`-quantile lies between the `l`-th and the `u`-th smallest of `n` samples with
+/// probability at least 95 %. The count of samples below the quantile is Binomial(n, q); `l`
+/// is the largest rank with P(count < l) ≤ 2.5 %, `u` the smallest with P(count ≥ u) ≤ 2.5 %.
+pub fn quantile_ranks(n: u64, q: f64) -> (u64, u64) {
+    let q = q.clamp(1e-12, 1.0 - 1e-12);
+    if n > EXACT_UP_TO {
+        let nf = n as f64;
+        let spread = Z95 * (nf * q * (1.0 - q)).sqrt();
+        let l = (nf * q - spread).floor().max(0.0) as u64;
+        let u = ((nf * q + spread).ceil() as u64 + 1).min(n + 1);
+        return (l, u);
+    }
+    // cdf[k] = P(count <= k), by the pmf's recurrence in logs (no underflow at large n).
+    let ratio = (q / (1.0 - q)).ln();
+    let mut log_pmf = n as f64 * (1.0 - q).ln();
+    let mut cdf = Vec::with_capacity(n as usize + 1);
+    let mut total = 0.0;
+    for k in 0..=n {
+        if k > 0 {
+            log_pmf += ((n - k + 1) as f64).ln() - (k as f64).ln() + ratio;
+        }
+        total += log_pmf.exp();
+        cdf.push(total.min(1.0));
+    }
+    // P(count < l) = cdf[l - 1] (0 for l = 0).
+    let l = (1..=n).rev().find(|&l| cdf[l as usize - 1] <= 0.025).unwrap_or(0);
+    // P(count >= u) = 1 - cdf[u - 1].
+    let u = (1..=n).find(|&u| 1.0 - cdf[u as usize - 1] <= 0.025).unwrap_or(n + 1);
+    (l, u)
+}
+
+/// A 95 % interval for the `q`-quantile of the distribution behind `h`'s samples: the samples
+/// at the ranks of [`quantile_ranks`]. Where too few samples lie beyond the quantile to bound
+/// it, the end is open: 0 below (these are durations), infinity above — a p99 of three samples
+/// is known only to be at least the second largest. `None` without samples.
+pub fn quantile_interval(h: &Histogram<u64>, q: f64) -> Option<(f64, f64)> {
     let n = h.len();
     if n == 0 {
         return None;
     }
-    let nf = n as f64;
-    let spread = Z95 * (nf * q * (1.0 - q)).sqrt();
-    let lo_rank = ((nf * q - spread).floor() as u64).clamp(1, n);
-    let hi_rank = ((nf * q + spread).ceil() as u64 + 1).clamp(1, n);
+    let (l, u) = quantile_ranks(n, q);
     let at_rank = |rank: u64| {
         if rank >= n {
             h.max()
         } else {
-            h.value_at_quantile(rank as f64 / nf)
+            h.value_at_quantile(rank as f64 / n as f64)
         }
     };
-    Some((at_rank(lo_rank), at_rank(hi_rank)))
+    let lo = if l == 0 { 0.0 } else { at_rank(l) as f64 };
+    let hi = if u > n {
+        f64::INFINITY
+    } else {
+        at_rank(u) as f64
+    };
+    Some((lo, hi))
 }
 
 #[cfg(test)]
@@ -72,30 +111,41 @@ mod tests {
     }
 
     #[test]
-    fn quantile_intervals_hold_the_quantile_and_narrow_with_more_samples() {
+    fn quantile_ranks_match_the_binomial_tables() {
+        // The median of 20 samples: the 6th to the 15th (Conover, Practical Nonparametric
+        // Statistics, table A3: 95.9 % coverage).
+        assert_eq!(quantile_ranks(20, 0.5), (6, 15));
+        // Too few samples to bound a median (n < 6) or a p99 (n < 299) from above.
+        assert_eq!(quantile_ranks(3, 0.5), (0, 4));
+        let (l, u) = quantile_ranks(3, 0.99);
+        assert_eq!(u, 4, "unbounded above");
+        assert!(l >= 1);
+        // Large n: the approximation's ranks sit around n·q.
+        let (l, u) = quantile_ranks(1_000_000, 0.99);
+        assert!(l < 990_000 && u > 990_000 && u - l < 500, "{l}..{u}");
+    }
+
+    #[test]
+    fn quantile_intervals_hold_the_quantile_and_open_where_the_samples_cannot_bound_it() {
         let mut small = Histogram::<u64>::new(3).unwrap();
         for v in 1..=20u64 {
             small.record(v * 1000).unwrap();
         }
         let (lo, hi) = quantile_interval(&small, 0.5).unwrap();
-        assert!(lo <= 10_500 && hi >= 10_500 && lo < hi, "{lo}..{hi}");
+        assert!(lo <= 10_500.0 && hi >= 10_500.0 && lo < hi, "{lo}..{hi}");
         let mut large = Histogram::<u64>::new(3).unwrap();
         for v in 1..=2000u64 {
             large.record(v * 10).unwrap();
         }
         let (llo, lhi) = quantile_interval(&large, 0.5).unwrap();
-        assert!(llo <= 10_005 && lhi >= 10_005);
-        assert!((lhi - llo) as f64 / 20_000.0 < (hi - lo) as f64 / 20_000.0);
-        // A p99 of three samples is known only to lie near the top.
+        assert!(llo <= 10_005.0 && lhi >= 10_005.0);
+        assert!(lhi - llo < hi - lo);
         let mut three = Histogram::<u64>::new(3).unwrap();
         for v in [100u64, 200, 300] {
             three.record(v).unwrap();
         }
         let (lo, hi) = quantile_interval(&three, 0.99).unwrap();
-        assert!(lo <= 200 && hi == three.max(), "{lo}..{hi}");
-        assert_eq!(
-            quantile_interval(&Histogram::<u64>::new(3).unwrap(), 0.5),
-            None
-        );
+        assert!(lo <= 200.0 && hi.is_infinite(), "{lo}..{hi}");
+        assert_eq!(quantile_interval(&Histogram::<u64>::new(3).unwrap(), 0.5), None);
     }
 }

@@ -559,9 +559,7 @@ fn row(cell: usize, params: Vec<String>, report: &Report) -> Row {
         let (lo, hi) = report
             .histogram(metric)
             .and_then(|h| crate::stats::interval::quantile_interval(&h, q))
-            .map_or((f64::NAN, f64::NAN), |(lo, hi)| {
-                (lo as f64 / 1000.0, hi as f64 / 1000.0)
-            });
+            .map_or((f64::NAN, f64::NAN), |(lo, hi)| (lo / 1000.0, hi / 1000.0));
         put(&format!("{column}_lo"), lo);
         put(&format!("{column}_hi"), hi);
     }

@@ -136,6 +136,9 @@ pub struct Recommendation {
 pub fn human_value(column: &str, v: f64) -> String {
     if v.is_nan() {
         "n/a".to_owned()
+    } else if v.is_infinite() {
+        // An interval the samples cannot close on this side.
+        "unbounded".to_owned()
     } else if column.ends_with("_ms") {
         crate::stats::output::human_us((v * 1000.0).round().max(0.0) as u64)
     } else if column == "completion_ratio" || column == "failure_rate" {
@@ -277,6 +280,14 @@ pub fn recommend(spec: &RecommendSpec, axes: &[String], rows: &[Row]) -> Vec<Rec
                 .collect();
             if tied.len() > LISTED {
                 list.push(format!("{} more", tied.len() - LISTED));
+            }
+            if best_hi.is_infinite() {
+                let _ = write!(
+                    text,
+                    "\n    its interval is open above: too few samples per cell to bound {} \
+                     (a p99 needs 368, a p90 36, a median 6)",
+                    spec.minimise
+                );
             }
             let _ = write!(
                 text,

@@ -443,3 +443,24 @@ fn serve_json_prints_the_report_json_and_keeps_the_command_off_stdout() {
     assert!(String::from_utf8_lossy(&out.stderr).contains("ws://127.0.0.1:"));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn run_json_with_several_files_is_one_array_that_says_where_results_went() {
+    let out = temp_dir("run-several");
+    let o = relaysim(&[
+        "run",
+        &shipped("scenarios/ideal-baseline.toml"),
+        &shipped("scenarios/damus-rate-cap.toml"),
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let json = document(&o);
+    let list = json.as_array().expect("one array for several files");
+    assert_eq!(list.len(), 2);
+    assert!(list[0]["file"].as_str().unwrap().ends_with("ideal-baseline.toml"));
+    assert!(list[1]["report"]["results"]
+        .as_str()
+        .unwrap()
+        .ends_with("damus-rate-cap"));
+}

@@ -182,10 +182,16 @@ impl Layout {
         let x_range = (a - pad, b + pad);
         let x_ticks = xs.iter().map(|x| tx(*x)).collect();
 
+        // The values and the closed ends of their intervals: an open end (0 below, infinity
+        // above) is drawn to the chart's edge and does not set the scale.
         let ys = || {
             points().flat_map(|p| {
-                p.y.into_iter()
-                    .chain(p.interval.into_iter().flat_map(|(lo, hi)| [lo, hi]))
+                p.y.into_iter().chain(
+                    p.interval
+                        .into_iter()
+                        .flat_map(|(lo, hi)| [lo, hi])
+                        .filter(|v| v.is_finite() && *v > 0.0),
+                )
             })
         };
         let y_max = ys().fold(0.0f64, f64::max);
@@ -262,7 +268,7 @@ impl Layout {
                 .clone()
                 .unwrap_or_else(|| format!("{} vs {}", column_words(&plot.y), plot.x)),
             subtitle: format!(
-                "each point: {} seed{} per cell; bars: 95% {interval_kind}; × on top: no value (no such call completed)",
+                "each point: {} seed{} per cell; bars: 95% {interval_kind} (to the edge: too few samples to bound it); × on top: no value",
                 seeds as u64,
                 if seeds as u64 == 1 { "" } else { "s" }
             ),
@@ -290,13 +296,15 @@ impl Layout {
         x + (series as f64 - (count as f64 - 1.0) / 2.0) * self.dodge
     }
 
+    /// Where `y` is drawn, clamped to the chart (an open interval end reaches its edge).
     pub(super) fn y_of(&self, y: f64) -> f64 {
         let v = self.y_unit.scale(y);
-        if self.y_log {
+        let drawn = if self.y_log {
             v.max(f64::MIN_POSITIVE).log10()
         } else {
             v
-        }
+        };
+        drawn.clamp(self.y_range.0, self.y_range.1)
     }
 
     pub(super) fn x_text(&self, drawn: f64) -> String {
