@@ -71,7 +71,7 @@ impl Identity {
         let sig = self
             .keys
             .sign_schnorr_with_aux_rand(&SIGNER, id.as_bytes(), &AUX_RAND);
-        Event::new(
+        let event = Event::new(
             id,
             self.public_key(),
             created_at,
@@ -79,7 +79,10 @@ impl Identity {
             tags,
             unsigned.content,
             sig,
-        )
+        );
+        // Made here, so good: relays of this process need not verify the signature again.
+        super::verified::vouch(&event);
+        event
     }
 }
 

@@ -3,6 +3,7 @@
 
 pub(crate) mod identity;
 pub(crate) mod message;
+pub mod verified;
 
 pub use identity::{Identity, EPOCH_SECS};
 pub use message::{is_size_rejection, ClientMessage, RelayMessage, RelayName};

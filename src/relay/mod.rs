@@ -323,7 +323,7 @@ impl Relay {
                 return;
             }
         }
-        if event.verify().is_err() {
+        if crate::nip01::verified::verify(&event).is_err() {
             return self.refuse(conn, id, "invalid: bad event id or signature".into());
         }
         let kind = event.kind.as_u16();
