@@ -12,7 +12,7 @@ pub(crate) mod profile;
 use crate::nip01::EPOCH_SECS;
 use crate::nip01::{ClientMessage, RelayMessage};
 pub use describe::Fact;
-use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
+use nostr::prelude::{Event, EventId, Filter, MatchEventOptions, SingleLetterTag};
 pub use profile::{
     FrameOversizeReaction, Intake, KeepAlive, OversizeReaction, RateAction, RateLimit, RateScope,
     RelayProfile, SizeMeasure,
@@ -422,10 +422,13 @@ impl Relay {
     }
 
     fn listeners(&self, event: &Event) -> usize {
+        let recipients = p_tags(event);
         self.connections
             .values()
             .flat_map(|c| c.subscriptions.values().map(|(f, _)| f))
-            .filter(|f| f.match_event(event, MatchEventOptions::default()))
+            .filter(|f| {
+                p_admits(f, &recipients) && f.match_event(event, MatchEventOptions::default())
+            })
             .count()
     }
 
@@ -476,13 +479,16 @@ impl Relay {
     /// did not already get it as a stored replay.
     fn broadcast(&mut self, event: &Arc<Event>, accepted: u64) {
         let stored = self.stored.contains_key(&event.id);
+        let recipients = p_tags(event);
         let mut out = Vec::new();
         for (conn, c) in &self.connections {
             for (sub, (filter, made_after)) in &c.subscriptions {
                 if stored && accepted <= *made_after {
                     continue;
                 }
-                if filter.match_event(event, MatchEventOptions::default()) {
+                if p_admits(filter, &recipients)
+                    && filter.match_event(event, MatchEventOptions::default())
+                {
                     out.push((*conn, sub.clone()));
                 }
             }
@@ -572,6 +578,32 @@ impl Relay {
                 self.broadcast(&event, accepted);
             }
         }
+    }
+}
+
+/// The values of an event's `p` tags (its recipients, for ContextVM traffic).
+fn p_tags(event: &Event) -> Vec<&str> {
+    let p = SingleLetterTag::LOWERCASE_P;
+    event
+        .tags
+        .iter()
+        .filter(|t| t.single_letter_tag() == Some(p))
+        .filter_map(|t| t.content())
+        .collect()
+}
+
+/// Whether `filter`'s `#p` condition, if it has one, admits an event with these `p` values: a
+/// necessary condition of `Filter::match_event`, checked first because it is cheap, and every
+/// ContextVM subscription has one (each peer subscribes to events `p`-tagged to it). Without
+/// it, every event is matched in full against every subscription of the relay, and
+/// `match_event` builds an index of the event's tags each time.
+fn p_admits(filter: &Filter, recipients: &[&str]) -> bool {
+    match filter
+        .generic_tags
+        .get(&SingleLetterTag::LOWERCASE_P)
+    {
+        None => true,
+        Some(wanted) => recipients.iter().any(|p| wanted.contains(*p)),
     }
 }
 

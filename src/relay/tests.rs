@@ -491,3 +491,28 @@ fn the_store_evicts_the_oldest_events_beyond_its_bounds() {
     }
     assert_eq!(b.relay.counters().evicted, 6);
 }
+
+/// The `#p` pre-check admits exactly what `match_event` could match, never less.
+#[test]
+fn the_p_pre_check_never_refuses_what_a_filter_matches() {
+    use nostr::prelude::{Kind, PublicKey, Tag};
+    let me = crate::nip01::Identity::derive(9, "x");
+    let a = crate::nip01::Identity::derive(9, "a").public_key();
+    let b = crate::nip01::Identity::derive(9, "b").public_key();
+    let to = |p: &PublicKey| me.sign(25910, 0, vec![Tag::public_key(*p)], String::new());
+    let untagged = me.sign(25910, 0, vec![], String::new());
+    let filters = [
+        Filter::new().kind(Kind::from(25910u16)).pubkey(a),
+        Filter::new().kind(Kind::from(25910u16)),
+        Filter::new().pubkeys([a, b]),
+        Filter::new().author(me.public_key()),
+    ];
+    for f in &filters {
+        for e in [to(&a), to(&b), untagged.clone()] {
+            let matched = f.match_event(&e, MatchEventOptions::default());
+            let admitted = super::p_admits(f, &super::p_tags(&e));
+            assert!(admitted || !matched, "{f:?} matches {e:?} but the pre-check refused it");
+        }
+    }
+    assert!(!super::p_admits(&filters[0], &super::p_tags(&to(&b))), "it does refuse");
+}
