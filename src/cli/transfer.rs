@@ -272,7 +272,9 @@ fn print_report(args: &TransferArgs, report: &RunReport, chain: Option<&str>) {
         match (&item.outcome, item.latency) {
             (Outcome::Completed, Some(at)) => println!(
                 "  outcome            completed in {} of virtual time",
-                relaysim::stats::output::human_us(u64::try_from(at.as_micros()).unwrap_or(u64::MAX))
+                relaysim::stats::output::human_us(
+                    u64::try_from(at.as_micros()).unwrap_or(u64::MAX)
+                )
             ),
             (Outcome::Completed, None) => println!("  outcome            completed"),
             (Outcome::Failed(cause), _) => println!("  outcome            failed: {cause}"),

@@ -598,10 +598,7 @@ fn p_tags(event: &Event) -> Vec<&str> {
 /// it, every event is matched in full against every subscription of the relay, and
 /// `match_event` builds an index of the event's tags each time.
 fn p_admits(filter: &Filter, recipients: &[&str]) -> bool {
-    match filter
-        .generic_tags
-        .get(&SingleLetterTag::LOWERCASE_P)
-    {
+    match filter.generic_tags.get(&SingleLetterTag::LOWERCASE_P) {
         None => true,
         Some(wanted) => recipients.iter().any(|p| wanted.contains(*p)),
     }

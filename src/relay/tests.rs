@@ -511,8 +511,14 @@ fn the_p_pre_check_never_refuses_what_a_filter_matches() {
         for e in [to(&a), to(&b), untagged.clone()] {
             let matched = f.match_event(&e, MatchEventOptions::default());
             let admitted = super::p_admits(f, &super::p_tags(&e));
-            assert!(admitted || !matched, "{f:?} matches {e:?} but the pre-check refused it");
+            assert!(
+                admitted || !matched,
+                "{f:?} matches {e:?} but the pre-check refused it"
+            );
         }
     }
-    assert!(!super::p_admits(&filters[0], &super::p_tags(&to(&b))), "it does refuse");
+    assert!(
+        !super::p_admits(&filters[0], &super::p_tags(&to(&b))),
+        "it does refuse"
+    );
 }

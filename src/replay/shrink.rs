@@ -92,6 +92,7 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         {
             crate::stats::family(c).to_owned()
         }
+        Some(_) if causes.is_empty() => return Err(ShrinkError::NothingFailed),
         Some(c) => return Err(ShrinkError::NoSuchFailure(c.to_owned(), causes.join(", "))),
         None => causes
             .first()

@@ -52,9 +52,14 @@ pub fn quantile_ranks(n: u64, q: f64) -> (u64, u64) {
         cdf.push(total.min(1.0));
     }
     // P(count < l) = cdf[l - 1] (0 for l = 0).
-    let l = (1..=n).rev().find(|&l| cdf[l as usize - 1] <= 0.025).unwrap_or(0);
+    let l = (1..=n)
+        .rev()
+        .find(|&l| cdf[l as usize - 1] <= 0.025)
+        .unwrap_or(0);
     // P(count >= u) = 1 - cdf[u - 1].
-    let u = (1..=n).find(|&u| 1.0 - cdf[u as usize - 1] <= 0.025).unwrap_or(n + 1);
+    let u = (1..=n)
+        .find(|&u| 1.0 - cdf[u as usize - 1] <= 0.025)
+        .unwrap_or(n + 1);
     (l, u)
 }
 
@@ -146,6 +151,9 @@ mod tests {
         }
         let (lo, hi) = quantile_interval(&three, 0.99).unwrap();
         assert!(lo <= 200.0 && hi.is_infinite(), "{lo}..{hi}");
-        assert_eq!(quantile_interval(&Histogram::<u64>::new(3).unwrap(), 0.5), None);
+        assert_eq!(
+            quantile_interval(&Histogram::<u64>::new(3).unwrap(), 0.5),
+            None
+        );
     }
 }

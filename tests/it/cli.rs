@@ -543,6 +543,17 @@ fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2));
     assert!(err.contains("every call in this trace completed"), "{err}");
+    // Asking for a cause changes nothing: there is still no failure, and no empty list.
+    let out = relaysim(&[
+        "shrink",
+        passing.to_str().unwrap(),
+        "--out",
+        dir.join("shrunk.jsonl").to_str().unwrap(),
+        "--cause",
+        "timeout",
+    ]);
+    let err = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(err.contains("every call in this trace completed"), "{err}");
     // A live relay's trace: the header says so.
     let text = std::fs::read_to_string(&passing).unwrap();
     let live = dir.join("live.jsonl");

@@ -458,7 +458,10 @@ fn run_json_with_several_files_is_one_array_that_says_where_results_went() {
     let json = document(&o);
     let list = json.as_array().expect("one array for several files");
     assert_eq!(list.len(), 2);
-    assert!(list[0]["file"].as_str().unwrap().ends_with("ideal-baseline.toml"));
+    assert!(list[0]["file"]
+        .as_str()
+        .unwrap()
+        .ends_with("ideal-baseline.toml"));
     assert!(list[1]["report"]["results"]
         .as_str()
         .unwrap()

@@ -146,13 +146,21 @@ fn every_readme_picture_exists() {
     let text = std::fs::read_to_string(root.join("README.md")).expect("README.md");
     let mut pictures = 0;
     for (i, _) in text.match_indices("](") {
-        let is_image = text[..i].rfind("![").is_some_and(|open| !text[open..i].contains(']'));
+        let is_image = text[..i]
+            .rfind("![")
+            .is_some_and(|open| !text[open..i].contains(']'));
         if !is_image {
             continue;
         }
         let target: String = text[i + 2..].chars().take_while(|c| *c != ')').collect();
         pictures += 1;
-        assert!(root.join(&target).exists(), "README picture {target} is missing");
+        assert!(
+            root.join(&target).exists(),
+            "README picture {target} is missing"
+        );
     }
-    assert!(pictures >= 2, "the README shows a trace picture and a sweep plot");
+    assert!(
+        pictures >= 2,
+        "the README shows a trace picture and a sweep plot"
+    );
 }
