@@ -181,7 +181,7 @@ impl World {
                 }
             }
             Action::Call { client, call } => {
-                let (id, chunk_bytes) = call.start(&mut self.clients[client].1, now);
+                let (id, chunk_bytes) = call.start(self.client(client), now);
                 if let Some(bytes) = chunk_bytes {
                     self.stream_chunk_bytes.insert((client, id), bytes);
                 }
@@ -256,12 +256,11 @@ impl World {
     pub(super) fn flush(&mut self) {
         loop {
             let mut moved = false;
-            let peers: Vec<PeerId> = (0..self.clients.len())
-                .map(PeerId::Client)
-                .chain((0..self.servers.len()).map(PeerId::Server))
-                .collect();
-            for peer in peers {
-                while let Some((relay_name, message)) = self.peer_mut(peer).poll_transmit() {
+            // Only touched peers can have output; in peer order, as a scan would serve them.
+            let mut cursor = None;
+            while let Some(peer) = self.touched.next_transmit(cursor) {
+                cursor = Some(peer);
+                while let Some((relay_name, message)) = self.peer_unmarked(peer).poll_transmit() {
                     moved = true;
                     let Some(relay) = self.relay_index(&relay_name) else {
                         continue;
@@ -307,7 +306,13 @@ impl World {
 
     pub(super) fn drain_clients(&mut self) -> bool {
         let mut moved = false;
-        for client in 0..self.clients.len() {
+        let mut cursor = None;
+        while let Some(peer) = self.touched.next_events(cursor, PeerId::Client(0)) {
+            cursor = Some(peer);
+            let PeerId::Client(client) = peer else {
+                continue;
+            };
+            self.touched.polled(peer);
             while let Some(event) = self.clients[client].1.poll_event() {
                 moved = true;
                 match &event {
@@ -354,7 +359,13 @@ impl World {
 
     pub(super) fn drain_servers(&mut self) -> bool {
         let mut moved = false;
-        for server in 0..self.servers.len() {
+        let mut cursor = None;
+        while let Some(peer) = self.touched.next_events(cursor, PeerId::Server(0)) {
+            cursor = Some(peer);
+            let PeerId::Server(server) = peer else {
+                continue;
+            };
+            self.touched.polled(peer);
             while let Some(event) = self.servers[server].1.poll_event() {
                 moved = true;
                 if let crate::peer::server::ServerEvent::StreamStats(stats) = event {
@@ -404,7 +415,7 @@ impl World {
     }
 
     pub(super) fn read_one(&mut self, client: usize, call: CallId) -> bool {
-        let Some(chunk) = self.clients[client].1.read_stream(call) else {
+        let Some(chunk) = self.client(client).read_stream(call) else {
             return false;
         };
         let intact = self

@@ -30,6 +30,7 @@
 mod dispatch;
 pub(crate) mod network;
 pub mod observation;
+mod touched;
 
 pub use network::ReconnectPolicy;
 pub use observation::{Observation, Observer, PeerId, Recorder, Way};
@@ -192,6 +193,8 @@ pub struct World {
     outage_seq: u64,
     observer: Option<Box<dyn Observer>>,
     actions: u64,
+    /// Peers with possible output and the cached timeouts (see `touched`).
+    touched: touched::Touched,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -230,6 +233,7 @@ impl World {
             outage_seq: 0,
             observer: None,
             actions: 0,
+            touched: touched::Touched::default(),
         }
     }
 
@@ -361,6 +365,7 @@ impl World {
             .insert(PeerId::Server(index), server.public_key());
         self.servers
             .push((name.to_owned(), server, relays.to_vec()));
+        self.touched.mark(PeerId::Server(index));
         self.attach(PeerId::Server(index), name, relays);
         index
     }
@@ -383,6 +388,7 @@ impl World {
             .insert(PeerId::Client(index), client.public_key());
         self.clients
             .push((name.to_owned(), client, relays.to_vec()));
+        self.touched.mark(PeerId::Client(index));
         self.attach(PeerId::Client(index), name, relays);
         index
     }
@@ -432,21 +438,48 @@ impl World {
         }
     }
 
+    /// A peer, to hand it something: marked, so its output and timeout are looked at.
     fn peer_mut(&mut self, peer: PeerId) -> &mut dyn Peer {
+        self.touched.mark(peer);
+        self.peer_unmarked(peer)
+    }
+
+    /// A peer, only to poll a queue (which adds nothing to its other queues).
+    fn peer_unmarked(&mut self, peer: PeerId) -> &mut dyn Peer {
+        self.touched.polled(peer);
         match peer {
             PeerId::Client(i) => &mut self.clients[i].1,
             PeerId::Server(i) => &mut self.servers[i].1,
         }
     }
 
-    /// The n-th client.
+    /// The n-th client (marked: whatever is done to it is looked at).
     pub fn client(&mut self, index: usize) -> &mut ContextVmClient {
+        self.touched.mark(PeerId::Client(index));
         &mut self.clients[index].1
     }
 
-    /// The n-th server.
+    /// The n-th server (marked: whatever is done to it is looked at).
     pub fn server(&mut self, index: usize) -> &mut ContextVmServer {
+        self.touched.mark(PeerId::Server(index));
         &mut self.servers[index].1
+    }
+
+    /// Asks the touched peers for their timeouts again.
+    fn refresh_timers(&mut self) {
+        let (clients, servers) = (&self.clients, &self.servers);
+        self.touched.refresh(|peer| match peer {
+            PeerId::Client(i) => clients[i].1.poll_timeout(),
+            PeerId::Server(i) => servers[i].1.poll_timeout(),
+        });
+    }
+
+    /// A peer's timeout, asked now.
+    fn timeout_of(&self, peer: PeerId) -> Option<Duration> {
+        match peer {
+            PeerId::Client(i) => self.clients[i].1.poll_timeout(),
+            PeerId::Server(i) => self.servers[i].1.poll_timeout(),
+        }
     }
 
     /// Schedules a workload call by client `client` at `at`.
@@ -459,6 +492,7 @@ impl World {
     pub fn run_until(&mut self, until: Duration) {
         loop {
             self.flush();
+            self.refresh_timers();
             let Some(next) = self.next_wakeup() else {
                 return;
             };
@@ -478,15 +512,9 @@ impl World {
 
     fn next_wakeup(&self) -> Option<Duration> {
         let queued = self.queue.keys().next().map(|(t, _)| *t);
-        let clients = self.clients.iter().filter_map(|(_, c, _)| c.poll_timeout());
-        let servers = self.servers.iter().filter_map(|(_, s, _)| s.poll_timeout());
+        let peers = self.touched.earliest(|peer| self.timeout_of(peer));
         let relays = self.relays.iter().filter_map(|r| r.relay.poll_timeout());
-        queued
-            .into_iter()
-            .chain(clients)
-            .chain(servers)
-            .chain(relays)
-            .min()
+        queued.into_iter().chain(peers).chain(relays).min()
     }
 
     /// Runs everything due at `self.now`.
@@ -513,16 +541,13 @@ impl World {
                 self.relays[i].relay.handle_timeout(now);
             }
         }
-        for i in 0..self.clients.len() {
-            if self.clients[i].1.poll_timeout().is_some_and(|t| t <= now) {
+        // Clients, then servers, in index order, as a scan of all of them would; handling one
+        // peer's timeout changes no other peer's.
+        self.refresh_timers();
+        for peer in self.touched.due(now) {
+            if self.timeout_of(peer).is_some_and(|t| t <= now) {
                 self.actions += 1;
-                self.clients[i].1.handle_timeout(now);
-            }
-        }
-        for i in 0..self.servers.len() {
-            if self.servers[i].1.poll_timeout().is_some_and(|t| t <= now) {
-                self.actions += 1;
-                self.servers[i].1.handle_timeout(now);
+                self.peer_mut(peer).handle_timeout(now);
             }
         }
     }
