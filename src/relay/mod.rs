@@ -8,6 +8,7 @@
 mod describe;
 pub mod impair;
 pub(crate) mod profile;
+mod sub_index;
 
 use crate::nip01::EPOCH_SECS;
 use crate::nip01::{ClientMessage, RelayMessage};
@@ -73,6 +74,8 @@ pub const MAX_STORED_BYTES: usize = 256 << 20;
 pub struct Relay {
     profile: RelayProfile,
     connections: BTreeMap<ConnId, Connection>,
+    /// The connections' subscriptions by the `p` values they ask for.
+    index: sub_index::SubIndex,
     stored: BTreeMap<EventId, (Arc<Event>, Duration)>,
     stored_order: VecDeque<(Duration, EventId)>,
     /// Content bytes of the stored events.
@@ -107,6 +110,7 @@ impl Relay {
             profile,
             epoch_secs: EPOCH_SECS,
             connections: BTreeMap::new(),
+            index: sub_index::SubIndex::default(),
             stored: BTreeMap::new(),
             stored_order: VecDeque::new(),
             stored_bytes: 0,
@@ -161,8 +165,19 @@ impl Relay {
 
     /// A connection closes (the client went away); its subscriptions go with it.
     pub fn disconnect(&mut self, conn: ConnId) {
-        self.connections.remove(&conn);
+        self.remove_connection(conn);
         self.delayed.retain(|(_, c, _)| *c != conn);
+    }
+
+    /// Removes a connection and its subscriptions from the index; whether it was open.
+    fn remove_connection(&mut self, conn: ConnId) -> bool {
+        let Some(c) = self.connections.remove(&conn) else {
+            return false;
+        };
+        for (sub, (filter, _)) in c.subscriptions {
+            self.index.remove(&(conn, sub), &filter);
+        }
+        true
     }
 
     /// The relay restarts: every connection drops. Stored events survive (they are in the
@@ -178,7 +193,7 @@ impl Relay {
     }
 
     fn close(&mut self, conn: ConnId) {
-        if self.connections.remove(&conn).is_some() {
+        if self.remove_connection(conn) {
             self.counters.connections_closed += 1;
             self.dropped.push_back(conn);
         }
@@ -216,7 +231,9 @@ impl Relay {
             ClientMessage::Req { sub, filter } => self.on_req(conn, sub, *filter, now),
             ClientMessage::Close { sub } => {
                 if let Some(c) = self.connections.get_mut(&conn) {
-                    c.subscriptions.remove(&sub);
+                    if let Some((filter, _)) = c.subscriptions.remove(&sub) {
+                        self.index.remove(&(conn, sub), &filter);
+                    }
                 }
             }
         }
@@ -255,8 +272,13 @@ impl Relay {
             return;
         }
         // A REQ with an existing id replaces it.
-        c.subscriptions
-            .insert(sub.clone(), (filter.clone(), self.counters.accepted));
+        if let Some((old, _)) = c
+            .subscriptions
+            .insert(sub.clone(), (filter.clone(), self.counters.accepted))
+        {
+            self.index.remove(&(conn, sub.clone()), &old);
+        }
+        self.index.insert((conn, sub.clone()), &filter);
         // Stored (ephemeral) events still within their lifetime are replayed before EOSE,
         // newest first: strfry's DBScan sorts by created_at descending, ties by newest insert
         // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
@@ -422,13 +444,11 @@ impl Relay {
     }
 
     fn listeners(&self, event: &Event) -> usize {
-        let recipients = p_tags(event);
-        self.connections
-            .values()
-            .flat_map(|c| c.subscriptions.values().map(|(f, _)| f))
-            .filter(|f| {
-                p_admits(f, &recipients) && f.match_event(event, MatchEventOptions::default())
-            })
+        self.index
+            .candidates(&p_tags(event))
+            .iter()
+            .filter_map(|(conn, sub)| self.connections.get(conn)?.subscriptions.get(sub))
+            .filter(|(f, _)| f.match_event(event, MatchEventOptions::default()))
             .count()
     }
 
@@ -479,18 +499,21 @@ impl Relay {
     /// did not already get it as a stored replay.
     fn broadcast(&mut self, event: &Arc<Event>, accepted: u64) {
         let stored = self.stored.contains_key(&event.id);
-        let recipients = p_tags(event);
         let mut out = Vec::new();
-        for (conn, c) in &self.connections {
-            for (sub, (filter, made_after)) in &c.subscriptions {
-                if stored && accepted <= *made_after {
-                    continue;
-                }
-                if p_admits(filter, &recipients)
-                    && filter.match_event(event, MatchEventOptions::default())
-                {
-                    out.push((*conn, sub.clone()));
-                }
+        // In connection and id order, as walking every subscription would find them.
+        for (conn, sub) in self.index.candidates(&p_tags(event)) {
+            let Some((filter, made_after)) = self
+                .connections
+                .get(&conn)
+                .and_then(|c| c.subscriptions.get(&sub))
+            else {
+                continue;
+            };
+            if stored && accepted <= *made_after {
+                continue;
+            }
+            if filter.match_event(event, MatchEventOptions::default()) {
+                out.push((conn, sub));
             }
         }
         for (conn, sub) in out {
@@ -590,18 +613,6 @@ fn p_tags(event: &Event) -> Vec<&str> {
         .filter(|t| t.single_letter_tag() == Some(p))
         .filter_map(|t| t.content())
         .collect()
-}
-
-/// Whether `filter`'s `#p` condition, if it has one, admits an event with these `p` values: a
-/// necessary condition of `Filter::match_event`, checked first because it is cheap, and every
-/// ContextVM subscription has one (each peer subscribes to events `p`-tagged to it). Without
-/// it, every event is matched in full against every subscription of the relay, and
-/// `match_event` builds an index of the event's tags each time.
-fn p_admits(filter: &Filter, recipients: &[&str]) -> bool {
-    match filter.generic_tags.get(&SingleLetterTag::LOWERCASE_P) {
-        None => true,
-        Some(wanted) => recipients.iter().any(|p| wanted.contains(*p)),
-    }
 }
 
 #[cfg(test)]

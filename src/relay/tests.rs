@@ -492,9 +492,10 @@ fn the_store_evicts_the_oldest_events_beyond_its_bounds() {
     assert_eq!(b.relay.counters().evicted, 6);
 }
 
-/// The `#p` pre-check admits exactly what `match_event` could match, never less.
+/// The `#p` index offers every subscription a filter could match, never fewer, and forgets
+/// subscriptions that are closed, replaced or whose connection went away.
 #[test]
-fn the_p_pre_check_never_refuses_what_a_filter_matches() {
+fn the_p_index_offers_every_subscription_that_matches_and_forgets_closed_ones() {
     use nostr::prelude::{Kind, PublicKey, Tag};
     let me = crate::nip01::Identity::derive(9, "x");
     let a = crate::nip01::Identity::derive(9, "a").public_key();
@@ -507,18 +508,52 @@ fn the_p_pre_check_never_refuses_what_a_filter_matches() {
         Filter::new().pubkeys([a, b]),
         Filter::new().author(me.public_key()),
     ];
-    for f in &filters {
-        for e in [to(&a), to(&b), untagged.clone()] {
-            let matched = f.match_event(&e, MatchEventOptions::default());
-            let admitted = super::p_admits(f, &super::p_tags(&e));
-            assert!(
-                admitted || !matched,
-                "{f:?} matches {e:?} but the pre-check refused it"
-            );
+    let mut index = super::sub_index::SubIndex::default();
+    for (i, f) in filters.iter().enumerate() {
+        index.insert((i as u64, "s".into()), f);
+    }
+    for e in [to(&a), to(&b), untagged.clone()] {
+        let offered = index.candidates(&super::p_tags(&e));
+        for (i, f) in filters.iter().enumerate() {
+            if f.match_event(&e, MatchEventOptions::default()) {
+                assert!(offered.contains(&(i as u64, "s".into())), "{f:?} on {e:?}");
+            }
         }
     }
     assert!(
-        !super::p_admits(&filters[0], &super::p_tags(&to(&b))),
-        "it does refuse"
+        !index
+            .candidates(&super::p_tags(&to(&b)))
+            .contains(&(0, "s".into())),
+        "it does narrow"
     );
+    for (i, f) in filters.iter().enumerate() {
+        index.remove(&(i as u64, "s".into()), f);
+    }
+    assert_eq!(index.len(), 0);
+}
+
+/// Through the relay: a replaced subscription and a closed connection leave nothing behind.
+#[test]
+fn replaced_and_closed_subscriptions_leave_the_index() {
+    let mut b = Bench::new(RelayProfile::ideal());
+    let e = b.event(1, s(0));
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "x".into(),
+            filter: Box::new(Filter::new().kind(e.kind)),
+        },
+        s(0),
+    );
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "x".into(),
+            filter: Box::new(Filter::new().pubkey(e.pubkey)),
+        },
+        s(0),
+    );
+    assert_eq!(b.relay.index.len(), 1, "the REQ replaced the first");
+    b.relay.disconnect(B);
+    assert_eq!(b.relay.index.len(), 0);
 }

@@ -67,7 +67,10 @@ impl Touched {
     }
 
     /// The earliest timeout of any peer; stale peers are asked through `timeout`.
-    pub(super) fn earliest(&self, timeout: impl Fn(PeerId) -> Option<Duration>) -> Option<Duration> {
+    pub(super) fn earliest(
+        &self,
+        timeout: impl Fn(PeerId) -> Option<Duration>,
+    ) -> Option<Duration> {
         let cached = self
             .timers
             .iter()
@@ -162,7 +165,10 @@ mod tests {
         ]);
         t.refresh(|p| answers.get(&p).copied());
         assert_eq!(t.earliest(|_| None), Some(Duration::from_secs(2)));
-        assert_eq!(t.due(Duration::from_secs(5)), [PeerId::Client(0), PeerId::Server(0)]);
+        assert_eq!(
+            t.due(Duration::from_secs(5)),
+            [PeerId::Client(0), PeerId::Server(0)]
+        );
         // The server is touched and its timer moves; until refreshed it is asked directly.
         answers.insert(PeerId::Server(0), Duration::from_secs(9));
         t.mark(PeerId::Server(0));
