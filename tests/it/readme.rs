@@ -15,6 +15,10 @@ const NOT_RUN: &[(&str, &str)] = &[
         "the test command itself",
     ),
     (
+        "cargo bench",
+        "benchmarks measure speed, which tests never assert; they take minutes",
+    ),
+    (
         "cargo build --release && (cd interop/ts-sdk && npm ci)",
         "the test harness builds the binary; .ci/run runs npm ci (and node_packages() here)",
     ),
