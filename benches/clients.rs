@@ -67,7 +67,11 @@ fn main() {
             .filter(|i| i.outcome == relaysim::Outcome::Completed)
             .count();
         assert_eq!(completed, n * 10, "every call completes");
-        let events = report.counters.get("events_published").copied().unwrap_or(0)
+        let events = report
+            .counters
+            .get("events_published")
+            .copied()
+            .unwrap_or(0)
             + report.counters.get("delivered").copied().unwrap_or(0);
         let per_client = cpu.as_secs_f64() / n as f64;
         let base = *base.get_or_insert(per_client);

@@ -120,3 +120,69 @@ fn a_bad_axis_is_refused_before_anything_runs() {
     let o = relaysim(&["sweep", SWEEP, "--shard", "2/2"]);
     assert_eq!(o.status.code(), Some(2));
 }
+
+/// The batch-engine path (`deploy/`): every shard run by `run-shard.sh` as an array task
+/// would, then `merge-shards.sh`, gives the sweep.csv of one whole run, byte for byte; a
+/// missing shard stops the merge. Each job definition calls the script with its engine's
+/// task index.
+#[test]
+fn the_batch_definitions_shard_and_merge_to_the_whole_sweep() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let script = |name: &str, args: &[&str]| {
+        Command::new("sh")
+            .arg(root.join("deploy").join(name))
+            .args(args)
+            .env("RELAYSIM", env!("CARGO_BIN_EXE_relaysim"))
+            .output()
+            .expect("sh runs")
+    };
+    let whole = dir("batch-whole");
+    let o = relaysim(&["sweep", SWEEP, "--out", whole.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let shards = dir("batch-shards");
+    let merged = dir("batch-merged");
+    let count = "3"; // more shards than some cells divide into evenly
+    let o = script(
+        "merge-shards.sh",
+        &[
+            SWEEP,
+            count,
+            shards.to_str().unwrap(),
+            merged.to_str().unwrap(),
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "no shard ran yet");
+    assert!(String::from_utf8_lossy(&o.stderr).contains("shard 0 of 3 is missing"));
+    for i in ["0", "1", "2"] {
+        let o = script("run-shard.sh", &[SWEEP, i, count, shards.to_str().unwrap()]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    }
+    let o = script(
+        "merge-shards.sh",
+        &[
+            SWEEP,
+            count,
+            shards.to_str().unwrap(),
+            merged.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(
+        std::fs::read_to_string(merged.join("sweep.csv")).unwrap(),
+        std::fs::read_to_string(whole.join("sweep.csv")).unwrap(),
+        "the merged shards are the whole sweep"
+    );
+    for (file, index) in [
+        ("kubernetes/sweep-indexed-job.yaml", "$JOB_COMPLETION_INDEX"),
+        ("slurm/sweep-array.sbatch", "$SLURM_ARRAY_TASK_ID"),
+        ("github-actions/sweep-matrix.yml", "${{ matrix.shard }}"),
+    ] {
+        let text = std::fs::read_to_string(root.join("deploy").join(file)).unwrap();
+        let call = text
+            .lines()
+            .filter(|l| !l.trim_start().starts_with('#'))
+            .find(|l| l.contains("deploy/run-shard.sh"))
+            .unwrap_or_else(|| panic!("{file} runs deploy/run-shard.sh"));
+        assert!(call.contains(index), "{file} passes {index}: {call}");
+    }
+}
