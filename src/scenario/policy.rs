@@ -121,4 +121,10 @@ fn apply_oversized_policy(p: &PolicySpec, r: &mut crate::protocol::oversized::Re
     if let Some(n) = p.max_out_of_order_chunks {
         r.max_out_of_order_chunks = n;
     }
+    if let Some(n) = p.max_transfer_bytes {
+        r.max_total_bytes = n.0 as u64;
+    }
+    if let Some(n) = p.max_transfer_chunks {
+        r.max_total_chunks = n;
+    }
 }

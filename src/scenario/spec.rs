@@ -440,6 +440,11 @@ pub struct PolicySpec {
     pub reorder_window: Option<u64>,
     /// CEP-22 out-of-order chunks held.
     pub max_out_of_order_chunks: Option<usize>,
+    /// CEP-22 receivers: the largest transfer admitted, counted on the whole JSON-RPC message
+    /// (default 100 MiB, the reference SDK's).
+    pub max_transfer_bytes: Option<Size>,
+    /// CEP-22 receivers: the most chunks a transfer may declare (default 10,000).
+    pub max_transfer_chunks: Option<u64>,
     /// CEP-41 out-of-order chunks held.
     pub max_buffered_chunks: Option<usize>,
     /// CEP-41 out-of-order bytes held.

@@ -80,3 +80,46 @@ fn the_built_in_default_is_the_shipped_default() {
     .unwrap();
     assert_eq!(relaysim::scenario::DEFAULT_SCENARIO, shipped);
 }
+
+/// The CEP-22 receiver's limits are policy keys: a transfer over `max_transfer_bytes` (or
+/// declaring more than `max_transfer_chunks`) is refused by the receiver's policy, and the
+/// same transfer under the defaults completes.
+#[test]
+fn transfer_limits_are_policy_keys() {
+    let text = |policy: &str| {
+        format!(
+            r#"name = "limits"
+seed = 1
+[[relays]]
+name = "r"
+profile = "ideal"
+[[servers]]
+name = "server"
+relays = ["r"]
+[[clients]]
+name = "client"
+relays = ["r"]
+[[workloads]]
+kind = "download"
+bytes = "1MiB"
+content = "random"
+[policy]
+{policy}
+"#
+        )
+    };
+    let outcome = |policy: &str| {
+        let s = relaysim::Scenario::from_toml_str(&text(policy), "limits.toml").unwrap();
+        let report = s.run(s.seed);
+        report.items[0].outcome.clone()
+    };
+    assert_eq!(outcome(""), relaysim::Outcome::Completed);
+    for policy in ["max_transfer_bytes = \"512KiB\"", "max_transfer_chunks = 5"] {
+        match outcome(policy) {
+            relaysim::Outcome::Failed(cause) => {
+                assert!(cause.starts_with("download-policy"), "{policy}: {cause}")
+            }
+            other => panic!("{policy}: {other:?}"),
+        }
+    }
+}
