@@ -28,6 +28,7 @@
 //! the client's results.
 
 mod dispatch;
+mod event_json;
 pub(crate) mod network;
 pub mod observation;
 mod touched;
@@ -195,6 +196,8 @@ pub struct World {
     actions: u64,
     /// Peers with possible output and the cached timeouts (see `touched`).
     touched: touched::Touched,
+    /// Each event's JSON, made once.
+    event_json: event_json::EventJson,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -234,6 +237,7 @@ impl World {
             observer: None,
             actions: 0,
             touched: touched::Touched::default(),
+            event_json: event_json::EventJson::default(),
         }
     }
 

@@ -307,6 +307,17 @@ impl World {
         message: &ClientMessage,
     ) -> Duration {
         let now = self.now;
+        let bytes = match message {
+            ClientMessage::Event(e)
+                if matches!(
+                    self.relays[relay].relay.profile().intake,
+                    Intake::Concurrent { .. }
+                ) =>
+            {
+                self.event_json.of(e).len()
+            }
+            _ => CONTROL_BYTES,
+        };
         let slot = &mut self.relays[relay];
         match slot.relay.profile().intake.clone() {
             Intake::Serial => {
@@ -316,10 +327,6 @@ impl World {
                 done
             }
             Intake::Concurrent { handling, per_kib } => {
-                let bytes = match message {
-                    ClientMessage::Event(e) => e.as_json().len(),
-                    _ => CONTROL_BYTES,
-                };
                 let took =
                     slot.intake_rng.sample(&handling) + per_kib.mul_f64(bytes as f64 / 1024.0);
                 let last = self
@@ -344,7 +351,7 @@ impl World {
                 self.publish_seq += 1;
                 let seq = self.publish_seq;
                 self.published_at.entry(e.id).or_insert((self.now, seq));
-                Some(e.as_json().len())
+                Some(self.event_json.of(e).len())
             }
             _ => None,
         };
@@ -392,7 +399,7 @@ impl World {
             return;
         };
         let event = match &message {
-            ClientMessage::Event(e) => Some((e.id, e.as_json())),
+            ClientMessage::Event(e) => Some((e.id, self.event_json.of(e))),
             _ => None,
         };
         let event = event.map(|(id, json)| {
@@ -402,7 +409,7 @@ impl World {
                 relay,
                 event: id,
                 bytes,
-                json: json.into(),
+                json,
             });
             (id, bytes)
         });
@@ -455,7 +462,7 @@ impl World {
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
         let bytes = match (&message, direction.bandwidth) {
             (RelayMessage::Event { event, sub }, Some(_)) => {
-                event.as_json().len() + sub.len() + EVENT_FRAMING
+                self.event_json.of(event).len() + sub.len() + EVENT_FRAMING
             }
             _ => CONTROL_BYTES,
         };
