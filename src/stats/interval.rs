@@ -73,11 +73,14 @@ pub fn quantile_interval(h: &Histogram<u64>, q: f64) -> Option<(f64, f64)> {
         return None;
     }
     let (l, u) = quantile_ranks(n, q);
+    // The rank-th smallest sample. hdrhistogram takes ceil(q·n) samples, and (k/n)·n can round
+    // to just above k in floating point, which would read the next sample: asking for half a
+    // sample less always lands on rank k.
     let at_rank = |rank: u64| {
         if rank >= n {
             h.max()
         } else {
-            h.value_at_quantile(rank as f64 / n as f64)
+            h.value_at_quantile((rank as f64 - 0.5) / n as f64)
         }
     };
     let lo = if l == 0 { 0.0 } else { at_rank(l) as f64 };
@@ -115,12 +118,30 @@ mod tests {
         assert!(0.3 - lo > 0.15 && hi - 0.3 > 0.2, "{lo}..{hi}");
     }
 
+    /// The interval's ends are the samples at the computed ranks, even where (k/n)·n rounds up
+    /// in floating point: 41 samples 1..=41, median ranks (14, 28).
+    #[test]
+    fn interval_ends_are_the_samples_at_the_ranks() {
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in 1..=41u64 {
+            h.record(v).unwrap();
+        }
+        assert_eq!(quantile_ranks(41, 0.5), (14, 28));
+        assert_eq!(quantile_interval(&h, 0.5), Some((14.0, 28.0)));
+        let mut h = Histogram::<u64>::new(3).unwrap();
+        for v in 1..=25u64 {
+            h.record(v).unwrap();
+        }
+        let (l, u) = quantile_ranks(25, 0.5);
+        assert_eq!(quantile_interval(&h, 0.5), Some((l as f64, u as f64)));
+    }
+
     #[test]
     fn quantile_ranks_match_the_binomial_tables() {
         // The median of 20 samples: the 6th to the 15th (Conover, Practical Nonparametric
         // Statistics, table A3: 95.9 % coverage).
         assert_eq!(quantile_ranks(20, 0.5), (6, 15));
-        // Too few samples to bound a median (n < 6) or a p99 (n < 299) from above.
+        // Too few samples to bound a median (n < 6) or a p99 (n < 368) from above.
         assert_eq!(quantile_ranks(3, 0.5), (0, 4));
         let (l, u) = quantile_ranks(3, 0.99);
         assert_eq!(u, 4, "unbounded above");

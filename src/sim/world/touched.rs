@@ -3,10 +3,12 @@
 //! every step. With a thousand clients, asking all of them after every action was most of a
 //! run's time.
 //!
-//! The rule that keeps it exact: every mutable access to a peer goes through the world's
-//! `peer_mut` (or `client_mut`/`server_mut`), which marks the peer. A peer never marked has
-//! nothing queued (it was drained when last marked) and an unchanged timeout, so skipping it is
-//! what the full scan would have done. Marks are taken in peer order with a cursor, so peers
+//! The rule that keeps it exact: every access that hands a peer something goes through the
+//! world's `peer_mut` (or the public `client`/`server`), which marks the peer; the flush's
+//! polls of a peer's queues (`poll_transmit`, `poll_event`), which only pop, call `polled`,
+//! which marks its timeout for asking again. A peer never marked has nothing queued (it was
+//! drained when last marked) and an unchanged timeout, so skipping it is what the full scan
+//! would have done. Marks are taken in peer order with a cursor, so peers
 //! are served in the same order as the scan served them.
 
 use super::PeerId;
