@@ -34,8 +34,9 @@ fn pair(event: &Event) -> Pair {
 }
 
 /// Records that `event`'s signature is good for its id (the signer made it, or it was
-/// verified in full).
-pub fn vouch(event: &Event) {
+/// verified in full). Crate-private: only this process's signer and a full verification may
+/// vouch, so nothing outside can make a bad pair pass.
+pub(crate) fn vouch(event: &Event) {
     VOUCHED.with(|v| {
         let mut v = v.borrow_mut();
         if v.len() >= CAPACITY {

@@ -112,7 +112,7 @@ impl CauseChain {
                     client,
                     call,
                     event,
-                } if event.starts_with("failed:") || event.starts_with("stream-ended:") => {
+                } if super::is_failure(event) => {
                     chain
                         .failures
                         .push((*t, client.clone(), *call, event.clone()));

@@ -338,88 +338,6 @@ impl Timeline {
                         label: via.clone(),
                     });
                 }
-                Line::Lost {
-                    t,
-                    relay,
-                    peer,
-                    way,
-                    ..
-                } => {
-                    // Lost on the way up: it never reached the relay; down: the peer.
-                    let lane = if way == "up" {
-                        lanes.get(relay)
-                    } else {
-                        lanes.get(peer)
-                    };
-                    if let Some(lane) = lane {
-                        push(Mark {
-                            kind: MarkKind::Lost,
-                            from: None,
-                            at: (*t, lane),
-                            label: None,
-                        });
-                    }
-                }
-                Line::Duplicated {
-                    t, peer, copies, ..
-                } => {
-                    if let Some(p) = lanes.get(peer) {
-                        push(Mark {
-                            kind: MarkKind::Copied,
-                            from: None,
-                            at: (*t, p),
-                            label: Some(format!("+{copies}")),
-                        });
-                    }
-                }
-                Line::Verdict {
-                    t,
-                    peer,
-                    accepted: false,
-                    message,
-                    ..
-                } => {
-                    if let Some(p) = lanes.get(peer) {
-                        push(Mark {
-                            kind: MarkKind::Rejected,
-                            from: None,
-                            at: (*t, p),
-                            label: Some(message.clone()),
-                        });
-                    }
-                }
-                Line::Notice { t, peer, .. } => {
-                    if let Some(p) = lanes.get(peer) {
-                        push(Mark {
-                            kind: MarkKind::Notice,
-                            from: None,
-                            at: (*t, p),
-                            label: None,
-                        });
-                    }
-                }
-                Line::Disconnected {
-                    t, peer, reason, ..
-                } => {
-                    if let Some(p) = lanes.get(peer) {
-                        push(Mark {
-                            kind: MarkKind::Disconnected,
-                            from: None,
-                            at: (*t, p),
-                            label: Some(reason.clone()),
-                        });
-                    }
-                }
-                Line::Connected { t, peer, .. } => {
-                    if let Some(p) = lanes.get(peer) {
-                        push(Mark {
-                            kind: MarkKind::Connected,
-                            from: None,
-                            at: (*t, p),
-                            label: None,
-                        });
-                    }
-                }
                 Line::Outage {
                     t,
                     index,
@@ -443,47 +361,18 @@ impl Timeline {
                         });
                     }
                 }
-                Line::Called {
-                    t,
-                    client,
-                    call,
-                    tool,
-                    ..
-                } => {
-                    if let Some(c) = lanes.get(client) {
-                        push(Mark {
-                            kind: MarkKind::Called,
-                            from: None,
-                            at: (*t, c),
-                            label: Some(format!("{tool} #{call}")),
-                        });
+                other => {
+                    if let Some((kind, t, name, label)) = point_mark(other) {
+                        if let Some(lane) = lanes.get(name) {
+                            push(Mark {
+                                kind,
+                                from: None,
+                                at: (t, lane),
+                                label,
+                            });
+                        }
                     }
                 }
-                Line::Client {
-                    t,
-                    client,
-                    call,
-                    event,
-                } => {
-                    let Some(c) = lanes.get(client) else {
-                        continue;
-                    };
-                    let kind = if event.starts_with("failed:") || event.starts_with("stream-ended:")
-                    {
-                        MarkKind::Failed
-                    } else if event == "response-ok" || event == "stream-ended-ok" {
-                        MarkKind::Completed
-                    } else {
-                        continue;
-                    };
-                    push(Mark {
-                        kind,
-                        from: None,
-                        at: (*t, c),
-                        label: (kind == MarkKind::Failed).then(|| format!("#{call} {event}")),
-                    });
-                }
-                _ => {}
             }
         }
         if marks.is_empty() && outages.is_empty() && (from_us, to_us) != (start_us, end_us) {
@@ -509,6 +398,75 @@ impl Timeline {
             counts,
         })
     }
+}
+
+/// Whether a client's report ends its call in failure.
+pub(crate) fn is_failure(event: &str) -> bool {
+    event.starts_with("failed:") || event.starts_with("stream-ended:")
+}
+
+/// A mark drawn at one point of one lane: its kind, time, lane name and words, for the lines
+/// that make one (`None` for the others and for client reports that end nothing).
+fn point_mark(line: &Line) -> Option<(MarkKind, u64, &str, Option<String>)> {
+    Some(match line {
+        // Lost on the way up: it never reached the relay; down: the peer.
+        Line::Lost {
+            t,
+            relay,
+            peer,
+            way,
+            ..
+        } => (
+            MarkKind::Lost,
+            *t,
+            if way == "up" { relay } else { peer },
+            None,
+        ),
+        Line::Duplicated {
+            t, peer, copies, ..
+        } => (MarkKind::Copied, *t, peer, Some(format!("+{copies}"))),
+        Line::Verdict {
+            t,
+            peer,
+            accepted: false,
+            message,
+            ..
+        } => (MarkKind::Rejected, *t, peer, Some(message.clone())),
+        Line::Notice { t, peer, .. } => (MarkKind::Notice, *t, peer, None),
+        Line::Disconnected {
+            t, peer, reason, ..
+        } => (MarkKind::Disconnected, *t, peer, Some(reason.clone())),
+        Line::Connected { t, peer, .. } => (MarkKind::Connected, *t, peer, None),
+        Line::Called {
+            t,
+            client,
+            call,
+            tool,
+            ..
+        } => (
+            MarkKind::Called,
+            *t,
+            client,
+            Some(format!("{tool} #{call}")),
+        ),
+        Line::Client {
+            t,
+            client,
+            call,
+            event,
+        } if is_failure(event) => (
+            MarkKind::Failed,
+            *t,
+            client,
+            Some(format!("#{call} {event}")),
+        ),
+        Line::Client {
+            t, client, event, ..
+        } if event == "response-ok" || event == "stream-ended-ok" => {
+            (MarkKind::Completed, *t, client, None)
+        }
+        _ => return None,
+    })
 }
 
 #[cfg(test)]

@@ -52,7 +52,7 @@ pub(super) fn failing_calls(trace: &Trace, lanes: &Lanes, end_us: u64) -> Vec<Sp
                 client,
                 call,
                 event,
-            } if event.starts_with("failed:") || event.starts_with("stream-ended:") => {
+            } if super::is_failure(event) => {
                 failed_at.entry((client.as_str(), *call)).or_insert(*t);
             }
             _ => {}

@@ -126,16 +126,8 @@ fn profiles_lists_every_built_in_profile_and_details_one_with_its_sources() {
     let o = relaysim(&["profiles"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    for name in [
-        "ideal",
-        "strfry",
-        "damus",
-        "nostr-rs-relay",
-        "khatru",
-        "khatru-sane-defaults",
-        "relay-builder",
-        "mobile",
-    ] {
+    assert_eq!(relaysim::RelayProfile::BUILT_IN.len(), 8);
+    for name in relaysim::RelayProfile::BUILT_IN {
         assert!(text.lines().any(|l| l == name), "{name} in\n{text}");
     }
     let o = relaysim(&["profiles", "strfry"]);

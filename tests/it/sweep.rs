@@ -142,30 +142,25 @@ fn the_batch_definitions_shard_and_merge_to_the_whole_sweep() {
     let shards = dir("batch-shards");
     let merged = dir("batch-merged");
     let count = "3"; // more shards than some cells divide into evenly
-    let o = script(
-        "merge-shards.sh",
-        &[
-            SWEEP,
-            count,
-            shards.to_str().unwrap(),
-            merged.to_str().unwrap(),
-        ],
-    );
+    let merge = || {
+        script(
+            "merge-shards.sh",
+            &[
+                SWEEP,
+                count,
+                shards.to_str().unwrap(),
+                merged.to_str().unwrap(),
+            ],
+        )
+    };
+    let o = merge();
     assert_eq!(o.status.code(), Some(1), "no shard ran yet");
     assert!(String::from_utf8_lossy(&o.stderr).contains("shard 0 of 3 is missing"));
     for i in ["0", "1", "2"] {
         let o = script("run-shard.sh", &[SWEEP, i, count, shards.to_str().unwrap()]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     }
-    let o = script(
-        "merge-shards.sh",
-        &[
-            SWEEP,
-            count,
-            shards.to_str().unwrap(),
-            merged.to_str().unwrap(),
-        ],
-    );
+    let o = merge();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     assert_eq!(
         std::fs::read_to_string(merged.join("sweep.csv")).unwrap(),
