@@ -4,7 +4,7 @@
 //! between a connection and the [`world`](super::world).
 
 use super::outbox::{Outbox, Outgoing, QueueBudget};
-use super::world::{Inbound, Parsed};
+use super::world::{Credit, Inbound, Parsed};
 use super::{nip11, Gate, Listener};
 use crate::relay::{ConnId, KeepAlive, RelayProfile};
 use futures_util::{SinkExt, StreamExt};
@@ -25,8 +25,11 @@ use tokio_tungstenite::tungstenite::Message;
 /// The whole HTTP request head and WebSocket upgrade must finish within this, so a client
 /// that trickles bytes cannot hold a connection slot.
 const HANDSHAKE_DEADLINE: Duration = Duration::from_secs(10);
-/// KiB of one connection's frames that may wait for the world at once.
+/// KiB of one connection's frames that may wait for the relay model at once.
 const INBOUND_CREDIT_KIB: usize = 64;
+/// KiB of all connections' frames that may wait for the relay model at once: without it, a
+/// thousand connections each within their own credit still hold 64 MiB and more.
+pub(crate) const SERVER_INBOUND_CREDIT_KIB: usize = 16 << 10;
 /// The longest request head accepted.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The frame limit of a relay whose profile sets none: it only guards memory.
@@ -39,6 +42,8 @@ pub(crate) struct RelayDoor {
     pub profile: RelayProfile,
     pub max_connections: usize,
     pub queues: Arc<QueueBudget>,
+    /// The server's inbound credit ([`SERVER_INBOUND_CREDIT_KIB`]), shared by every door.
+    pub inbound_credit: Arc<Semaphore>,
     pub labels: BTreeMap<IpAddr, String>,
     pub gate: Arc<Mutex<Gate>>,
     pub next_conn: Arc<AtomicU64>,
@@ -119,14 +124,14 @@ pub(crate) async fn accept_loop<L: Listener>(
                 }
             }
             accepted = listener.accept() => {
-                let Ok((mut stream, peer)) = accepted else { continue };
+                let Ok((stream, peer)) = accepted else { continue };
                 let Some(share) = AddressSlot::take(&per_address, peer.ip(), address_share) else {
-                    let _ = stream.write_all(&plain_response("429 Too Many Requests", "too many connections from this address\n")).await;
+                    refuse(stream, "too many connections from this address\n");
                     continue;
                 };
                 let Ok(permit) = slots.clone().try_acquire_owned() else {
                     // Over the connection limit: refuse before the upgrade, as khatru does.
-                    let _ = stream.write_all(&plain_response("429 Too Many Requests", "too many connections\n")).await;
+                    refuse(stream, "too many connections\n");
                     continue;
                 };
                 let conn = door.next_conn.fetch_add(1, Ordering::Relaxed);
@@ -138,6 +143,15 @@ pub(crate) async fn accept_loop<L: Listener>(
             }
         }
     }
+}
+
+/// Answers a refused connection with 429 on a task of its own: the accept loop must not wait
+/// on any one client while others queue behind it.
+fn refuse<S: AsyncWrite + Unpin + Send + 'static>(mut stream: S, why: &'static str) {
+    tokio::spawn(async move {
+        let response = plain_response("429 Too Many Requests", why);
+        let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&response)).await;
+    });
 }
 
 /// One connection's share of its address's slots, given back when dropped.
@@ -420,18 +434,25 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         // Flow control: a connection has at most INBOUND_CREDIT_KIB KiB of frames waiting for
         // the world, so a flood from one client neither piles up in memory nor fills the
         // world's queue ahead of everyone else; its socket simply stops being read.
-        let kib = (text.len() / 1024 + 1).min(INBOUND_CREDIT_KIB) as u32;
-        let Ok(credit) = credits.clone().acquire_many_owned(kib).await else {
+        // A frame larger than the connection's credit takes all of it, but the server's share
+        // counts its whole size, so the server's bound holds for any frame.
+        let kib = text.len() / 1024 + 1;
+        let mine = kib.min(INBOUND_CREDIT_KIB) as u32;
+        let Ok(connection) = credits.clone().acquire_many_owned(mine).await else {
             break;
         };
-        let parsed = Parsed::event_frame(&text, door.profile.max_filters);
-        let keep = door.keep_text || matches!(parsed, Parsed::Deferred);
+        let ours = kib.min(SERVER_INBOUND_CREDIT_KIB) as u32;
+        let Ok(server) = door.inbound_credit.clone().acquire_many_owned(ours).await else {
+            break;
+        };
+        let parsed = Parsed::frame(&text, door.profile.max_filters);
+        let keep = door.keep_text;
         let frame = Inbound::Text {
             conn,
             bytes: text.len(),
             text: keep.then_some(text),
             parsed,
-            _credit: credit,
+            credit: Credit::new(connection, server),
         };
         if inbound.send(frame).await.is_err() {
             break;

@@ -268,12 +268,31 @@ pub fn nip11(profile: &RelayProfile) -> serde_json::Value {
     })
 }
 
+/// Connections the kernel may hold waiting for `accept` (capped by `net.core.somaxconn`).
+/// tokio's `TcpListener::bind` asks for 1,024: under a reconnect storm a burst of refused
+/// clients fills that while the accept task waits for a core, and every SYN past it is dropped,
+/// which costs a well-behaved client a whole second (the first SYN retransmission).
+const LISTEN_BACKLOG: u32 = 4096;
+
+/// A TCP listener on `addr` with [`LISTEN_BACKLOG`].
+pub(crate) fn listen(addr: SocketAddr) -> std::io::Result<TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    // As `TcpListener::bind` does: a restarted relay may take its port back at once.
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(LISTEN_BACKLOG)
+}
+
 /// Starts a live deployment on real sockets (each relay's `listen`); returns once every relay
 /// listens.
 pub async fn serve(config: ServeConfig) -> std::io::Result<LiveRelay> {
     let mut listeners = Vec::new();
     for relay in &config.relays {
-        let listener = TcpListener::bind(relay.listen).await.map_err(|e| {
+        let listener = listen(relay.listen).map_err(|e| {
             std::io::Error::new(
                 e.kind(),
                 format!("relay {} on {}: {e}", relay.name, relay.listen),
@@ -350,6 +369,7 @@ pub fn serve_on<L: Listener>(
         config.max_connections * config.relays.len(),
         config.max_queued_bytes,
     );
+    let inbound_credit = Arc::new(tokio::sync::Semaphore::new(http::SERVER_INBOUND_CREDIT_KIB));
     for (index, (listener, addr)) in listeners.into_iter().enumerate() {
         addrs.push((config.relays[index].name.clone(), addr));
         accepting.spawn(http::accept_loop(
@@ -359,6 +379,7 @@ pub fn serve_on<L: Listener>(
                 profile: config.relays[index].profile.clone(),
                 max_connections: config.max_connections,
                 queues: queues.clone(),
+                inbound_credit: inbound_credit.clone(),
                 labels: config.labels.clone(),
                 gate: gate.clone(),
                 next_conn: next_conn.clone(),

@@ -113,7 +113,7 @@ impl Recorder {
 
 /// Starts the proxy; returns once it listens.
 pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
-    let listener = TcpListener::bind(config.listen).await?;
+    let listener = super::listen(config.listen)?;
     let local_addr = listener.local_addr()?;
     let (feed, writer) = start_trace(
         &config.out,

@@ -240,7 +240,7 @@ impl Relay {
     }
 
     fn on_req(&mut self, conn: ConnId, sub: String, filter: Filter, now: Duration) {
-        if sub.is_empty() || sub.len() > self.profile.max_subscription_id {
+        if !self.profile.accepts_subscription_id(&sub) {
             // strfry throws "invalid subscription id length" from `SubId`, answered as a
             // NOTICE "ERROR: bad req: ..." (src/Subscription.h, RelayIngester.cpp); the id is
             // not echoed back, however long it was.

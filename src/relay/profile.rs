@@ -172,6 +172,12 @@ pub enum Intake {
 }
 
 impl RelayProfile {
+    /// Whether a REQ may open a subscription called `sub`: not empty and within
+    /// [`RelayProfile::max_subscription_id`].
+    pub fn accepts_subscription_id(&self, sub: &str) -> bool {
+        !sub.is_empty() && sub.len() <= self.max_subscription_id
+    }
+
     /// A relay that accepts and broadcasts everything at once: the baseline.
     pub fn ideal() -> Self {
         RelayProfile {

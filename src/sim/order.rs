@@ -1,3 +1,6 @@
+//! Longer than 600 lines because each mechanism it names has its test beside it (the tests
+//! are about half the file).
+//!
 //! Why a delivery arrived out of order or twice.
 //!
 //! A reader's view of one author's events can differ from the order the author made them only
@@ -108,9 +111,14 @@ pub struct OrderTracker<P = PeerId> {
     /// Entries in `first_copy`: one per event and reader, what grows fastest when one event
     /// reaches many readers.
     copies: usize,
-    /// Per reader and author: the latest-made event delivered so far, through which relay, and
-    /// its stages there when it was delivered (a later pass must not rewrite what it overtook).
-    newest: BTreeMap<(P, P), Newest>,
+    /// Per reader, then author: the latest-made event delivered so far, through which relay,
+    /// and its stages there when it was delivered (a later pass must not rewrite what it
+    /// overtook).
+    newest: BTreeMap<P, BTreeMap<P, Newest>>,
+    /// Entries in `newest`, and how many there were after the last pruning (see
+    /// [`OrderTracker::prune_newest`]).
+    newest_entries: usize,
+    pruned_at: usize,
     counter: u64,
 }
 
@@ -144,6 +152,8 @@ impl<P> Default for OrderTracker<P> {
             first_copy: BTreeMap::new(),
             copies: 0,
             newest: BTreeMap::new(),
+            newest_entries: 0,
+            pruned_at: 0,
             counter: 0,
         }
     }
@@ -169,12 +179,42 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// overtaken by a hundred thousand later publications.
     // Only live relays run long enough to need it.
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
-    pub fn forget(&mut self, event: EventId) {
-        self.made.remove(&event);
+    pub fn forget(&mut self, event: EventId) -> Option<P> {
+        let author = self.made.remove(&event).map(|(author, _)| author);
         self.stages.remove(&event);
         if let Some(readers) = self.first_copy.remove(&event) {
             self.copies -= readers.len();
         }
+        author
+    }
+
+    /// Forgets `reader`, which will read nothing more (a live connection that ended; its
+    /// first copies go with their events).
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
+    pub fn forget_reader(&mut self, reader: P) {
+        if let Some(authors) = self.newest.remove(&reader) {
+            self.newest_entries -= authors.len();
+        }
+    }
+
+    /// Drops the `newest` entries of events made before every event still remembered. Such
+    /// an entry can decide nothing: a remembered event arriving later was made after it, so it
+    /// replaces the entry without being called reordered, and a forgotten one is not compared.
+    /// Run when the entries have doubled since the last pruning, so it costs O(1) per entry
+    /// amortised, and a reader that stays connected while authors come and go stays bounded.
+    fn prune_newest(&mut self) {
+        if self.newest_entries <= 2 * self.pruned_at + 1024 {
+            return;
+        }
+        let floor = self.made.values().map(|(_, made)| *made).min();
+        let mut entries = 0;
+        self.newest.retain(|_, authors| {
+            authors.retain(|_, n| floor.is_some_and(|f| n.made >= f));
+            entries += authors.len();
+            !authors.is_empty()
+        });
+        self.newest_entries = entries;
+        self.pruned_at = entries;
     }
 
     /// How many (event, reader) first copies are remembered.
@@ -274,16 +314,27 @@ impl<P: Ord + Copy> OrderTracker<P> {
                 via: None,
             };
         };
-        let newest = self.newest.get(&(reader, author)).copied();
+        let newest = self
+            .newest
+            .get(&reader)
+            .and_then(|authors| authors.get(&author))
+            .copied();
         if newest.is_none_or(|n| made > n.made) {
-            self.newest.insert(
-                (reader, author),
-                Newest {
-                    made,
-                    relay,
-                    stages: copy.0,
-                },
-            );
+            let entry = Newest {
+                made,
+                relay,
+                stages: copy.0,
+            };
+            if self
+                .newest
+                .entry(reader)
+                .or_default()
+                .insert(author, entry)
+                .is_none()
+            {
+                self.newest_entries += 1;
+                self.prune_newest();
+            }
         }
         let Some(later) = newest.filter(|n| made < n.made) else {
             return Arrival {
@@ -341,6 +392,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sha2::{Digest, Sha256};
 
     fn id(n: u8) -> EventId {
         EventId::from_byte_array([n; 32])
@@ -466,6 +518,46 @@ mod tests {
         deliver(&mut t, 0, 2, false, false); // a duplicate adds no first copy
         assert_eq!(t.copies(), 1);
         assert!(t.stages.contains_key(&id(2)));
+    }
+
+    #[test]
+    fn a_reader_that_is_gone_leaves_nothing_behind() {
+        let mut t = OrderTracker::default();
+        made(&mut t);
+        through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
+        deliver(&mut t, 0, 2, false, false);
+        assert_eq!(t.newest_entries, 1);
+        t.forget_reader(READER);
+        assert!(t.newest.is_empty());
+        assert_eq!(t.newest_entries, 0);
+    }
+
+    /// A reader that stays while thousands of authors come and go: the entries of forgotten
+    /// events are pruned, and the remembered events' order is still judged.
+    #[test]
+    fn newest_entries_of_forgotten_events_are_pruned_without_changing_a_verdict() {
+        let mut t = OrderTracker::<u64>::default();
+        let reader = 0;
+        let event = |n: u64| EventId::from_byte_array(Sha256::digest(n.to_le_bytes()).into());
+        for n in 1..=10_000u64 {
+            t.made(n, event(n));
+            t.delivered(reader, 0, (event(n), SentCopy::default()), false, false);
+            if n > 10 {
+                t.forget(event(n - 10));
+            }
+        }
+        assert!(
+            t.newest_entries < 3_000,
+            "{} entries for 10 remembered events",
+            t.newest_entries
+        );
+        // Author 10,001 makes two events; the later-made one arrives first.
+        let (a, b) = (event(20_001), event(20_002));
+        t.made(10_001, a);
+        t.made(10_001, b);
+        t.delivered(reader, 0, (b, SentCopy::default()), false, false);
+        let late = t.delivered(reader, 0, (a, SentCopy::default()), false, false);
+        assert!(late.reordered);
     }
 
     #[test]

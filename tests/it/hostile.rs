@@ -44,7 +44,17 @@ impl Drop for Served {
 }
 
 fn serve(profile: &str) -> Served {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_relaysim"))
+    // HOSTILE_SERVE_WRAPPER runs the relay under a profiler (e.g. `heaptrack`).
+    let bin = env!("CARGO_BIN_EXE_relaysim");
+    let mut command = match std::env::var("HOSTILE_SERVE_WRAPPER") {
+        Ok(wrapper) => {
+            let mut c = Command::new(wrapper);
+            c.arg(bin);
+            c
+        }
+        Err(_) => Command::new(bin),
+    };
+    let mut child = command
         .args(["serve", "--profile", profile, "--listen", "127.0.0.1:0"])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())

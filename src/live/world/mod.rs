@@ -21,9 +21,12 @@
 use super::report::LiveReport;
 mod delivery;
 mod event_text;
+mod ordinals;
 mod outages;
 mod slot;
 mod subscriptions;
+#[cfg(test)]
+mod tests;
 
 pub(crate) use slot::RelaySlot;
 
@@ -57,19 +60,21 @@ pub(crate) enum Inbound {
         out: Outbox,
         kill: oneshot::Sender<()>,
     },
-    /// A text frame from a connection, and what it parsed to (an EVENT is parsed by the
-    /// connection's task, so parsing large events is spread over the runtime's threads instead
-    /// of queueing every client behind it on the world's; see [`Parsed::event_frame`]). The
-    /// connection reads no more frames while it has too many bytes on their way to the world;
-    /// `_credit` gives them back once this frame is handled.
+    /// A text frame from a connection, and what it parsed to. Connections' tasks parse their
+    /// own frames, so parsing large events and REQs is spread over the runtime's threads
+    /// instead of queueing every client behind it on the world's. The
+    /// connection reads no more frames while it has too many bytes on their way to the relay
+    /// model; `credit` gives them back once the relay has handled this frame (its last copy,
+    /// when the link duplicates it), so frames waiting out a link delay or the relay's intake
+    /// count too.
     Text {
         conn: ConnId,
         /// The frame's size.
         bytes: usize,
-        /// The frame itself, kept when a trace records it or the world parses it.
+        /// The frame itself, kept when a trace records it.
         text: Option<String>,
         parsed: Parsed,
-        _credit: tokio::sync::OwnedSemaphorePermit,
+        credit: Credit,
     },
     /// A frame over the relay's message limit (`size` bytes; 0 when unknown) arrived; the
     /// connection task stops reading.
@@ -91,8 +96,8 @@ struct Conn {
     peer: String,
     /// Who the peer is for outages: its label, or its address.
     identity: String,
-    /// Its ordinal among readers and authors, for the order tracker.
-    reader: u32,
+    /// Its number among readers and authors, for the order tracker.
+    reader: u64,
     out: Outbox,
     up: (LinkState, Pipe),
     down: (LinkState, Pipe),
@@ -118,6 +123,8 @@ enum Action {
         processed: bool,
         /// The event's copy, with what it has been through on its way in.
         copy: UpCopy,
+        /// The sending connection's read credit, given back with the last copy.
+        credit: Arc<Credit>,
     },
     /// A relay message reaches the socket.
     ToClient {
@@ -130,6 +137,30 @@ enum Action {
     Outage(Outage),
     /// A connection ends once what was on its way has arrived.
     Close { conn: ConnId, reason: &'static str },
+}
+
+/// Read credit held by a frame from when its connection read it until the relay model has
+/// handled it: KiB of its connection's credit and of the whole server's. A flood that the relay
+/// cannot keep up with stops being read (TCP pushes back on the sender) instead of piling up in
+/// memory, on one connection or across a thousand.
+pub(crate) struct Credit {
+    /// The connection's share (held, never read: dropping it gives it back).
+    _connection: tokio::sync::OwnedSemaphorePermit,
+    /// The server's share.
+    _server: tokio::sync::OwnedSemaphorePermit,
+}
+
+impl Credit {
+    /// A frame's credit from its connection's and the server's permits.
+    pub fn new(
+        connection: tokio::sync::OwnedSemaphorePermit,
+        server: tokio::sync::OwnedSemaphorePermit,
+    ) -> Self {
+        Credit {
+            _connection: connection,
+            _server: server,
+        }
+    }
 }
 
 /// Settings the world needs beyond its relays.
@@ -153,8 +184,8 @@ pub(crate) struct World {
     streams: SeededStreams,
     labels: BTreeMap<IpAddr, String>,
     gate: Arc<Mutex<Gate>>,
-    order: OrderTracker<u32>,
-    ordinals: BTreeMap<String, u32>,
+    order: OrderTracker<u64>,
+    ordinals: ordinals::Ordinals,
     /// When each event id was first published, for delivery latencies.
     published_at: BTreeMap<EventId, Duration>,
     /// Event ids in publication order, so the oldest are forgotten past
@@ -175,10 +206,11 @@ pub(crate) struct World {
     feed: Option<record::TraceFeed>,
 }
 
-/// First copies (one per event and reader) the order tracker remembers. With a few readers this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with
-/// hundreds of readers per event (the hostile-client test's fan-out) fewer, as each event costs
-/// an entry per reader.
-const MAX_TRACKED_COPIES: usize = 1_000_000;
+/// First copies (one per event and reader) the order tracker remembers. With a few readers
+/// this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with hundreds of readers
+/// per event (the hostile-client test's fan-out) fewer, as each event costs an entry per
+/// reader. An entry costs about 80 bytes with its share of the maps, so this is ~20 MB.
+const MAX_TRACKED_COPIES: usize = 250_000;
 
 /// A client frame, parsed.
 #[derive(Debug)]
@@ -189,22 +221,9 @@ pub(crate) enum Parsed {
     TooManyFilters,
     /// Not a client message the relay understands.
     Unparsable,
-    /// Not parsed yet: the world parses it from its text.
-    Deferred,
 }
 
 impl Parsed {
-    /// What a connection's task parses of `text`: an EVENT, whose parse is the costly one.
-    /// Anything else is deferred to the world, because a REQ's filters take more memory
-    /// parsed than as text and a connection's credit counts text.
-    pub fn event_frame(text: &str, max_filters: Option<usize>) -> Self {
-        if frame_head(text).starts_with("\"EVENT\"") {
-            Parsed::frame(text, max_filters)
-        } else {
-            Parsed::Deferred
-        }
-    }
-
     /// `text` as a relay whose REQs take at most `max_filters` filters reads it.
     pub fn frame(text: &str, max_filters: Option<usize>) -> Self {
         if max_filters.is_some_and(|max| req_filters(text) > max) {
@@ -254,7 +273,7 @@ impl World {
             labels: config.labels,
             gate,
             order: OrderTracker::default(),
-            ordinals: BTreeMap::new(),
+            ordinals: ordinals::Ordinals::default(),
             published_at: BTreeMap::new(),
             publication_order: std::collections::VecDeque::new(),
             event_texts: event_text::EventTexts::default(),
@@ -290,11 +309,6 @@ impl World {
         }
     }
 
-    fn ordinal(&mut self, name: String) -> u32 {
-        let next = self.ordinals.len() as u32;
-        *self.ordinals.entry(name).or_insert(next)
-    }
-
     /// When the world next needs to run.
     pub fn wake_at(&self) -> Option<Instant> {
         let relay = self
@@ -326,8 +340,8 @@ impl World {
                 bytes,
                 text,
                 parsed,
-                ..
-            } => self.text(conn, (bytes, text), parsed, now),
+                credit,
+            } => self.text(conn, (bytes, text), parsed, credit, now),
             Inbound::Oversize { conn, size } => self.oversize(conn, size, now),
             Inbound::Silent { conn } => {
                 if let Some(c) = self.conns.get(&conn) {
@@ -392,7 +406,7 @@ impl World {
             return;
         }
         let peer = label.unwrap_or_else(|| format!("client-{conn}"));
-        let reader = self.ordinal(format!("peer:{peer}"));
+        let reader = self.ordinals.reader(&peer);
         let name = self.slots[relay].name.clone();
         let link = |way: &str| {
             (
@@ -445,6 +459,7 @@ impl World {
         conn: ConnId,
         (bytes, text): (usize, Option<String>),
         parsed: Parsed,
+        credit: Credit,
         now: Duration,
     ) {
         let Some(c) = self.conns.get(&conn) else {
@@ -452,13 +467,6 @@ impl World {
         };
         let relay = c.relay;
         let peer = c.peer.clone();
-        let parsed = match parsed {
-            Parsed::Deferred => Parsed::frame(
-                text.as_deref().unwrap_or_default(),
-                self.slots[relay].relay.profile().max_filters,
-            ),
-            parsed => parsed,
-        };
         if let Some(text) = text {
             self.see(record::Seen::FromClient {
                 relay: self.slots[relay].name.clone(),
@@ -486,7 +494,14 @@ impl World {
             }
         };
         match &message {
-            ClientMessage::Req { sub, .. } => {
+            // An id the relay refuses opens no subscription, so it takes none of the budget
+            // (and its possibly huge text is not kept as a key).
+            ClientMessage::Req { sub, .. }
+                if self.slots[relay]
+                    .relay
+                    .profile()
+                    .accepts_subscription_id(sub) =>
+            {
                 if !self.subscription_bytes.admit(conn, sub, bytes) {
                     let closed = RelayMessage::Closed {
                         sub: sub.clone(),
@@ -497,7 +512,7 @@ impl World {
                 }
             }
             ClientMessage::Close { sub } => self.subscription_bytes.release(conn, sub),
-            ClientMessage::Event(_) => {}
+            ClientMessage::Req { .. } | ClientMessage::Event(_) => {}
         }
         let Some(c) = self.conns.get_mut(&conn) else {
             return;
@@ -514,19 +529,23 @@ impl World {
         let arrivals = c.up.1.arrivals(&up, sent, bytes, &delays, true);
         let mut copy = UpCopy::default();
         if let ClientMessage::Event(event) = &message {
-            let author = self.ordinal(format!("key:{}", event.pubkey));
+            let author = self.ordinals.author(&event.pubkey.to_hex());
             self.order.made(author, event.id);
             copy = self.order.written(relay, conn, event.id);
             if let std::collections::btree_map::Entry::Vacant(v) = self.published_at.entry(event.id)
             {
                 v.insert(now);
+                self.ordinals.published(author);
                 self.publication_order.push_back(event.id);
                 while self.publication_order.len() > crate::relay::MAX_STORED_EVENTS
                     || self.order.copies() > MAX_TRACKED_COPIES
                 {
-                    if let Some(old) = self.publication_order.pop_front() {
-                        self.published_at.remove(&old);
-                        self.order.forget(old);
+                    let Some(old) = self.publication_order.pop_front() else {
+                        break;
+                    };
+                    self.published_at.remove(&old);
+                    if let Some(author) = self.order.forget(old) {
+                        self.ordinals.forgotten(author);
                     }
                 }
             }
@@ -538,6 +557,7 @@ impl World {
             );
             self.link_fate(relay, &peer, "up", Some(event.id), arrivals.len());
         }
+        let credit = Arc::new(credit);
         for at in arrivals {
             self.schedule(
                 at,
@@ -546,6 +566,7 @@ impl World {
                     message: message.clone(),
                     processed: false,
                     copy,
+                    credit: credit.clone(),
                 },
             );
         }
@@ -599,6 +620,7 @@ impl World {
                 message,
                 processed,
                 mut copy,
+                credit,
             } => {
                 let Some(c) = self.conns.get(&conn) else {
                     return; // the connection closed while the message was on its way
@@ -615,6 +637,7 @@ impl World {
                                 message,
                                 processed,
                                 copy,
+                                credit,
                             },
                         );
                         return;
@@ -700,6 +723,11 @@ impl World {
         };
         self.subscription_bytes.release_all(conn);
         self.slots[c.relay].relay.disconnect(conn);
+        // An unlabelled client's name belongs to this connection alone: it will not read again.
+        if !c.labelled {
+            self.ordinals.reader_gone(&c.peer);
+            self.order.forget_reader(c.reader);
+        }
         c.out.close();
         self.see(record::Seen::Disconnected {
             relay: self.slots[c.relay].name.clone(),
@@ -744,6 +772,13 @@ pub(crate) async fn run(
 ) {
     loop {
         let wake = world.wake_at();
+        // Work that is due goes first: under a flood the inbound queue is never empty, and the
+        // biased select below would otherwise hold every delivery (and every frame's credit)
+        // until the flood paused.
+        if wake.is_some_and(|t| t <= Instant::now()) {
+            world.on_wake();
+            continue;
+        }
         tokio::select! {
             // `biased`: a fixed polling order keeps turmoil runs repeatable without relying
             // on tokio's seeded select (which needs `--cfg tokio_unstable`).
