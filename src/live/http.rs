@@ -30,6 +30,11 @@ const INBOUND_CREDIT_KIB: usize = 64;
 /// KiB of all connections' frames that may wait for the relay model at once: without it, a
 /// thousand connections each within their own credit still hold 64 MiB and more.
 pub(crate) const SERVER_INBOUND_CREDIT_KIB: usize = 16 << 10;
+/// KiB of small frames a connection may have on their way outside the server's credit. The
+/// server's credit is handed out first come, first served, so under a flood of large frames a
+/// well-behaved client's REQ would queue behind every flooder; this reserve lets it through.
+/// It costs at most this much per connection slot.
+const RESERVED_CREDIT_KIB: usize = 4;
 /// The longest request head accepted.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// The frame limit of a relay whose profile sets none: it only guards memory.
@@ -380,6 +385,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         let _ = sink.close().await;
     });
     let credits = Arc::new(Semaphore::new(INBOUND_CREDIT_KIB));
+    let reserve = Arc::new(Semaphore::new(RESERVED_CREDIT_KIB));
     let mut killable = true;
     let mut keepalive = door.profile.keepalive.map(Keepalive::new);
     loop {
@@ -437,13 +443,22 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         // A frame larger than the connection's credit takes all of it, but the server's share
         // counts its whole size, so the server's bound holds for any frame.
         let kib = text.len() / 1024 + 1;
-        let mine = kib.min(INBOUND_CREDIT_KIB) as u32;
-        let Ok(connection) = credits.clone().acquire_many_owned(mine).await else {
-            break;
-        };
-        let ours = kib.min(SERVER_INBOUND_CREDIT_KIB) as u32;
-        let Ok(server) = door.inbound_credit.clone().acquire_many_owned(ours).await else {
-            break;
+        let small = (kib <= RESERVED_CREDIT_KIB)
+            .then(|| reserve.clone().try_acquire_many_owned(kib as u32).ok())
+            .flatten();
+        let credit = match small {
+            Some(reserved) => Credit::reserved(reserved),
+            None => {
+                let mine = kib.min(INBOUND_CREDIT_KIB) as u32;
+                let Ok(connection) = credits.clone().acquire_many_owned(mine).await else {
+                    break;
+                };
+                let ours = kib.min(SERVER_INBOUND_CREDIT_KIB) as u32;
+                let Ok(server) = door.inbound_credit.clone().acquire_many_owned(ours).await else {
+                    break;
+                };
+                Credit::new(connection, server)
+            }
         };
         let parsed = Parsed::frame(&text, door.profile.max_filters);
         let keep = door.keep_text;
@@ -452,7 +467,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             bytes: text.len(),
             text: keep.then_some(text),
             parsed,
-            credit: Credit::new(connection, server),
+            credit,
         };
         if inbound.send(frame).await.is_err() {
             break;

@@ -140,14 +140,15 @@ enum Action {
 }
 
 /// Read credit held by a frame from when its connection read it until the relay model has
-/// handled it: KiB of its connection's credit and of the whole server's. A flood that the relay
-/// cannot keep up with stops being read (TCP pushes back on the sender) instead of piling up in
-/// memory, on one connection or across a thousand.
+/// handled it: KiB of its connection's credit and of the whole server's (a small frame may take
+/// its connection's small reserve instead). A flood that the relay cannot keep up with stops
+/// being read (TCP pushes back on the sender) instead of piling up in memory, on one connection
+/// or across a thousand.
 pub(crate) struct Credit {
     /// The connection's share (held, never read: dropping it gives it back).
     _connection: tokio::sync::OwnedSemaphorePermit,
-    /// The server's share.
-    _server: tokio::sync::OwnedSemaphorePermit,
+    /// The server's share; none for a frame in its connection's reserve.
+    _server: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 impl Credit {
@@ -158,7 +159,15 @@ impl Credit {
     ) -> Self {
         Credit {
             _connection: connection,
-            _server: server,
+            _server: Some(server),
+        }
+    }
+
+    /// A small frame's credit from its connection's reserve alone.
+    pub fn reserved(reserve: tokio::sync::OwnedSemaphorePermit) -> Self {
+        Credit {
+            _connection: reserve,
+            _server: None,
         }
     }
 }

@@ -1,6 +1,7 @@
 //! How answers reach the client: a direct response, a CEP-22 transfer when it is too large for one event, an error; the capability tags that go with them.
 
 use super::*;
+use crate::protocol::envelope::Envelope;
 
 impl ContextVmServer {
     /// Publishes `text` to `client`, on resumable stream `stream` when given (recorded there and
@@ -64,6 +65,19 @@ impl ContextVmServer {
         };
         let text = message.to_json();
         let tags = self.capability_tags(call.client);
+        let room = if call.stream.is_some() {
+            STREAM_TAG_ROOM
+        } else {
+            0
+        };
+        // The reply envelope is this event without its capability tags and with a ten-digit
+        // `created_at`, so its size less nine bytes is a lower bound: a response that cannot
+        // fit goes to CEP-22 without being signed and serialised whole (for a 1 MiB result,
+        // most of the cost of deciding).
+        if self.reply_envelope.published_size(&text) + room > self.budget + 9 {
+            self.send_oversized(call, text);
+            return;
+        }
         let event = self.core.sign(
             &call.client,
             Some(&call.request_event),
@@ -72,11 +86,6 @@ impl ContextVmServer {
             self.now,
         );
         let published_size = event.as_json().len();
-        let room = if call.stream.is_some() {
-            STREAM_TAG_ROOM
-        } else {
-            0
-        };
         if published_size + room <= self.budget {
             let client = call.client;
             let lane = self.response_lane(&call);
