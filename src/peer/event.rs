@@ -70,6 +70,10 @@ impl Envelope for SignedEventEnvelope {
     fn published_size(&self, jsonrpc_text: &str) -> usize {
         self.overhead + escaped_str_len(jsonrpc_text)
     }
+
+    fn cost_model_is_exact(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

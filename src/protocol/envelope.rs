@@ -21,6 +21,14 @@ pub trait Envelope {
     fn data_char_cost(&self, ch: char) -> usize {
         double_escaped_len(ch)
     }
+
+    /// Whether the cost model is exact: `published_size` is a fixed overhead plus the
+    /// JSON-escaped length of the text, and `data_char_cost` is the default. Then a frame's
+    /// published size is its empty frame's plus the sum of its characters' costs, and chunking
+    /// need not serialise each frame to measure it. `false` (the default) is always safe.
+    fn cost_model_is_exact(&self) -> bool {
+        false
+    }
 }
 
 /// A plain envelope: a fixed number of bytes around the JSON-escaped `content`.
@@ -37,6 +45,10 @@ pub struct EscapedContentEnvelope {
 impl Envelope for EscapedContentEnvelope {
     fn published_size(&self, jsonrpc_text: &str) -> usize {
         self.overhead + escaped_str_len(jsonrpc_text)
+    }
+
+    fn cost_model_is_exact(&self) -> bool {
+        true
     }
 }
 

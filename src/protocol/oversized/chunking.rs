@@ -3,7 +3,9 @@
 //! Each fragment is the longest run of whole characters whose chunk frame, once enveloped,
 //! publishes within the budget. The guess comes from the envelope's per-character cost model;
 //! the frame is then measured for real and the guess is shrunk by binary search if the model
-//! was too generous, so the guarantee holds for any monotone [`Envelope`]. Frames are measured
+//! was too generous, so the guarantee holds for any monotone [`Envelope`]. When the envelope
+//! says its model is exact ([`Envelope::cost_model_is_exact`]), the guess is the measurement
+//! and no frame is serialised. Frames are measured
 //! with the widest possible `progress` value, so the plan holds whatever numbering the transfer
 //! ends up using (the accept bootstrap shifts it by one).
 
@@ -76,7 +78,12 @@ pub fn plan_chunks(
             }
             guess = i + ch.len_utf8();
         }
-        let end = if guess > 0 && measured(token, &rest[..guess], env) <= budget {
+        let exact = env.cost_model_is_exact();
+        debug_assert!(
+            !exact
+                || measured(token, &rest[..guess], env) == overhead + cost_of(env, &rest[..guess])
+        );
+        let end = if guess > 0 && (exact || measured(token, &rest[..guess], env) <= budget) {
             guess
         } else {
             largest_fitting_prefix(rest, token, budget, env, guess)?
@@ -85,6 +92,11 @@ pub fn plan_chunks(
         start += end;
     }
     Ok(ranges)
+}
+
+/// The model's cost of `data`'s characters.
+fn cost_of(env: &dyn Envelope, data: &str) -> usize {
+    data.chars().map(|ch| env.data_char_cost(ch)).sum()
 }
 
 /// Binary search over character boundaries for the longest prefix that measures within budget.
@@ -160,6 +172,42 @@ mod tests {
         check(&"é€😀".repeat(3000), 1500, &env);
         check(&"\u{01}a\n".repeat(3000), 1000, &env);
         check("", 1000, &env);
+    }
+
+    /// The same envelope, without claiming its model is exact: every frame is measured.
+    struct Measuring(EscapedContentEnvelope);
+    impl Envelope for Measuring {
+        fn published_size(&self, text: &str) -> usize {
+            self.0.published_size(text)
+        }
+    }
+
+    #[test]
+    fn an_exact_cost_model_measures_what_serialising_measures() {
+        let env = EscapedContentEnvelope { overhead: 600 };
+        let empty = measured(&token(), "", &env);
+        for data in [
+            "",
+            "plain",
+            "\"\\",
+            "é€😀",
+            "\u{01}\u{1f}\n\t\r\u{08}\u{0c}",
+            "/<>&'\u{7f}",
+        ] {
+            assert_eq!(
+                measured(&token(), data, &env),
+                empty + cost_of(&env, data),
+                "{data:?}"
+            );
+        }
+        let payload = "a\"b\\é\n😀\u{02}".repeat(2_000);
+        for budget in [700, 1_000, 4_096] {
+            assert_eq!(
+                plan_chunks(&payload, &token(), budget, &env),
+                plan_chunks(&payload, &token(), budget, &Measuring(env)),
+                "budget {budget}"
+            );
+        }
     }
 
     #[test]
