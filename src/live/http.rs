@@ -150,6 +150,27 @@ pub(crate) async fn accept_loop<L: Listener>(
     }
 }
 
+/// What a frame may take in memory once parsed, for its read credit: its text, plus for each
+/// JSON string in it the heap string and map slot it becomes. A REQ of many short filter values
+/// (`"#t":["a","b",…]`) takes several times its text parsed, and parsed is how it waits for the
+/// relay model.
+fn parsed_weight(text: &str) -> usize {
+    /// A `String` (24 bytes), its heap block (at least 16) and its share of a B-tree node.
+    const PER_STRING: usize = 48;
+    // Quotes that delimit strings, not escaped ones inside them (an escape-heavy event's
+    // content is one string however many `\"` it holds).
+    let (mut quotes, mut escaped) = (0, false);
+    for b in text.bytes() {
+        match (escaped, b) {
+            (true, _) => escaped = false,
+            (false, b'\\') => escaped = true,
+            (false, b'"') => quotes += 1,
+            _ => {}
+        }
+    }
+    text.len() + quotes / 2 * PER_STRING
+}
+
 /// Answers a refused connection with 429 on a task of its own: the accept loop must not wait
 /// on any one client while others queue behind it.
 fn refuse<S: AsyncWrite + Unpin + Send + 'static>(mut stream: S, why: &'static str) {
@@ -389,7 +410,23 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let mut killable = true;
     let mut keepalive = door.profile.keepalive.map(Keepalive::new);
     loop {
+        // `biased`, in this order: a cut-off is acted on even while a client floods, and a
+        // frame already read (a pong) counts before a keepalive tick that came due while the
+        // loop waited for credit judges the client silent.
         let frame = tokio::select! {
+            biased;
+            // The world cut this connection off: drop the socket now, unsent backlog and all.
+            killed = &mut kill, if killable => match killed {
+                Ok(()) => {
+                    writer.abort();
+                    return Ok(());
+                }
+                // The world let go of the connection the ordinary way (a close is queued).
+                Err(_) => {
+                    killable = false;
+                    continue;
+                }
+            },
             frame = source.next() => frame,
             () = Keepalive::tick(&mut keepalive) => {
                 let k = keepalive.as_mut().expect("ticks only when there is a keepalive");
@@ -405,18 +442,6 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 }
                 continue;
             }
-            // The world cut this connection off: drop the socket now, unsent backlog and all.
-            killed = &mut kill, if killable => match killed {
-                Ok(()) => {
-                    writer.abort();
-                    return Ok(());
-                }
-                // The world let go of the connection the ordinary way (a close is queued).
-                Err(_) => {
-                    killable = false;
-                    continue;
-                }
-            },
         };
         let Some(frame) = frame else { break };
         if let Some(k) = keepalive.as_mut() {
@@ -442,7 +467,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         // world's queue ahead of everyone else; its socket simply stops being read.
         // A frame larger than the connection's credit takes all of it, but the server's share
         // counts its whole size, so the server's bound holds for any frame.
-        let kib = text.len() / 1024 + 1;
+        let kib = parsed_weight(&text) / 1024 + 1;
         let small = (kib <= RESERVED_CREDIT_KIB)
             .then(|| reserve.clone().try_acquire_many_owned(kib as u32).ok())
             .flatten();
@@ -482,4 +507,17 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         writer.abort();
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parsed_weight;
+
+    #[test]
+    fn a_frame_weighs_its_text_and_its_strings_not_escaped_quotes() {
+        let many_values = r##"["REQ","s",{"#t":["a","b","c"]}]"##;
+        assert_eq!(parsed_weight(many_values), many_values.len() + 6 * 48);
+        let escape_heavy = r#"["EVENT",{"content":"\"\"\"\\"}]"#;
+        assert_eq!(parsed_weight(escape_heavy), escape_heavy.len() + 3 * 48);
+    }
 }

@@ -86,7 +86,12 @@ impl World {
             .arrivals(&down, sent, outgoing.len(), &delays, true);
         let peer = c.peer.clone();
         let event = event.map(|event| {
-            let copy = self.order.sent(relay, event.id, replay);
+            // An event forgotten since it was published is no longer followed.
+            let copy = if self.published_at.contains_key(&event.id) {
+                self.order.sent(relay, event.id, replay)
+            } else {
+                SentCopy::default()
+            };
             self.link_fate(relay, &peer, "down", Some(event.id), arrivals.len());
             Delivery {
                 event,
@@ -138,8 +143,17 @@ impl World {
         let arrival = event.as_ref().map(|d| {
             let datagram = self.slots[relay].up.ordering == Ordering::Datagram
                 || self.slots[relay].down.ordering == Ordering::Datagram;
-            self.order
-                .delivered(reader, relay, (d.event.id, d.copy), d.replay, datagram)
+            if self.published_at.contains_key(&d.event.id) {
+                self.order
+                    .delivered(reader, relay, (d.event.id, d.copy), d.replay, datagram)
+            } else {
+                // Forgotten: a disturbance involving it names no mechanism (see the guide).
+                Arrival {
+                    duplicate: false,
+                    reordered: false,
+                    via: None,
+                }
+            }
         });
         if let Some(d) = &event {
             self.count_delivery(relay, arrival, now, &d.event);

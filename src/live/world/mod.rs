@@ -538,14 +538,21 @@ impl World {
         let arrivals = c.up.1.arrivals(&up, sent, bytes, &delays, true);
         let mut copy = UpCopy::default();
         if let ClientMessage::Event(event) = &message {
-            let author = self.ordinals.author(&event.pubkey.to_hex());
-            self.order.made(author, event.id);
-            copy = self.order.written(relay, conn, event.id);
-            if let std::collections::btree_map::Entry::Vacant(v) = self.published_at.entry(event.id)
-            {
-                v.insert(now);
+            // The order tracker follows only the events `published_at` remembers: every call on
+            // it below and in the delivery path is for one of those, so forgetting an event
+            // (`order.forget`) leaves nothing of it behind.
+            let fresh = !self.published_at.contains_key(&event.id);
+            if fresh {
+                // A re-sent event keeps its first author: its author is looked up only here,
+                // so a frame reusing a remembered id under another key makes no entry.
+                let author = self.ordinals.author(&event.pubkey.to_hex());
                 self.ordinals.published(author);
+                self.order.made(author, event.id);
+                self.published_at.insert(event.id, now);
                 self.publication_order.push_back(event.id);
+            }
+            copy = self.order.written(relay, conn, event.id);
+            if fresh {
                 while self.publication_order.len() > crate::relay::MAX_STORED_EVENTS
                     || self.order.copies() > MAX_TRACKED_COPIES
                 {
@@ -653,7 +660,9 @@ impl World {
                     }
                 }
                 if let ClientMessage::Event(event) = &message {
-                    self.order.handled(relay, event.id, copy);
+                    if self.published_at.contains_key(&event.id) {
+                        self.order.handled(relay, event.id, copy);
+                    }
                 }
                 self.slots[relay]
                     .relay
