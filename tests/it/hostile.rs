@@ -10,7 +10,8 @@
 //! ```
 //!
 //! which mixes every attack over 1,000 connections and prints the peak memory and the
-//! slowest answer to a fresh client.
+//! slowest answer to a fresh client. `HOSTILE_SERVE_WRAPPER=heaptrack` (or any command that
+//! takes the relay's command line) runs the relay under a profiler.
 
 use futures_util::{SinkExt, StreamExt};
 use relaysim::nip01::Identity;
