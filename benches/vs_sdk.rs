@@ -71,7 +71,8 @@ fn relaysim_transfer(frames: &[String]) -> bool {
         ..ReceiverConfig::default()
     });
     for text in frames {
-        let frame = TransferFrame::from_message(&Message::parse(text).unwrap()).unwrap();
+        let params = Message::parse(text).unwrap().into_progress_params();
+        let frame = TransferFrame::from_params(&params.unwrap().unwrap()).unwrap();
         r.handle_frame(&0u8, frame, Duration::ZERO);
     }
     std::iter::from_fn(|| r.poll_event()).any(|e| matches!(e, ReceiverEvent::Completed { .. }))
@@ -112,7 +113,8 @@ fn relaysim_stream(frames: &[String]) -> usize {
     });
     let mut read = 0;
     for text in frames {
-        let frame = StreamFrame::from_message(&Message::parse(text).unwrap()).unwrap();
+        let params = Message::parse(text).unwrap().into_progress_params();
+        let frame = StreamFrame::from_params(&params.unwrap().unwrap()).unwrap();
         r.handle_frame(&0u8, frame, Duration::ZERO);
         while r.read(&0u8, &token).is_some() {
             read += 1;
@@ -147,10 +149,18 @@ fn report(what: &str, unit: &str, amount: f64, ours: Duration, sdk: Duration) {
 }
 
 fn main() {
+    // `cargo bench --bench vs_sdk --features contextvm-sdk -- cep41` runs the rows named so.
+    let only = std::env::args()
+        .skip(1)
+        .find(|a| !a.starts_with('-'))
+        .unwrap_or_default();
     for (name, alphabet) in [
         ("cep22 10 MiB mixed", "ab\"c\\dé€😀\n"),
         ("cep22 10 MiB escape-heavy", "\"\\"),
     ] {
+        if !name.contains(&only) {
+            continue;
+        }
         let payload = payload(alphabet, 10 << 20);
         let frames = transfer_frames(&payload);
         let (ours, ok) = best_of(5, || relaysim_transfer(&frames));
@@ -158,6 +168,9 @@ fn main() {
         let (sdk, ok) = best_of(5, || sdk_transfer(&frames));
         assert!(ok, "the SDK completes the transfer");
         report(name, "MB/s", payload.len() as f64 / 1e6, ours, sdk);
+    }
+    if !"cep41".contains(&only) {
+        return;
     }
     let n = 100_000;
     let frames = stream_frames(n);

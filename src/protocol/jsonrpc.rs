@@ -267,6 +267,20 @@ impl Message {
             _ => None,
         }
     }
+
+    /// As [`Message::progress_params`], taking the message apart instead of copying its
+    /// params: what a peer does with a frame it has no other use for.
+    pub fn into_progress_params(self) -> Option<Result<ProgressParams, JsonRpcError>> {
+        match self {
+            Message::Notification { method, params } if method == PROGRESS_METHOD => {
+                Some(match params {
+                    Some(p) => ProgressParams::from_owned(p),
+                    None => Err(bad("params", "an object")),
+                })
+            }
+            _ => None,
+        }
+    }
 }
 
 fn parse_error_object(value: Value) -> Result<ErrorObject, JsonRpcError> {
@@ -308,10 +322,18 @@ pub struct ProgressParams {
 impl ProgressParams {
     /// Reads progress params from the `params` value of a notification.
     pub fn from_value(value: &Value) -> Result<Self, JsonRpcError> {
-        let Value::Object(obj) = value else {
+        match value {
+            Value::Object(_) => Self::from_owned(value.clone()),
+            _ => Err(bad("params", "an object")),
+        }
+    }
+
+    /// As [`ProgressParams::from_value`], taking the value apart instead of copying it (a
+    /// chunk's data is moved, not cloned).
+    pub fn from_owned(value: Value) -> Result<Self, JsonRpcError> {
+        let Value::Object(mut rest) = value else {
             return Err(bad("params", "an object"));
         };
-        let mut rest = obj.clone();
         let token = rest
             .shift_remove("progressToken")
             .ok_or(bad("params.progressToken", "present"))?;

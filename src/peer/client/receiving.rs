@@ -157,7 +157,7 @@ impl ContextVmClient {
                 error,
             } => self.finish(&id, Err(error)),
             Message::Notification { .. } => {
-                let Some(Ok(params)) = message.progress_params() else {
+                let Some(Ok(params)) = message.into_progress_params() else {
                     return;
                 };
                 self.touch(&params.progress_token);

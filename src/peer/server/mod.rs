@@ -350,7 +350,7 @@ impl ContextVmServer {
                 }
             }
             Message::Notification { .. } => {
-                let Some(Ok(params)) = message.progress_params() else {
+                let Some(Ok(params)) = message.into_progress_params() else {
                     return;
                 };
                 if let Ok(frame) = TransferFrame::from_params(&params) {
