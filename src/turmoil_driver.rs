@@ -5,7 +5,10 @@
 //!
 //! Peers report what the des world reports about calls ([`Observation::Called`],
 //! [`Observation::ChunkWritten`], [`Observation::ChunkRead`], [`Observation::Client`]), so the
-//! same [`Collector`] turns them into the same tables. Relay-side counters (published, verdicts, losses) are not observed here.
+//! same [`Collector`] turns them into the same tables. Each relay's counters (the relay model's
+//! and its links', as `relaysim serve` reports them when it stops) are added to the run's
+//! counters under the des names where the meaning is the same
+//! ([`crate::live::report::LiveRelayCounters::add_to_run_counters`]).
 //!
 //! Relays apply their whole profile as `relaysim serve` does: impairments both ways, intake,
 //! outages (counted from the end of the settling second) and per-peer addresses (each peer is
@@ -84,6 +87,8 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
     // Relays run as turmoil clients (futures the simulation waits for) so that, once every
     // client peer is done, they shut down cleanly and their traces are complete.
     let clients_done = Rc::new(std::cell::Cell::new(0usize));
+    // Each relay's counters, when it stops.
+    let relay_reports: Rc<RefCell<Vec<crate::live::report::LiveRelayCounters>>> = Rc::default();
     let client_count = plan.clients.len();
     let peer_names: Vec<String> = plan
         .servers
@@ -102,6 +107,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
         };
         let done = clients_done.clone();
         let peer_names = peer_names.clone();
+        let reports = relay_reports.clone();
         sim.client(format!("relay-{name}").as_str(), async move {
             // Every host exists once the simulation runs: name each peer's address, so
             // outages aimed at a peer and the trace use the scenario's names.
@@ -120,7 +126,8 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             while done.get() < client_count {
                 tokio::time::sleep(Duration::from_millis(100)).await;
             }
-            relay.shutdown().await;
+            let report = relay.shutdown().await;
+            reports.borrow_mut().extend(report.relays);
             Ok(())
         });
     }
@@ -176,7 +183,11 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
     }
     sim.run()
         .map_err(|e| TurmoilError::Simulation(e.to_string()))?;
-    Ok(peers::report(&log, plan.seed))
+    let mut report = peers::report(&log, plan.seed);
+    for relay in relay_reports.take() {
+        relay.add_to_run_counters(&mut report.counters);
+    }
+    Ok(report)
 }
 
 /// Runs `scenario` once with `seed` in the turmoil driver, writing each relay's trace next to

@@ -35,8 +35,9 @@ pub(super) struct RunArgs {
     #[arg(long, value_enum, default_value = "full")]
     trace_events: EventsMode,
     /// `des`: the discrete-event simulator. `turmoil`: relays as WebSocket servers and peers as
-    /// async tasks on turmoil's simulated TCP (slower; reports calls and latencies only, no
-    /// relay counters; relays apply impairments both ways and outages as `serve` does;
+    /// async tasks on turmoil's simulated TCP (slower; reports calls, their latencies and the
+    /// relays' counters, not relay-side latencies; relays apply impairments both ways and
+    /// outages as `serve` does;
     /// --trace writes each relay's live trace, which `replay` takes in both modes). `live`:
     /// the same peers on real sockets and the wall clock, against the scenario's relays served
     /// on loopback or the relays given with --relay (not deterministic).

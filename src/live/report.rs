@@ -73,6 +73,45 @@ impl LiveRelayCounters {
     }
 }
 
+impl LiveRelayCounters {
+    /// These counters under the names a des run's report uses where the meaning is the same
+    /// (`events_accepted`, `rejected.PREFIX`, `relay_duplicates`, `delivered`, `lost`,
+    /// `duplicated.VIA`, `reordered.VIA`, `outages`), and live-only ones under their own
+    /// (`events_received`, `connections`, `rate_limited`, `frames_too_large`, `cut_off`,
+    /// `closed_by_relay`, `closed_silent`), added into `into`.
+    pub fn add_to_run_counters(&self, into: &mut BTreeMap<String, u64>) {
+        let mut add = |name: String, n: u64| {
+            if n > 0 {
+                *into.entry(name).or_default() += n;
+            }
+        };
+        add("events_received".into(), self.received);
+        add("events_accepted".into(), self.accepted);
+        for (prefix, n) in &self.rejected {
+            add(format!("rejected.{prefix}"), *n);
+        }
+        add("relay_duplicates".into(), self.answered_duplicate);
+        add("delivered".into(), self.delivered);
+        add("lost".into(), self.lost.values().sum());
+        for (name, table) in [
+            ("duplicated", &self.duplicate_deliveries),
+            ("reordered", &self.reordered_deliveries),
+        ] {
+            add(name.into(), table.values().sum());
+            for (via, n) in table {
+                add(format!("{name}.{via}"), *n);
+            }
+        }
+        add("outages".into(), self.outages.values().sum());
+        add("connections".into(), self.connections);
+        add("rate_limited".into(), self.rate_limited);
+        add("frames_too_large".into(), self.frames_too_large);
+        add("cut_off".into(), self.cut_off);
+        add("closed_by_relay".into(), self.closed_by_relay);
+        add("closed_silent".into(), self.closed_silent);
+    }
+}
+
 /// Everything a live deployment reports.
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct LiveReport {

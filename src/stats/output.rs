@@ -163,7 +163,7 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
     }
     let counters = line(false);
     if counters.is_empty() {
-        // The turmoil engine observes calls, not relays.
+        // A live run against relays relaysim does not serve observes calls, not relays.
         let _ = writeln!(out, "relay events: not observed");
     } else {
         let _ = writeln!(out, "relay events: {}", counters.join(", "));

@@ -179,6 +179,29 @@ fn the_turmoil_engine_agrees_with_des_on_the_shipped_scenarios() {
     }
 }
 
+/// The relays' counters reach a turmoil run's report under the des names: on the ideal
+/// relay, whose links lose nothing, both engines accept and deliver the same events.
+#[test]
+fn a_turmoil_run_reports_its_relays_counters_as_des_does() {
+    let scenario = relaysim::scenario::Scenario::from_toml_str(
+        include_str!("../../scenarios/ideal-baseline.toml"),
+        "ideal-baseline.toml",
+    )
+    .unwrap();
+    let des = scenario.run(scenario.seed);
+    let turmoil = relaysim::turmoil_driver::run_scenario(&scenario, scenario.seed, None).unwrap();
+    for name in ["events_accepted", "delivered"] {
+        let (d, t) = (des.counters.get(name), turmoil.counters.get(name));
+        assert!(d.is_some_and(|n| *n > 0), "des counts {name}");
+        assert_eq!(d, t, "{name}");
+    }
+    assert_eq!(
+        turmoil.counters.get("events_received"),
+        des.counters.get("events_published"),
+        "every published event reached the ideal relay"
+    );
+}
+
 #[test]
 fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(
