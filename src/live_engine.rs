@@ -2,10 +2,12 @@
 //! clock, against the scenario's relays served on loopback (`relaysim serve`, in process) or
 //! against any relays by URL (`run --engine live --relay NAME=ws://…`). Each peer connects
 //! from its own loopback address (127.1.x.y), so per-address limits and outages aimed at a
-//! peer treat peers apart. The report is the one the other engines give; a trace is each
-//! relay's `live` trace (written by the served relay, or by a recording proxy in front of a
-//! relay given by URL) with the scenario in its header, so `replay --mode schedule` takes it
-//! with no more arguments. Not deterministic: it runs on the wall clock, by nature.
+//! peer treat peers apart. The report is the one the other engines give, with the counters of
+//! the relays served here (as `--engine turmoil` has them; a relay given by URL is not
+//! counted); a trace is each relay's `live` trace (written by the served relay, or by a
+//! recording proxy in front of a relay given by URL) with the scenario in its header, so
+//! `replay --mode schedule` takes it with no more arguments. Not deterministic: it runs on the
+//! wall clock, by nature.
 
 use crate::live::driver::TokioTcpFrom;
 use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
@@ -182,10 +184,11 @@ async fn run_on_sockets(
     for server in servers {
         server.abort();
     }
+    let mut served = Vec::new();
     for handle in handles {
         match handle {
             RelayHandle::Served(relay) => {
-                relay.shutdown().await;
+                served.extend(relay.shutdown().await.relays);
             }
             RelayHandle::Proxied(proxy) => {
                 proxy.finish().await?;
@@ -193,5 +196,10 @@ async fn run_on_sockets(
             RelayHandle::Direct => {}
         }
     }
-    Ok(peers::report(&log, plan.seed))
+    let mut report = peers::report(&log, plan.seed);
+    // Only the relays served here are counted: a relay given by URL is a black box.
+    for relay in served {
+        relay.add_to_run_counters(&mut report.counters);
+    }
+    Ok(report)
 }

@@ -795,6 +795,15 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
         "{text}"
     );
     assert!(text.contains("(wall clock)"), "{text}");
+    // The served relay's counters: every request and response was accepted and delivered.
+    let events = text
+        .lines()
+        .find(|l| l.starts_with("relay events:"))
+        .unwrap_or_default();
+    assert!(
+        events.contains("events_accepted") && events.contains("delivered"),
+        "{text}"
+    );
     let misused = relaysim(&[
         "run",
         file.to_str().unwrap(),
