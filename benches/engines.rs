@@ -5,6 +5,9 @@
 //! (sender construction) and reassembly (receiver, digest and JSON-RPC validation included) in
 //! MB/s of payload; and CEP-41 writer → session frames per second.
 
+mod common;
+
+use common::best_of;
 use relaysim::nip01::Identity;
 use relaysim::peer::event::SignedEventEnvelope;
 use relaysim::protocol::jsonrpc::{Message, RequestId};
@@ -14,19 +17,7 @@ use relaysim::protocol::open_stream::{
 use relaysim::protocol::oversized::{
     OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
 };
-use std::time::{Duration, Instant};
-
-fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
-    let mut best = Duration::MAX;
-    let mut last = None;
-    for _ in 0..runs {
-        let t = Instant::now();
-        let out = f();
-        best = best.min(t.elapsed());
-        last = Some(out);
-    }
-    (best, last.expect("runs > 0"))
-}
+use std::time::Duration;
 
 fn main() {
     let body: String = "ab\"c\\dé€😀\n"

@@ -10,6 +10,9 @@
 //!
 //! Prints each receiver's throughput and relaysim's as a multiple of the SDK's.
 
+mod common;
+
+use common::best_of;
 use contextvm_sdk::transport::open_stream::{
     OpenStreamRegistry as SdkRegistry, OpenStreamRegistryPolicy,
 };
@@ -26,18 +29,6 @@ use relaysim::protocol::oversized::{
     OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferFrame,
 };
 use std::time::{Duration, Instant};
-
-fn best_of<T>(runs: usize, mut f: impl FnMut() -> T) -> (Duration, T) {
-    let mut best = Duration::MAX;
-    let mut last = None;
-    for _ in 0..runs {
-        let t = Instant::now();
-        let out = f();
-        best = best.min(t.elapsed());
-        last = Some(out);
-    }
-    (best, last.expect("runs > 0"))
-}
 
 /// A tool result of `bytes` characters cycling through `alphabet`, as JSON-RPC text.
 fn payload(alphabet: &str, bytes: usize) -> String {
