@@ -230,6 +230,28 @@ impl Outbox {
 mod tests {
     use super::*;
 
+    #[test]
+    fn a_frame_from_an_event_s_shared_json_is_the_frame_to_wire_writes() {
+        use crate::nip01::{event_json::EventJson, Identity, RelayMessage};
+        let event =
+            Identity::derive(1, "a").sign(25910, 1_700_000_000, vec![], "x \"q\" \n é".into());
+        let mut memo = EventJson::default();
+        for sub in ["s", "with \"quotes\" and \\ and \u{1}", ""] {
+            let expected = crate::live::wire::to_wire(&RelayMessage::Event {
+                sub: sub.into(),
+                event: std::sync::Arc::new(event.clone()),
+            });
+            let outgoing = Outgoing::event(sub, memo.of(&event));
+            assert_eq!(outgoing.text(), expected);
+            assert_eq!(outgoing.len(), expected.len());
+            assert_eq!(
+                outgoing.into_message().into_text().unwrap().as_str(),
+                expected
+            );
+        }
+        assert_eq!(memo.len(), 1);
+    }
+
     fn text(bytes: usize) -> Outgoing {
         Outgoing::Message(Message::text("x".repeat(bytes)))
     }

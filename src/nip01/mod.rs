@@ -1,6 +1,7 @@
 //! Nostr only: deterministic identities, signed events and NIP-01 messages as values. Nothing
 //! here knows ContextVM; the layers above build on it.
 
+pub(crate) mod event_json;
 pub(crate) mod identity;
 pub(crate) mod message;
 pub mod verified;

@@ -20,7 +20,6 @@
 
 use super::report::LiveReport;
 mod delivery;
-mod event_text;
 mod ordinals;
 mod outages;
 mod slot;
@@ -202,7 +201,7 @@ pub(crate) struct World {
     /// order tracker and `published_at` stay bounded however long the deployment runs).
     publication_order: std::collections::VecDeque<EventId>,
     /// Each event's JSON, serialised once for all its deliveries.
-    event_texts: event_text::EventTexts,
+    event_json: crate::nip01::event_json::EventJson,
     pairs: RpcPairs,
     /// What live subscriptions hold, within one budget.
     subscription_bytes: subscriptions::SubscriptionBytes,
@@ -285,7 +284,7 @@ impl World {
             ordinals: ordinals::Ordinals::default(),
             published_at: BTreeMap::new(),
             publication_order: std::collections::VecDeque::new(),
-            event_texts: event_text::EventTexts::default(),
+            event_json: crate::nip01::event_json::EventJson::default(),
             pairs: RpcPairs::default(),
             subscription_bytes: subscriptions::SubscriptionBytes::new(
                 config.subscription_budget.0,

@@ -28,7 +28,6 @@
 //! the client's results.
 
 mod dispatch;
-mod event_json;
 pub(crate) mod network;
 pub mod observation;
 mod touched;
@@ -197,7 +196,7 @@ pub struct World {
     /// Peers with possible output and the cached timeouts (see `touched`).
     touched: touched::Touched,
     /// Each event's JSON, made once.
-    event_json: event_json::EventJson,
+    event_json: crate::nip01::event_json::EventJson,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -237,7 +236,7 @@ impl World {
             observer: None,
             actions: 0,
             touched: touched::Touched::default(),
-            event_json: event_json::EventJson::default(),
+            event_json: crate::nip01::event_json::EventJson::default(),
         }
     }
 

@@ -45,7 +45,7 @@ pub enum Observation {
         /// Its serialized size.
         bytes: usize,
         /// The event's JSON (for traces that store events whole).
-        json: std::rc::Rc<str>,
+        json: std::sync::Arc<str>,
     },
     /// What a link did with one message: the delays of its copies (none: lost). The n-th
     /// message on a (relay, peer, way) link; schedule replays reuse these.

@@ -1,38 +1,43 @@
-//! Each event's JSON, made once per world and shared by everything that needs it or its size:
-//! the publish pipeline, the up link's observation (traces store events whole), a concurrent
-//! intake's cost per KiB, the down link's bandwidth. Serialising a large escape-heavy event is
-//! the costliest thing the world does with it, and it used to be done at each of those steps.
+//! Each event's JSON, serialised once and shared by everything that needs it or its size.
 //!
-//! Keyed by event id alone: in a world every event is signed by its own peers, deterministically,
-//! so one id is one event. Bounded by bytes, oldest first out; a miss only costs the
-//! serialisation again, so the bound never changes a result.
+//! Serialising a large escape-heavy event is the costliest thing a world does with it. The des
+//! world needs the JSON at several steps (the publish pipeline, the up link's observation, a
+//! concurrent intake's cost, the down link's bandwidth); a live relay sends the same event to
+//! every subscriber and again on every replay of its store (serialising it each time made JSON
+//! escaping half of `serve`'s CPU under load).
+//!
+//! Keyed by event id alone: an id is the hash of the event's content, so one id is one event.
+//! Bounded by count and bytes, oldest first out; a miss only costs the serialisation again, so
+//! the bound never changes a result.
 
 use nostr::prelude::{Event, EventId};
 use std::collections::{BTreeMap, VecDeque};
-use std::rc::Rc;
+use std::sync::Arc;
 
+/// Events whose JSON is kept at most.
+const MAX_EVENTS: usize = 100_000;
 /// Bytes of JSON kept at most (a 10 MiB transfer's frames in flight fit many times over).
 const MAX_BYTES: usize = 32 << 20;
 
 /// The memo.
 #[derive(Debug, Default)]
-pub(super) struct EventJson {
-    by_id: BTreeMap<EventId, Rc<str>>,
+pub(crate) struct EventJson {
+    by_id: BTreeMap<EventId, Arc<str>>,
     order: VecDeque<EventId>,
     bytes: usize,
 }
 
 impl EventJson {
     /// `event`'s JSON, made on first use.
-    pub(super) fn of(&mut self, event: &Event) -> Rc<str> {
+    pub(crate) fn of(&mut self, event: &Event) -> Arc<str> {
         if let Some(json) = self.by_id.get(&event.id) {
             return json.clone();
         }
-        let json: Rc<str> = event.as_json().into();
+        let json: Arc<str> = event.as_json().into();
         self.bytes += json.len();
         self.by_id.insert(event.id, json.clone());
         self.order.push_back(event.id);
-        while self.bytes > MAX_BYTES {
+        while self.order.len() > MAX_EVENTS || self.bytes > MAX_BYTES {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
@@ -41,6 +46,12 @@ impl EventJson {
             }
         }
         json
+    }
+
+    /// Events held.
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.by_id.len()
     }
 }
 
@@ -55,7 +66,7 @@ mod tests {
         let mut memo = EventJson::default();
         let e = me.sign(1, 0, vec![], "x".repeat(1 << 20));
         assert_eq!(&*memo.of(&e), e.as_json());
-        assert!(Rc::ptr_eq(&memo.of(&e), &memo.of(&e)), "made once");
+        assert!(Arc::ptr_eq(&memo.of(&e), &memo.of(&e)), "made once");
         for i in 0..40u64 {
             memo.of(&me.sign(1, i, vec![], "y".repeat(1 << 20)));
         }
