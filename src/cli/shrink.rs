@@ -43,6 +43,13 @@ pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
                 Disturbance::Outage { index } => {
                     serde_json::json!({ "kind": "outage", "index": index })
                 }
+                Disturbance::Delivery { peer, id, what, t } => serde_json::json!({
+                    "kind": "delivery",
+                    "what": what,
+                    "peer": peer,
+                    "id": id,
+                    "t_us": t,
+                }),
             })
             .collect();
         let document = serde_json::json!({
@@ -72,6 +79,13 @@ pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
             }
             Disturbance::Outage { index } => {
                 println!("  outage    #{index}")
+            }
+            Disturbance::Delivery { peer, id, what, t } => {
+                println!(
+                    "  {what:<9} event {} to {peer} at {:.3} s",
+                    &id[..id.len().min(12)],
+                    *t as f64 / 1e6
+                )
             }
         }
     }

@@ -18,6 +18,7 @@ pub use crate::trace::{plans_of, NamedPlans};
 
 pub mod live_schedule;
 pub mod shrink;
+mod shrink_live;
 pub mod traffic;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::open_stream::{OpenStreamRegistry, RegistryEvent, StreamFrame, StreamPolicy};
@@ -214,44 +215,66 @@ fn token_text(t: &crate::protocol::jsonrpc::ProgressToken) -> String {
 
 /// Feeds a trace's deliveries to fresh receivers (inject mode).
 pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
-    let (_, _, events, _) = trace.header();
-    if events != crate::trace::EventsMode::Full {
-        return Err(ReplayError::NeedsFullEvents);
-    }
-    let mut bodies: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();
-    for line in &trace.lines {
-        if let Line::Published {
-            id, event: Some(e), ..
-        } = line
-        {
-            bodies.entry(id.as_str()).or_insert(e);
+    let frames = Frames::of(trace)?;
+    Ok(inject_lines(&trace.lines, &frames))
+}
+
+/// The progress frames a trace's published events carry, parsed once (a shrink injects the
+/// same events hundreds of times): event id → (sender's public key, progress parameters).
+/// Events that carry no progress notification are left out: receivers ignore them.
+pub(crate) struct Frames {
+    by_id: BTreeMap<String, (String, crate::protocol::jsonrpc::ProgressParams)>,
+}
+
+impl Frames {
+    /// Parses the events a trace stores whole.
+    pub(crate) fn of(trace: &Trace) -> Result<Self, ReplayError> {
+        let (_, _, events, _) = trace.header();
+        if events != crate::trace::EventsMode::Full {
+            return Err(ReplayError::NeedsFullEvents);
         }
+        let mut by_id = BTreeMap::new();
+        for line in &trace.lines {
+            let Line::Published {
+                id, event: Some(e), ..
+            } = line
+            else {
+                continue;
+            };
+            if by_id.contains_key(id) {
+                continue;
+            }
+            let Ok(event) = Event::from_json(e.to_string()) else {
+                continue;
+            };
+            let Ok(message) = Message::parse(&event.content) else {
+                continue;
+            };
+            if let Some(Ok(params)) = message.progress_params() {
+                by_id.insert(id.clone(), (event.pubkey.to_hex(), params));
+            }
+        }
+        Ok(Frames { by_id })
     }
+}
+
+/// Feeds the `delivered` lines among `lines` to fresh receivers, each at its `t`.
+pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
     let mut receivers: BTreeMap<String, Receivers> = BTreeMap::new();
     let mut results: BTreeMap<(String, String), Injected> = BTreeMap::new();
     let mut last = Duration::ZERO;
-    for line in &trace.lines {
+    for line in lines {
         let Line::Delivered { t, peer, id, .. } = line else {
             continue;
         };
         let now = Duration::from_micros(*t);
         run_timers(&mut receivers, &mut results, now);
         last = now;
-        let Some(event) = bodies
-            .get(id.as_str())
-            .and_then(|v| Event::from_json(v.to_string()).ok())
-        else {
+        let Some((sender, params)) = frames.by_id.get(id) else {
             continue;
         };
-        let Ok(message) = Message::parse(&event.content) else {
-            continue;
-        };
-        let Some(Ok(params)) = message.progress_params() else {
-            continue;
-        };
-        let sender = event.pubkey.to_hex();
         let r = receivers.entry(peer.clone()).or_default();
-        if let Ok(frame) = TransferFrame::from_params(&params) {
+        if let Ok(frame) = TransferFrame::from_params(params) {
             // Only a sender's frames open an entry; accepts and aborts flow the other way.
             if !matches!(
                 frame.body,
@@ -279,8 +302,8 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
             }
             r.transfers
                 .get_or_insert_with(|| OversizedReceiver::new(ReceiverConfig::default()))
-                .handle_frame(&sender, frame, now);
-        } else if let Ok(frame) = StreamFrame::from_params(&params) {
+                .handle_frame(sender, frame, now);
+        } else if let Ok(frame) = StreamFrame::from_params(params) {
             use crate::protocol::open_stream::StreamBody;
             if !matches!(
                 frame.body,
@@ -289,9 +312,9 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
                 // Keepalive and control frames still reach an existing session.
                 let token = token_text(&frame.token);
                 if let Some(reg) = r.streams.as_mut() {
-                    reg.handle_frame(&sender, frame, now);
+                    reg.handle_frame(sender, frame, now);
                 }
-                drain(peer, r, &mut results, Some((&sender, &token)));
+                drain(peer, r, &mut results, Some((sender.as_str(), &token)));
                 continue;
             }
             let token = token_text(&frame.token);
@@ -306,8 +329,8 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
                 });
             r.streams
                 .get_or_insert_with(|| OpenStreamRegistry::new(StreamPolicy::default()))
-                .handle_frame(&sender, frame, now);
-            drain(peer, r, &mut results, Some((&sender, &token)));
+                .handle_frame(sender, frame, now);
+            drain(peer, r, &mut results, Some((sender.as_str(), &token)));
             continue;
         }
         drain(peer, r, &mut results, None);
@@ -318,7 +341,7 @@ pub fn inject(trace: &Trace) -> Result<Vec<Injected>, ReplayError> {
         &mut results,
         last + Duration::from_secs(3600),
     );
-    Ok(results.into_values().collect())
+    results.into_values().collect()
 }
 
 fn run_timers(

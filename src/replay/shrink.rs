@@ -33,6 +33,17 @@ pub enum Disturbance {
         /// Its number in the run.
         index: u64,
     },
+    /// A delivery in a live recording (see [`super::shrink_live`]).
+    Delivery {
+        /// The receiving peer.
+        peer: String,
+        /// The event's id.
+        id: String,
+        /// `duplicate`, `reordered` or `missing`.
+        what: &'static str,
+        /// When it arrived (a missing one: when it was published), µs.
+        t: u64,
+    },
 }
 
 /// Why a trace cannot be shrunk.
@@ -47,10 +58,9 @@ pub enum ShrinkError {
     /// Every call in the trace completed.
     #[error("every call in this trace completed: there is no failure to shrink")]
     NothingFailed,
-    /// A live relay's trace (from `serve`, `record` or `--engine turmoil`) records what crossed
-    /// the relay, not the simulator's decisions, so there is nothing to take away.
-    #[error("shrink takes traces of the des engine (`relaysim run SCENARIO --trace FILE`); this one records a live relay. Run its scenario and seed in des with a trace (`relaysim run SCENARIO --seed N --runs 1 --trace FILE`) and shrink that")]
-    LiveTrace,
+    /// A live recording's deliveries, fed to relaysim's receivers, fail nowhere.
+    #[error("a live recording shrinks by inject replay, and none of the {0} transfers and streams its deliveries carry fails when fed to relaysim's receivers: there is no failure to shrink (`relaysim replay TRACE --mode inject` shows them)")]
+    NothingInjectedFailed(usize),
     /// Replaying with every disturbance does not fail the same way.
     #[error("replaying the trace does not reproduce the failure {0:?}")]
     DoesNotReproduce(String),
@@ -75,7 +85,7 @@ pub struct Shrunk {
 /// trying at most `max_runs` candidate runs.
 pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shrunk, ShrinkError> {
     if matches!(&trace.lines[0], Line::Header { driver, .. } if driver == "live") {
-        return Err(ShrinkError::LiveTrace);
+        return super::shrink_live::shrink(trace, cause, max_runs);
     }
     let scenario = scenario_of(trace)?;
     let causes: Vec<String> = trace
@@ -83,22 +93,10 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         .iter()
         .filter_map(|o| o.outcome.strip_prefix("failed:").map(str::to_owned))
         .collect();
-    // Causes are matched by family: an implementation's own words may follow it.
-    let cause = match cause {
-        Some(c)
-            if causes
-                .iter()
-                .any(|x| crate::stats::family(x) == crate::stats::family(c)) =>
-        {
-            crate::stats::family(c).to_owned()
-        }
-        Some(_) if causes.is_empty() => return Err(ShrinkError::NothingFailed),
-        Some(c) => return Err(ShrinkError::NoSuchFailure(c.to_owned(), causes.join(", "))),
-        None => causes
-            .first()
-            .map(|c| crate::stats::family(c).to_owned())
-            .ok_or(ShrinkError::NothingFailed)?,
-    };
+    if causes.is_empty() {
+        return Err(ShrinkError::NothingFailed);
+    }
+    let cause = pick_cause(cause, &causes)?;
     let (_, seed, events, suppressed) = trace.header();
     let recorded = plans_of(trace);
     // Whole microseconds, as traces record delays, so a shrunk trace replays exactly.
@@ -208,6 +206,8 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
                     }
                 }
                 Disturbance::Outage { index } => off.push(*index),
+                // Only live recordings have these; this list is a des trace's.
+                Disturbance::Delivery { .. } => {}
             }
         }
         off.sort_unstable();
@@ -247,6 +247,21 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
         cause,
         text,
     })
+}
+
+/// The cause family to keep: `asked`'s when some recorded cause is of its family, else the
+/// first recorded one's. `recorded` is not empty.
+pub(super) fn pick_cause(asked: Option<&str>, recorded: &[String]) -> Result<String, ShrinkError> {
+    // Causes are matched by family: an implementation's own words may follow it.
+    let family = crate::stats::family;
+    match asked {
+        Some(c) if recorded.iter().any(|x| family(x) == family(c)) => Ok(family(c).to_owned()),
+        Some(c) => Err(ShrinkError::NoSuchFailure(
+            c.to_owned(),
+            recorded.join(", "),
+        )),
+        None => Ok(family(&recorded[0]).to_owned()),
+    }
 }
 
 /// Whether a `link` line's `way` is a relay intake or publish decision rather than a link.
