@@ -70,8 +70,16 @@ enum Command {
         relaysim replay recorded.jsonl --scenario peers.toml --seed 7")]
     Replay(replay::ReplayArgs),
     /// Shrink a failing trace to the few disturbances that still cause its failure.
+    ///
+    /// A des trace is rerun with disturbances taken away (lost, duplicated, delayed or overtaken
+    /// messages, outages) and the failure is a call's. A live recording (serve --trace, record,
+    /// run --engine live|turmoil) cannot be rerun, so it is shrunk by inject replay: the failure
+    /// is one of relaysim's receivers fed the recorded deliveries, and the disturbances are
+    /// duplicate, reordered and missing deliveries of CEP-22 and CEP-41 frames.
     #[command(after_help = "Examples:\n  \
         relaysim shrink traces/khatru-drop-mid-stream.jsonl --out /tmp/min.jsonl\n  \
+        relaysim serve traces/src/lossy-download.toml --trace ts.jsonl -- node interop/ts-sdk/peers.mjs\n  \
+        relaysim shrink ts.jsonl --out ts.min.jsonl     # the lost chunk the TypeScript client missed\n  \
         relaysim shrink my-trace.jsonl --cause download-gap-at-end --out min.jsonl")]
     Shrink(shrink::ShrinkArgs),
     /// Draw a trace: a timeline per client, relay and peer with every publication, delivery,

@@ -89,6 +89,12 @@ pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
             }
         }
     }
+    if result.kept.is_empty() {
+        println!(
+            "  none: with every disturbance undone it still fails, so the cause is elsewhere \
+             (what the peers sent, or a relay's policy such as a rate limit)"
+        );
+    }
     println!("shrunk trace written to {}", args.out.display());
     Ok(Exit::Success)
 }

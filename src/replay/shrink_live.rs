@@ -38,8 +38,9 @@ enum Edit {
     Remove { line: usize },
     /// Move line `line` to just before line `before`, at its time.
     MoveBefore { line: usize, before: usize },
-    /// Add a delivery.
+    /// Add a delivery (in place of line `lost`, the recorded loss, if any).
     Deliver {
+        lost: Option<usize>,
         t: u64,
         relay: String,
         peer: String,
@@ -162,7 +163,19 @@ fn disturbances(trace: &Trace, frames: &Frames) -> Vec<Undo> {
     let mut first_copies: BTreeMap<&str, Vec<(usize, &Publication)>> = BTreeMap::new();
     let mut first_and_last: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let mut latencies = Vec::new();
+    let mut losses: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (i, line) in trace.lines.iter().enumerate() {
+        if let Line::Lost {
+            peer,
+            way,
+            id: Some(id),
+            ..
+        } = line
+        {
+            if way == "down" {
+                losses.entry((peer.as_str(), id.as_str())).or_insert(i);
+            }
+        }
         let Line::Delivered {
             t,
             peer,
@@ -232,6 +245,7 @@ fn disturbances(trace: &Trace, frames: &Frames) -> Vec<Undo> {
         undos.push(Undo {
             disturbance: delivery(peer, id, "missing", publication.t),
             edit: Edit::Deliver {
+                lost: losses.get(&(peer, id)).copied(),
                 t,
                 relay: publication.relay.clone(),
                 peer: peer.to_owned(),
@@ -312,21 +326,25 @@ fn candidate(trace: &Trace, undos: &[Undo], kept: &[usize]) -> Vec<Line> {
                 moved.insert(*line, *before);
             }
             Edit::Deliver {
+                lost,
                 t,
                 relay,
                 peer,
                 id,
                 latency_us,
-            } => added.push(Line::Delivered {
-                t: *t,
-                relay: relay.clone(),
-                peer: peer.clone(),
-                id: id.clone(),
-                latency_us: *latency_us,
-                reordered: false,
-                duplicate: false,
-                via: None,
-            }),
+            } => {
+                removed.extend(*lost);
+                added.push(Line::Delivered {
+                    t: *t,
+                    relay: relay.clone(),
+                    peer: peer.clone(),
+                    id: id.clone(),
+                    latency_us: *latency_us,
+                    reordered: false,
+                    duplicate: false,
+                    via: None,
+                })
+            }
         }
     }
     // Sorted by (time, slot, then order of making): line i keeps slot 2i+1, a line moved before

@@ -55,17 +55,30 @@ fn through(
     profile: &str,
     timeout_ms: &str,
 ) -> (Vec<(String, String)>, Option<i32>, PathBuf, String) {
+    through_relays(
+        profile,
+        &["--profile", profile],
+        &["--timeout-ms", timeout_ms],
+    )
+}
+
+/// As [`through`], with `relays` naming what to serve (`--profile P` or a scenario file) and
+/// `peer_args` given to `peers.mjs`; `name` names the output directory.
+fn through_relays(
+    name: &str,
+    relays: &[&str],
+    peer_args: &[&str],
+) -> (Vec<(String, String)>, Option<i32>, PathBuf, String) {
     if let Err(e) = node_packages() {
         panic!("{e}");
     }
-    let dir = std::env::temp_dir().join(format!("relaysim-ts-{profile}-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("relaysim-ts-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let trace = dir.join("trace.jsonl");
     let peers = interop_dir().join("peers.mjs");
-    let out = relaysim(&[
-        "serve",
-        "--profile",
-        profile,
+    let mut args = vec!["serve"];
+    args.extend_from_slice(relays);
+    args.extend_from_slice(&[
         "--listen",
         "127.0.0.1:0",
         "--label",
@@ -79,13 +92,13 @@ fn through(
         "--",
         "node",
         peers.to_str().unwrap(),
-        "--timeout-ms",
-        timeout_ms,
         "--server-local-address",
         "127.0.0.2",
         "--client-local-address",
         "127.0.0.3",
     ]);
+    args.extend_from_slice(peer_args);
+    let out = relaysim(&args);
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
     let outcomes = std::fs::read_to_string(dir.join("outcomes.jsonl"))
         .unwrap_or_else(|e| {
@@ -235,5 +248,57 @@ fn ts_sdk_through_nostr_rs_relay_fails_at_initialize() {
         "{stdout}"
     );
     assert_eq!(code, Some(1));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A link that loses single messages (the datagram stress mode of `lossy-download`): the SDK
+/// client waits for a CEP-22 chunk that never comes and times out. The recording, fed to
+/// relaysim's receivers, fails with a gap at the end, and `shrink` finds the one lost chunk:
+/// with it delivered the transfer completes, with it missing the shrunk trace fails the same way.
+#[test]
+fn ts_sdk_recording_through_a_lossy_link_shrinks_to_the_lost_chunk() {
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("traces/src/lossy-download.toml");
+    let (got, code, dir, stdout) = through_relays(
+        "lossy",
+        &[scenario.to_str().unwrap()],
+        &[
+            "--timeout-ms",
+            "6000",
+            "--calls",
+            "echo,large",
+            "--large-bytes",
+            "300000",
+        ],
+    );
+    assert_eq!(
+        got,
+        outcomes(&[("echo", "completed"), ("large", "timeout")]),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(1));
+    let trace = dir.join("trace.jsonl");
+    let shrunk = dir.join("trace.min.jsonl");
+    let out = relaysim(&[
+        "shrink",
+        trace.to_str().unwrap(),
+        "--out",
+        shrunk.to_str().unwrap(),
+        "--json",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    let report: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(report["cause"], "gap-at-end", "{text}");
+    let kept = report["kept"].as_array().unwrap();
+    assert_eq!(kept.len(), 1, "{text}");
+    assert_eq!(kept[0]["what"], "missing", "{text}");
+    assert_eq!(kept[0]["peer"], "ts-client", "{text}");
+    let inject = relaysim(&["replay", shrunk.to_str().unwrap(), "--mode", "inject"]);
+    let text = String::from_utf8_lossy(&inject.stdout);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("ts-client") && l.contains("transfer"))
+        .unwrap_or_else(|| panic!("no transfer row in\n{text}"));
+    assert!(row.contains("failed:gap-at-end"), "{row}");
     let _ = std::fs::remove_dir_all(dir);
 }
