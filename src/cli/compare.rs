@@ -29,6 +29,15 @@ pub(super) struct CompareArgs {
     /// array with a comparison per file); each names its compare.csv in `csv`.
     #[arg(long)]
     json: bool,
+    /// Add the real TypeScript SDK's row: the scenario's relays served live and
+    /// interop/ts-sdk/peers.mjs (or PATH) run through them once (node 20; `npm ci` in its
+    /// directory first). Workloads map onto its calls: request → echo, download → large,
+    /// stream → stream; others are left out, saying why.
+    #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "interop/ts-sdk/peers.mjs")]
+    ts_sdk: Option<std::path::PathBuf>,
+    /// With --ts-sdk: each of its calls' timeout.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
+    ts_sdk_timeout: std::time::Duration,
 }
 
 pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
@@ -72,6 +81,10 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
                 bar.inc(1)
             });
         bar.finish_and_clear();
+        let mut comparison = comparison;
+        if let Some(program) = &args.ts_sdk {
+            comparison.ts_sdk = Some(ts_sdk_row(&scenario, seed, program, args.ts_sdk_timeout)?);
+        }
         if !args.json {
             print!("{}", comparison.text());
         }
@@ -99,4 +112,34 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
         println!("{}", serde_json::to_string_pretty(&document)?);
     }
     Ok(Exit::Success)
+}
+
+/// Runs the TypeScript SDK through `scenario`'s relays, live, and tallies its outcomes.
+fn ts_sdk_row(
+    scenario: &Scenario,
+    seed: u64,
+    program: &std::path::Path,
+    timeout: std::time::Duration,
+) -> Result<relaysim::compare::ForeignRow> {
+    use relaysim::compare::ts_sdk;
+    let plan = ts_sdk::plan(scenario, seed);
+    let names: Vec<&str> = plan.calls.iter().map(|(c, _)| *c).collect();
+    eprintln!(
+        "{}: running {} through the relays of {} served live (calls: {})",
+        ts_sdk::LABEL,
+        program.display(),
+        scenario.name,
+        names.join(",")
+    );
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let outcomes = runtime
+        .block_on(ts_sdk::run(&plan, program, timeout))
+        .context("the TypeScript SDK's row")?;
+    Ok(relaysim::compare::ForeignRow {
+        label: ts_sdk::LABEL.to_owned(),
+        results: plan.results(&outcomes, scenario.workload_names().len()),
+        skipped: plan.skipped.clone(),
+    })
 }

@@ -3,11 +3,12 @@
 
 use super::Exit;
 use anyhow::{bail, Context, Result};
+use relaysim::live::outcomes::{read_outcomes, OUTCOMES_ENV, RELAYS_ENV};
 use relaysim::live::{LiveReport, ServeConfig};
 use relaysim::relay::RelayProfile;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct ServeArgs {
@@ -170,8 +171,8 @@ async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
     let mut command = tokio::process::Command::new(&args.command[0]);
     command
         .args(&args.command[1..])
-        .env("RELAYSIM_RELAYS", urls.join(","))
-        .env("RELAYSIM_OUTCOMES", &outcomes)
+        .env(RELAYS_ENV, urls.join(","))
+        .env(OUTCOMES_ENV, &outcomes)
         .kill_on_drop(true);
     if args.json {
         // Standard output is for the report alone.
@@ -197,37 +198,6 @@ async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
     })
 }
 
-/// One call the command reported.
-#[derive(Debug, serde::Deserialize, serde::Serialize)]
-struct CallOutcome {
-    peer: String,
-    call: String,
-    outcome: String,
-    #[serde(default)]
-    latency_ms: Option<f64>,
-}
-
-fn read_outcomes(path: &Path) -> Result<Vec<CallOutcome>> {
-    if !path.exists() {
-        return Ok(Vec::new());
-    }
-    let text = relaysim::limits::read_text(path, relaysim::limits::MAX_TRACE_FILE_BYTES)
-        .with_context(|| format!("cannot read the command's outcomes {}", path.display()))?;
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(i, line)| {
-            serde_json::from_str(line).with_context(|| {
-                format!(
-                    "{}:{}: expected {{\"peer\", \"call\", \"outcome\", \"latency_ms\"}}",
-                    path.display(),
-                    i + 1
-                )
-            })
-        })
-        .collect()
-}
-
 fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) -> Result<Exit> {
     let mut text = report.text();
     let mut exit = Exit::Success;
@@ -251,7 +221,7 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
                 ));
             }
         }
-        let failed = outcomes.iter().filter(|o| o.outcome != "completed").count();
+        let failed = outcomes.iter().filter(|o| !o.completed()).count();
         if !run.success || failed > 0 {
             exit = Exit::ExpectationFailed;
         }

@@ -12,6 +12,7 @@
 pub mod driver;
 mod http;
 mod outbox;
+pub mod outcomes;
 pub mod peers;
 pub mod record;
 pub mod report;

@@ -302,3 +302,58 @@ fn ts_sdk_recording_through_a_lossy_link_shrinks_to_the_lost_chunk() {
     assert!(row.contains("failed:gap-at-end"), "{row}");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// `compare --ts-sdk` puts the real SDK's row beside relaysim's pairings: on the ideal relay
+/// every call it can make completes, and the upload it has no call for says so.
+#[test]
+fn compare_shows_the_ts_sdk_row_beside_the_pairings() {
+    if let Err(e) = node_packages() {
+        panic!("{e}");
+    }
+    let scenario = Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/ideal-baseline.toml");
+    let out = std::env::temp_dir().join(format!("relaysim-ts-compare-{}", std::process::id()));
+    let peers = interop_dir().join("peers.mjs");
+    let run = relaysim(&[
+        "compare",
+        scenario.to_str().unwrap(),
+        "--ts-sdk",
+        peers.to_str().unwrap(),
+        "--ts-sdk-timeout",
+        "10s",
+        "--runs",
+        "1",
+        "--out",
+        out.to_str().unwrap(),
+        "--json",
+    ]);
+    let text = String::from_utf8_lossy(&run.stdout);
+    assert_eq!(
+        run.status.code(),
+        Some(0),
+        "{text}{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    let document: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let row = &document["ts_sdk"];
+    assert_eq!(row["completion_ratio"], 1.0, "{row}");
+    let workloads = row["workloads"].as_array().unwrap();
+    let by_name = |name: &str| {
+        workloads
+            .iter()
+            .find(|w| w["workload"] == name)
+            .unwrap_or_else(|| panic!("no {name} in {row}"))
+    };
+    assert_eq!(by_name("request-0")["completed"], 10, "{row}");
+    assert_eq!(by_name("download-1")["completed"], 1, "{row}");
+    assert_eq!(by_name("stream-3")["completed"], 1, "{row}");
+    assert!(
+        by_name("upload-2")["not_run"]
+            .as_str()
+            .unwrap()
+            .contains("upload"),
+        "{row}"
+    );
+    let csv = std::fs::read_to_string(out.join("compare.csv")).unwrap();
+    assert!(csv.contains("ts-sdk (node, live)"), "{csv}");
+    let _ = std::fs::remove_dir_all(out);
+}

@@ -6,6 +6,8 @@
 //! `contextvm-sdk` feature `ts-sdk` and `rust-sdk` (the SDKs' transports around the
 //! contextvm-sdk crate's engines), so a pairing pairs whole implementations.
 
+pub mod ts_sdk;
+
 use crate::scenario::Scenario;
 use crate::stats::{Outcome, Report};
 use std::collections::BTreeMap;
@@ -83,6 +85,47 @@ pub struct Comparison {
     pub seeds: Vec<u64>,
     /// Each pairing's report.
     pub reports: Vec<(Pairing, Report)>,
+    /// The real TypeScript SDK's row (`compare --ts-sdk`), when it ran.
+    pub ts_sdk: Option<ForeignRow>,
+}
+
+/// A row from a program run through live relays (today: the TypeScript SDK), beside the
+/// pairings: one wall-clock run, so its counts are calls, not seeds × calls.
+#[derive(Debug, Clone)]
+pub struct ForeignRow {
+    /// Its label in the tables.
+    pub label: String,
+    /// Per workload: how it fared, or `None` when the program has no such call.
+    pub results: Vec<Option<WorkloadResult>>,
+    /// Why workloads were left out.
+    pub skipped: BTreeMap<usize, String>,
+}
+
+impl ForeignRow {
+    /// Completed calls / calls over every workload it ran.
+    pub fn completion_ratio(&self) -> f64 {
+        let (calls, completed) = self
+            .results
+            .iter()
+            .flatten()
+            .fold((0, 0), |(c, k), r| (c + r.calls, k + r.completed));
+        if calls == 0 {
+            0.0
+        } else {
+            completed as f64 / calls as f64
+        }
+    }
+
+    /// Failure causes and their counts over every workload it ran.
+    pub fn failures(&self) -> BTreeMap<String, usize> {
+        let mut out = BTreeMap::new();
+        for r in self.results.iter().flatten() {
+            for (cause, n) in &r.causes {
+                *out.entry(cause.clone()).or_default() += n;
+            }
+        }
+        out
+    }
 }
 
 /// Every pairing of the presets in this build, relaysim/relaysim first.
@@ -123,6 +166,7 @@ pub fn compare(
         workloads: scenario.workload_names(),
         seeds: (0..runs as u64).map(|k| first_seed + k).collect(),
         reports,
+        ts_sdk: None,
     }
 }
 
@@ -211,6 +255,20 @@ impl Comparison {
                 causes.join(", ")
             );
         }
+        if let Some(row) = &self.ts_sdk {
+            let causes: Vec<String> = row
+                .failures()
+                .iter()
+                .map(|(c, n)| format!("{c}×{n}"))
+                .collect();
+            let _ = writeln!(
+                out,
+                "{:<30} {:>9.1}%  {}",
+                row.label,
+                row.completion_ratio() * 100.0,
+                causes.join(", ")
+            );
+        }
         for (w, name) in self.workloads.iter().enumerate() {
             let _ = writeln!(out);
             let _ = writeln!(
@@ -239,6 +297,47 @@ impl Comparison {
                     causes.join(", ")
                 );
             }
+            if let Some(row) = &self.ts_sdk {
+                let _ = match (
+                    row.results.get(w).and_then(Option::as_ref),
+                    row.skipped.get(&w),
+                ) {
+                    (Some(r), _) => {
+                        let causes: Vec<String> =
+                            r.causes.iter().map(|(c, n)| format!("{c}×{n}")).collect();
+                        let ms = |d: Option<Duration>| {
+                            d.map_or("-".to_owned(), |d| {
+                                crate::stats::output::human_us(micros(d))
+                            })
+                        };
+                        writeln!(
+                            out,
+                            "{:<30} {:>10} {:>12} {:>12}  {}",
+                            row.label,
+                            format!("{}/{}", r.completed, r.calls),
+                            ms(r.quantile(0.5)),
+                            ms(r.quantile(0.99)),
+                            causes.join(", ")
+                        )
+                    }
+                    (None, why) => writeln!(
+                        out,
+                        "{:<30} {:>10}  {}",
+                        row.label,
+                        "not run",
+                        why.map_or("", String::as_str)
+                    ),
+                };
+            }
+        }
+        if self.ts_sdk.is_some() {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "{}: the pinned @contextvm/sdk through the scenario's relays served live, one \
+                 wall-clock run, calls one after another (not among the differences below)",
+                ts_sdk::LABEL
+            );
         }
         let _ = writeln!(out);
         let differences = self.differences();
@@ -315,13 +414,40 @@ impl Comparison {
                 (workload, per_pairing.into())
             })
             .collect();
-        json!({
+        let mut document = json!({
             "scenario": self.scenario,
             "seeds": self.seeds,
             "pairings": pairings,
             "workloads": workloads,
             "differences": differences,
-        })
+        });
+        if let Some(row) = &self.ts_sdk {
+            let per_workload: Vec<serde_json::Value> = self
+                .workloads
+                .iter()
+                .enumerate()
+                .map(
+                    |(w, name)| match row.results.get(w).and_then(Option::as_ref) {
+                        Some(r) => json!({
+                            "workload": name,
+                            "calls": r.calls,
+                            "completed": r.completed,
+                            "causes": r.causes,
+                            "p50_us": r.quantile(0.5).map(micros),
+                            "p99_us": r.quantile(0.99).map(micros),
+                        }),
+                        None => json!({ "workload": name, "not_run": row.skipped.get(&w) }),
+                    },
+                )
+                .collect();
+            document["ts_sdk"] = json!({
+                "label": row.label,
+                "completion_ratio": row.completion_ratio(),
+                "failures": row.failures(),
+                "workloads": per_workload,
+            });
+        }
+        document
     }
 
     /// Writes `compare.csv` into `dir` (created if needed): one row per pairing and workload,
@@ -349,6 +475,26 @@ impl Comparison {
                 w.write_record([
                     pairing.server.to_owned(),
                     pairing.client.to_owned(),
+                    name.clone(),
+                    r.calls.to_string(),
+                    r.completed.to_string(),
+                    (r.calls - r.completed).to_string(),
+                    causes.join(";"),
+                    us(r.quantile(0.5)),
+                    us(r.quantile(0.99)),
+                ])?;
+            }
+            if let Some(r) = self
+                .ts_sdk
+                .as_ref()
+                .and_then(|row| row.results.get(index).and_then(Option::as_ref))
+            {
+                let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
+                let causes: Vec<String> =
+                    r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+                w.write_record([
+                    ts_sdk::LABEL.to_owned(),
+                    ts_sdk::LABEL.to_owned(),
                     name.clone(),
                     r.calls.to_string(),
                     r.completed.to_string(),
