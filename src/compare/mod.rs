@@ -6,6 +6,7 @@
 //! `contextvm-sdk` feature `ts-sdk` and `rust-sdk` (the SDKs' transports around the
 //! contextvm-sdk crate's engines), so a pairing pairs whole implementations.
 
+#[cfg(feature = "live")]
 pub mod ts_sdk;
 
 use crate::scenario::Scenario;
@@ -336,7 +337,7 @@ impl Comparison {
                 out,
                 "{}: the pinned @contextvm/sdk through the scenario's relays served live, one \
                  wall-clock run, calls one after another (not among the differences below)",
-                ts_sdk::LABEL
+                self.ts_sdk.as_ref().map_or("", |row| row.label.as_str())
             );
         }
         let _ = writeln!(out);
@@ -492,9 +493,10 @@ impl Comparison {
                 let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
                 let causes: Vec<String> =
                     r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+                let label = self.ts_sdk.as_ref().map_or("", |row| row.label.as_str());
                 w.write_record([
-                    ts_sdk::LABEL.to_owned(),
-                    ts_sdk::LABEL.to_owned(),
+                    label.to_owned(),
+                    label.to_owned(),
                     name.clone(),
                     r.calls.to_string(),
                     r.completed.to_string(),
