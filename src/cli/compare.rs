@@ -48,6 +48,10 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
              is the only pairing; build with `--features contextvm-sdk` to compare"
         );
     }
+    if let Some(program) = &args.ts_sdk {
+        // Before minutes of comparing, not after.
+        relaysim::compare::ts_sdk::check(program)?;
+    }
     let mut documents = Vec::new();
     for path in &args.scenarios {
         let scenario = Scenario::from_file(path)?;
@@ -131,15 +135,31 @@ fn ts_sdk_row(
         scenario.name,
         names.join(",")
     );
+    let workloads = scenario.workload_names().len();
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()?;
-    let outcomes = runtime
-        .block_on(ts_sdk::run(&plan, program, timeout))
-        .context("the TypeScript SDK's row")?;
+    let results = match runtime.block_on(ts_sdk::run(&plan, program, timeout)) {
+        Ok(outcomes) => plan.results(&outcomes, workloads),
+        // The pairings' tables stand without the row: say why it is empty and go on.
+        Err(e) => {
+            eprintln!("{}: not run: {e}", ts_sdk::LABEL);
+            let why = e.to_string();
+            let why = why.lines().next().unwrap_or_default();
+            let mut row = relaysim::compare::ForeignRow {
+                label: ts_sdk::LABEL.to_owned(),
+                results: vec![None; workloads],
+                skipped: plan.skipped.clone(),
+            };
+            for w in 0..workloads {
+                row.skipped.entry(w).or_insert_with(|| why.to_owned());
+            }
+            return Ok(row);
+        }
+    };
     Ok(relaysim::compare::ForeignRow {
         label: ts_sdk::LABEL.to_owned(),
-        results: plan.results(&outcomes, scenario.workload_names().len()),
+        results,
         skipped: plan.skipped.clone(),
     })
 }

@@ -83,7 +83,7 @@ pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
             Disturbance::Delivery { peer, id, what, t } => {
                 println!(
                     "  {what:<9} event {} to {peer} at {:.3} s",
-                    &id[..id.len().min(12)],
+                    id.get(..12).unwrap_or(id),
                     *t as f64 / 1e6
                 )
             }

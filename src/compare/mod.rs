@@ -491,8 +491,12 @@ impl Comparison {
                 .and_then(|row| row.results.get(index).and_then(Option::as_ref))
             {
                 let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
-                let causes: Vec<String> =
-                    r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
+                // A program's own words may hold the separators: `;` becomes `,`.
+                let causes: Vec<String> = r
+                    .causes
+                    .iter()
+                    .map(|(c, n)| format!("{}:{n}", c.replace(';', ",")))
+                    .collect();
                 let label = self.ts_sdk.as_ref().map_or("", |row| row.label.as_str());
                 w.write_record([
                     label.to_owned(),

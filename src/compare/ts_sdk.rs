@@ -27,6 +27,9 @@ pub const LABEL: &str = "ts-sdk (node, live)";
 /// limits count them apart and outages aimed at a peer find them.
 const SERVER_ADDRESS: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 2);
 const CLIENT_ADDRESS: Ipv4Addr = Ipv4Addr::new(127, 0, 0, 3);
+/// Requests up to this size map onto the program's `echo` of a short text; a larger one would
+/// be an upload in relaysim (CEP-22 from the client) and compare unlike with like.
+const MAX_ECHO_BYTES: usize = 1024;
 
 /// What the program will be asked to do for a scenario.
 #[derive(Debug, Clone, PartialEq)]
@@ -68,6 +71,23 @@ pub fn plan(scenario: &Scenario, seed: u64) -> TsSdkPlan {
         stream_chunks: None,
         skipped: BTreeMap::new(),
     };
+    // Workloads only other clients run.
+    for (_, client, call) in &plan.calls {
+        if *client != 0
+            && !plan
+                .calls
+                .iter()
+                .any(|(_, c, x)| *c == 0 && x.workload == call.workload)
+        {
+            out.skipped.insert(
+                call.workload,
+                format!(
+                    "peers.mjs is one client, and the first ({}) does not run it",
+                    out.client
+                ),
+            );
+        }
+    }
     let mut calls: Vec<_> = plan.calls.iter().filter(|(_, c, _)| *c == 0).collect();
     calls.sort_by_key(|(at, _, _)| *at);
     for (_, _, call) in calls {
@@ -76,7 +96,17 @@ pub fn plan(scenario: &Scenario, seed: u64) -> TsSdkPlan {
             continue;
         }
         let mapped = match &call.tool {
+            ToolCall::Echo { text } if text.len() > MAX_ECHO_BYTES => Err(format!(
+                "peers.mjs echoes a short text, and this request is {} B",
+                text.len()
+            )),
             ToolCall::Echo { .. } => Ok("echo"),
+            ToolCall::LargeResult { bytes: 0, .. } => {
+                Err("peers.mjs cannot return an empty large result".to_owned())
+            }
+            ToolCall::Stream { chunks: 0, .. } => {
+                Err("peers.mjs cannot stream no chunks".to_owned())
+            }
             ToolCall::LargeResult { bytes, .. } => match out.large_bytes {
                 Some(b) if b != *bytes => Err(format!(
                     "peers.mjs has one --large-bytes ({b}), this download is {bytes} B"
@@ -213,14 +243,9 @@ pub enum TsSdkError {
     Outcomes(#[from] OutcomesError),
 }
 
-/// Serves `plan`'s relays, runs `program` (`peers.mjs`) through them with each call given
-/// `timeout`, and returns what it reported. Its standard error is kept, and shown only when
-/// it reported nothing.
-pub async fn run(
-    plan: &TsSdkPlan,
-    program: &Path,
-    timeout: Duration,
-) -> Result<Vec<CallOutcome>, TsSdkError> {
+/// Whether `program` is there with its node packages installed (checked before anything
+/// long is run, so a missing install fails fast).
+pub fn check(program: &Path) -> Result<(), TsSdkError> {
     if !program.is_file() {
         return Err(TsSdkError::NoProgram(program.to_owned()));
     }
@@ -231,6 +256,45 @@ pub async fn run(
     {
         return Err(TsSdkError::NotInstalled(dir.to_owned()));
     }
+    Ok(())
+}
+
+/// A directory of this process's own for the outcome file: created anew (never one that
+/// exists, which another user could have prepared), removed with the value.
+struct PrivateDir(PathBuf);
+
+impl PrivateDir {
+    fn new() -> std::io::Result<Self> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir = std::env::temp_dir()
+                .join(format!("relaysim-compare-ts-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(PrivateDir(dir)),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+}
+
+impl Drop for PrivateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// Serves `plan`'s relays, runs `program` (`peers.mjs`) through them with each call given
+/// `timeout`, and returns what it reported. Its standard error is kept, and shown only when
+/// it reported nothing.
+pub async fn run(
+    plan: &TsSdkPlan,
+    program: &Path,
+    timeout: Duration,
+) -> Result<Vec<CallOutcome>, TsSdkError> {
+    check(program)?;
     if plan.calls.is_empty() {
         return Err(TsSdkError::NothingToRun);
     }
@@ -242,12 +306,8 @@ pub async fn run(
         ]),
         ..ServeConfig::relays(&plan.relays, SocketAddr::from(([127, 0, 0, 1], 0)))
     };
-    let outcomes = std::env::temp_dir().join(format!(
-        "relaysim-compare-ts-{}-{}.jsonl",
-        std::process::id(),
-        plan.seed
-    ));
-    let _ = std::fs::remove_file(&outcomes);
+    let private = PrivateDir::new()?;
+    let outcomes = private.0.join("outcomes.jsonl");
     let deployment = crate::live::serve(config).await?;
     let mut command = tokio::process::Command::new("node");
     command.arg(program);
@@ -256,7 +316,7 @@ pub async fn run(
     }
     command
         .args(plan.args())
-        .args(["--timeout-ms", &timeout.as_millis().to_string()])
+        .args(["--timeout-ms", &timeout.as_millis().max(1).to_string()])
         .env(OUTCOMES_ENV, &outcomes)
         .stdin(std::process::Stdio::null())
         .stdout(std::process::Stdio::null())
@@ -271,9 +331,7 @@ pub async fn run(
     };
     deployment.shutdown().await;
     let output = output?;
-    let read = read_outcomes(&outcomes);
-    let _ = std::fs::remove_file(&outcomes);
-    let read = read?;
+    let read = read_outcomes(&outcomes)?;
     if read.is_empty() {
         let stderr = String::from_utf8_lossy(&output.stderr);
         let tail: Vec<&str> = stderr.lines().rev().take(20).collect();

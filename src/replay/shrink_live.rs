@@ -36,17 +36,41 @@ struct Undo {
 enum Edit {
     /// Remove line `line` (a duplicate copy).
     Remove { line: usize },
-    /// Move line `line` to just before line `before`, at its time.
-    MoveBefore { line: usize, before: usize },
-    /// Add a delivery (in place of line `lost`, the recorded loss, if any).
+    /// Move line `line` (a reordered first copy) to `to`.
+    Move { line: usize, to: Place },
+    /// Add a delivery at `to` (in place of line `lost`, the recorded loss, if any).
     Deliver {
         lost: Option<usize>,
-        t: u64,
+        to: Place,
         relay: String,
         peer: String,
         id: String,
-        latency_us: u64,
+        published: u64,
     },
+}
+
+/// Where a moved or added delivery goes; `order` is its event's publication order, which
+/// orders several deliveries placed at one spot.
+#[derive(Clone, Copy)]
+enum Place {
+    /// Just before line `line`, at its time.
+    Before { line: usize, order: usize },
+    /// At time `t`, after every recorded line of that time.
+    At { t: u64, order: usize },
+}
+
+impl Place {
+    /// The sort key of a line placed here (see [`candidate`]) and its time.
+    fn key(self, trace: &Trace) -> (u64, usize, usize) {
+        match self {
+            Place::Before { line, order } => (
+                trace.lines[line].time().unwrap_or_default(),
+                2 * line,
+                order,
+            ),
+            Place::At { t, order } => (t, usize::MAX, order),
+        }
+    }
 }
 
 /// What the trace says about each event: its publication's order, time, relay and author,
@@ -158,11 +182,12 @@ fn disturbances(trace: &Trace, frames: &Frames) -> Vec<Undo> {
         }
     }
     let mut undos = Vec::new();
-    // Per peer: ids received, and its first copies so far as (line, publication).
+    // Per peer: ids received, its first copies as (line, publication), when it received its
+    // first and last events, and the latencies of its deliveries.
     let mut received: BTreeMap<&str, BTreeSet<&str>> = BTreeMap::new();
-    let mut first_copies: BTreeMap<&str, Vec<(usize, &Publication)>> = BTreeMap::new();
+    let mut first_copies: BTreeMap<&str, Vec<FirstCopy>> = BTreeMap::new();
     let mut first_and_last: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
-    let mut latencies = Vec::new();
+    let mut latencies: BTreeMap<&str, Vec<u64>> = BTreeMap::new();
     let mut losses: BTreeMap<(&str, &str), usize> = BTreeMap::new();
     for (i, line) in trace.lines.iter().enumerate() {
         if let Line::Lost {
@@ -182,47 +207,63 @@ fn disturbances(trace: &Trace, frames: &Frames) -> Vec<Undo> {
             id,
             latency_us,
             reordered,
-            duplicate,
             ..
         } = line
         else {
             continue;
         };
-        latencies.push(*latency_us);
+        latencies
+            .entry(peer.as_str())
+            .or_default()
+            .push(*latency_us);
         let span = first_and_last.entry(peer.as_str()).or_insert((*t, *t));
         span.1 = *t;
-        let seen = received.entry(peer.as_str()).or_default();
-        let first = seen.insert(id.as_str());
+        // A copy is a duplicate when the trace holds an earlier one; a `duplicate` mark alone
+        // (its first copy may be among lines the writer dropped) is not undone into a loss.
+        let first = received
+            .entry(peer.as_str())
+            .or_default()
+            .insert(id.as_str());
         let Some(publication) = publications.get(id.as_str()) else {
             continue;
         };
         let is_frame = frames.by_id.contains_key(id);
-        if is_frame && (*duplicate || !first) {
+        if is_frame && !first {
             undos.push(Undo {
                 disturbance: delivery(peer, id, "duplicate", *t),
                 edit: Edit::Remove { line: i },
             });
             continue;
         }
+        if !first {
+            continue;
+        }
         let copies = first_copies.entry(peer.as_str()).or_default();
         if is_frame && *reordered {
-            // The first earlier arrival of a later event by the same author.
-            let overtaker = copies
-                .iter()
-                .find(|(_, p)| p.author == publication.author && p.order > publication.order);
-            if let Some(&(before, _)) = overtaker {
+            if let Some(before) = overtaker(copies, publication, u64::MAX) {
                 undos.push(Undo {
                     disturbance: delivery(peer, id, "reordered", *t),
-                    edit: Edit::MoveBefore { line: i, before },
+                    edit: Edit::Move {
+                        line: i,
+                        to: Place::Before {
+                            line: before,
+                            order: publication.order,
+                        },
+                    },
                 });
             }
         }
-        copies.push((i, publication));
+        copies.push((i, *t, publication));
     }
-    latencies.sort_unstable();
-    let median = latencies.get(latencies.len() / 2).copied().unwrap_or(0);
-    // Missing frames, in publication order.
-    let mut missing: Vec<(&Publication, &str, &str)> = Vec::new();
+    let medians: BTreeMap<&str, u64> = latencies
+        .into_iter()
+        .map(|(peer, mut l)| {
+            l.sort_unstable();
+            (peer, l[l.len() / 2])
+        })
+        .collect();
+    // Missing frames, in publication order, each (peer, id) once.
+    let mut missing: BTreeSet<(usize, &str, &str)> = BTreeSet::new();
     for (id, publication) in &publications {
         if !frames.by_id.contains_key(*id) {
             continue;
@@ -234,27 +275,54 @@ fn disturbances(trace: &Trace, frames: &Frames) -> Vec<Undo> {
                     .is_some_and(|(first, last)| *first <= publication.t && publication.t < *last);
                 let got = received.get(peer).is_some_and(|ids| ids.contains(id));
                 if alive && !got {
-                    missing.push((publication, peer, id));
+                    missing.insert((publication.order, peer, id));
                 }
             }
         }
     }
-    missing.sort_by_key(|(p, peer, _)| (p.order, *peer));
-    for (publication, peer, id) in missing {
-        let t = publication.t + median;
+    for (_, peer, id) in missing {
+        let publication = &publications[id];
+        // The peer's usual latency after publication, but never after a later event of the
+        // same author reached it: undoing a loss must not make a reordering.
+        let usual = publication.t + medians.get(peer).copied().unwrap_or(0);
+        let copies = first_copies.get(peer).map_or(&[][..], Vec::as_slice);
+        let to = match overtaker(copies, publication, usual) {
+            Some(line) => Place::Before {
+                line,
+                order: publication.order,
+            },
+            None => Place::At {
+                t: usual,
+                order: publication.order,
+            },
+        };
         undos.push(Undo {
             disturbance: delivery(peer, id, "missing", publication.t),
             edit: Edit::Deliver {
                 lost: losses.get(&(peer, id)).copied(),
-                t,
+                to,
                 relay: publication.relay.clone(),
                 peer: peer.to_owned(),
-                id: id.to_owned(),
-                latency_us: median,
+                id: (*id).to_owned(),
+                published: publication.t,
             },
         });
     }
     undos
+}
+
+/// A peer's first copy of an event: its line, arrival time and publication.
+type FirstCopy<'a> = (usize, u64, &'a Publication);
+
+/// The line of the first of `copies` (a peer's first copies, in trace order) that is of an
+/// event its author made after `publication`'s and arrived before `until`.
+fn overtaker(copies: &[FirstCopy], publication: &Publication, until: u64) -> Option<usize> {
+    copies
+        .iter()
+        .find(|(_, t, p)| {
+            p.author == publication.author && p.order > publication.order && *t < until
+        })
+        .map(|(line, _, _)| *line)
 }
 
 fn delivery(peer: &str, id: &str, what: &'static str, t: u64) -> Disturbance {
@@ -309,11 +377,15 @@ fn publications(trace: &Trace) -> BTreeMap<&str, Publication> {
 }
 
 /// The trace's lines with every disturbance not in `kept` undone.
+///
+/// Lines are sorted by (time, slot, order): recorded line i keeps slot 2i+1, a line placed
+/// before line j takes slot 2j at j's time, one placed at a time goes after every recorded
+/// line of that time, and `order` (publication order) orders lines placed at one spot.
+/// Recorded times never go backwards, so the recorded lines keep their order.
 fn candidate(trace: &Trace, undos: &[Undo], kept: &[usize]) -> Vec<Line> {
     let kept: BTreeSet<usize> = kept.iter().copied().collect();
     let mut removed = BTreeSet::new();
-    let mut moved: BTreeMap<usize, usize> = BTreeMap::new();
-    let mut added = Vec::new();
+    let mut body: Vec<((u64, usize, usize), Line)> = Vec::new();
     for (k, undo) in undos.iter().enumerate() {
         if kept.contains(&k) {
             continue;
@@ -322,73 +394,67 @@ fn candidate(trace: &Trace, undos: &[Undo], kept: &[usize]) -> Vec<Line> {
             Edit::Remove { line } => {
                 removed.insert(*line);
             }
-            Edit::MoveBefore { line, before } => {
-                moved.insert(*line, *before);
-            }
-            Edit::Deliver {
-                lost,
-                t,
-                relay,
-                peer,
-                id,
-                latency_us,
-            } => {
-                removed.extend(*lost);
-                added.push(Line::Delivered {
-                    t: *t,
-                    relay: relay.clone(),
-                    peer: peer.clone(),
-                    id: id.clone(),
-                    latency_us: *latency_us,
-                    reordered: false,
-                    duplicate: false,
-                    via: None,
-                })
-            }
-        }
-    }
-    // Sorted by (time, slot, then order of making): line i keeps slot 2i+1, a line moved before
-    // line j takes slot 2j (both at j's time), an added delivery goes after every line of its
-    // time. Recorded times never go backwards, so this keeps the recorded order otherwise.
-    let last = trace.lines.len() - 1;
-    let mut body: Vec<((u64, usize, usize), Line)> = Vec::new();
-    for (i, line) in trace.lines.iter().enumerate().take(last).skip(1) {
-        if removed.contains(&i) {
-            continue;
-        }
-        let t = line.time().unwrap_or_default();
-        match (moved.get(&i), line) {
-            (
-                Some(&before),
-                Line::Delivered {
+            Edit::Move { line, to } => {
+                removed.insert(*line);
+                if let Line::Delivered {
                     t: old,
                     relay,
                     peer,
                     id,
                     latency_us,
                     ..
-                },
-            ) => {
-                let at = trace.lines[before].time().unwrap_or(*old);
+                } = &trace.lines[*line]
+                {
+                    let key = to.key(trace);
+                    body.push((
+                        key,
+                        Line::Delivered {
+                            t: key.0,
+                            relay: relay.clone(),
+                            peer: peer.clone(),
+                            id: id.clone(),
+                            latency_us: latency_us.saturating_sub(old.saturating_sub(key.0)),
+                            reordered: false,
+                            duplicate: false,
+                            via: None,
+                        },
+                    ));
+                }
+            }
+            Edit::Deliver {
+                lost,
+                to,
+                relay,
+                peer,
+                id,
+                published,
+            } => {
+                removed.extend(*lost);
+                let key = to.key(trace);
                 body.push((
-                    (at, 2 * before, i),
+                    key,
                     Line::Delivered {
-                        t: at,
+                        t: key.0,
                         relay: relay.clone(),
                         peer: peer.clone(),
                         id: id.clone(),
-                        latency_us: latency_us.saturating_sub(old - at),
+                        latency_us: key.0.saturating_sub(*published),
                         reordered: false,
                         duplicate: false,
                         via: None,
                     },
                 ));
             }
-            _ => body.push(((t, 2 * i + 1, 0), line.clone())),
         }
     }
-    for (n, line) in added.into_iter().enumerate() {
-        body.push(((line.time().unwrap_or_default(), usize::MAX, n), line));
+    let last = trace.lines.len() - 1;
+    for (i, line) in trace.lines.iter().enumerate().take(last).skip(1) {
+        if !removed.contains(&i) {
+            body.push((
+                (line.time().unwrap_or_default(), 2 * i + 1, 0),
+                line.clone(),
+            ));
+        }
     }
     body.sort_by_key(|(key, _)| *key);
     let mut lines = Vec::with_capacity(body.len() + 2);
@@ -620,6 +686,56 @@ mod tests {
         let undos = disturbances(&recorded, &frames);
         let restored = candidate(&recorded, &undos, &[]);
         assert_eq!(inject_lines(&restored, &frames)[0].outcome, "completed");
+    }
+
+    /// The ids of the delivered lines, in order.
+    fn delivered(lines: &[Line]) -> Vec<String> {
+        lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Delivered { id, .. } => Some(id.clone()),
+                _ => None,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn undone_reorderings_put_frames_back_in_publication_order() {
+        // Chunks 2 and then 1 arrive after the end: both move before it, chunk 1 first.
+        let recorded = trace(&[
+            (0, false, false, 1_500),
+            (1, false, false, 2_500),
+            (4, false, false, 5_500),
+            (3, true, false, 6_000_000),
+            (2, true, false, 6_000_100),
+        ]);
+        let frames = Frames::of(&recorded).unwrap();
+        let undos = disturbances(&recorded, &frames);
+        assert_eq!(undos.len(), 2);
+        let undone = candidate(&recorded, &undos, &[]);
+        let ids: Vec<String> = transfer().frames.iter().map(|e| e.id.to_hex()).collect();
+        assert_eq!(delivered(&undone), ids);
+        // And the times still never go backwards.
+        let text: String = undone
+            .iter()
+            .map(|l| serde_json::to_string(l).unwrap() + "\n")
+            .collect();
+        Trace::parse(&text, "undone.jsonl").unwrap();
+    }
+
+    #[test]
+    fn a_lone_copy_marked_duplicate_is_not_undone_into_a_loss() {
+        // The first copy of chunk 1 is not in the trace (a writer that fell behind drops
+        // lines), so its only copy carries the duplicate mark.
+        let recorded = trace(&[
+            (0, false, false, 1_500),
+            (1, false, false, 2_500),
+            (2, false, true, 3_500),
+            (3, false, false, 4_500),
+            (4, false, false, 5_500),
+        ]);
+        let frames = Frames::of(&recorded).unwrap();
+        assert!(disturbances(&recorded, &frames).is_empty());
     }
 
     #[test]

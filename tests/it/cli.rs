@@ -523,7 +523,7 @@ fn a_closed_pipe_ends_the_output_quietly() {
 }
 
 #[test]
-fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
+fn shrink_says_plainly_when_there_is_nothing_to_shrink_in_a_des_or_a_live_trace() {
     let dir = std::env::temp_dir().join(format!("relaysim-shrink-{}", std::process::id()));
     let passing = dir.join("passing.jsonl");
     let run = relaysim(&[
@@ -571,9 +571,9 @@ fn shrink_says_plainly_when_there_is_nothing_to_shrink_or_the_trace_is_live() {
     let _ = std::fs::remove_dir_all(&dir);
     let err = String::from_utf8_lossy(&out.stderr).into_owned();
     assert_eq!(out.status.code(), Some(2));
-    // Its advice names only flags that exist.
+    // It is shrunk by inject replay, where nothing fails either.
     assert!(
-        err.contains("des engine") && !err.contains("--scenario"),
+        err.contains("shrinks by inject replay") && err.contains("there is no failure to shrink"),
         "{err}"
     );
 }
