@@ -33,7 +33,9 @@ impl EventJson {
         if let Some(json) = self.by_id.get(&event.id) {
             return json.clone();
         }
-        let json: Arc<str> = event.as_json().into();
+        // Its signer may have made it already (escaping the content once for both).
+        let json: Arc<str> =
+            super::verified::json_of(event).unwrap_or_else(|| event.as_json().into());
         self.bytes += json.len();
         self.by_id.insert(event.id, json.clone());
         self.order.push_back(event.id);

@@ -5,9 +5,7 @@
 //! value, so the same run produces byte-identical events. Nothing here reads the wall clock or
 //! the OS random source (`nostr`'s `Keys::generate`, `Timestamp::now` and `sign_schnorr` do).
 
-use nostr::prelude::{
-    Event, EventId, Keys, Kind, PublicKey, SecretKey, Tag, Timestamp, UnsignedEvent,
-};
+use nostr::prelude::{Event, EventId, Keys, Kind, PublicKey, SecretKey, Tag, Tags, Timestamp};
 use secp256k1::{Secp256k1, SignOnly};
 use sha2::{Digest as _, Sha256};
 use std::sync::LazyLock;
@@ -62,26 +60,50 @@ impl Identity {
     }
 
     /// Builds and signs an event, deterministically.
+    ///
+    /// The content is escaped once, for the id's serialisation and the event's JSON together
+    /// (byte for byte what `EventId::compute` and `Event::as_json` write; tests check both),
+    /// and the JSON is left with the vouched event for whoever serialises it next.
     pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
+        let pubkey = self.public_key();
         let created_at = Timestamp::from_secs(created_at);
         let kind = Kind::from(kind);
-        let unsigned =
-            UnsignedEvent::new(self.public_key(), created_at, kind, tags.clone(), content);
-        let id: EventId = unsigned.compute_id();
+        let tags = Tags::from_list(tags);
+        let pubkey_hex = pubkey.to_hex();
+        let tags_json = serde_json::to_string(&tags).expect("tags serialize");
+        let content_json = serde_json::to_string(content.as_str()).expect("a str serializes");
+        let head = format!(
+            "\"{pubkey_hex}\",{},{},{tags_json},",
+            created_at.as_secs(),
+            kind.as_u16()
+        );
+        let mut canonical = String::with_capacity(head.len() + content_json.len() + 4);
+        canonical.push_str("[0,");
+        canonical.push_str(&head);
+        canonical.push_str(&content_json);
+        canonical.push(']');
+        let id = EventId::from_byte_array(Sha256::digest(canonical.as_bytes()).into());
+        drop(canonical);
         let sig = self
             .keys
             .sign_schnorr_with_aux_rand(&SIGNER, id.as_bytes(), &AUX_RAND);
-        let event = Event::new(
-            id,
-            self.public_key(),
-            created_at,
-            kind,
-            tags,
-            unsigned.content,
-            sig,
-        );
-        // Made here, so good: relays of this process need not verify the signature again.
-        super::verified::vouch(&event);
+        let mut json = String::with_capacity(head.len() + content_json.len() + 240);
+        json.push_str("{\"id\":\"");
+        json.push_str(&id.to_hex());
+        json.push_str("\",\"pubkey\":\"");
+        json.push_str(&pubkey_hex);
+        json.push_str(&format!(
+            "\",\"created_at\":{},\"kind\":{},\"tags\":{tags_json},\"content\":",
+            created_at.as_secs(),
+            kind.as_u16()
+        ));
+        json.push_str(&content_json);
+        json.push_str(",\"sig\":\"");
+        json.push_str(&sig.to_string());
+        json.push_str("\"}");
+        let event = Event::new(id, pubkey, created_at, kind, tags, content, sig);
+        // Made here, so good: relays of this process need not verify it again.
+        super::verified::vouch_with_json(&event, json.into());
         event
     }
 }
@@ -89,6 +111,50 @@ impl Identity {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_signed_event_has_nostrs_id_and_json_byte_for_byte() {
+        let me = Identity::derive(1, "a");
+        let contents = [
+            String::new(),
+            "plain".to_owned(),
+            "quotes \" and \\ backslashes, \n\r\t\u{8}\u{c}\u{1}\u{1f}\u{7f}".to_owned(),
+            "unicode é ✓ 😀 \u{2028}\u{2029} </script>".to_owned(),
+            "\\\"".repeat(10_000),
+        ];
+        let tags = vec![
+            Tag::public_key(me.public_key()),
+            Tag::parse(["stream", "s\"1", "7"]).unwrap(),
+        ];
+        for (i, content) in contents.into_iter().enumerate() {
+            for tags in [vec![], tags.clone()] {
+                let e = me.sign(25910, 1_700_000_000 + i as u64, tags, content.clone());
+                // nostr recomputes the id its own way, and checks the signature.
+                assert!(e.verify_id());
+                assert!(e.verify().is_ok());
+                let json = crate::nip01::verified::json_of(&e).expect("left by the signer");
+                assert_eq!(&*json, e.as_json());
+            }
+        }
+    }
+
+    proptest::proptest! {
+        #![proptest_config(proptest::prelude::ProptestConfig::with_cases(64))]
+        #[test]
+        fn any_content_and_tags_sign_to_nostrs_id_and_json(
+            content in proptest::prelude::any::<String>(),
+            value in proptest::prelude::any::<String>(),
+            kind in proptest::prelude::any::<u16>(),
+            at in 0u64..4_000_000_000,
+        ) {
+            let me = Identity::derive(9, "p");
+            let tags = vec![Tag::parse(["t", value.as_str()]).unwrap()];
+            let e = me.sign(kind, at, tags, content);
+            proptest::prop_assert!(e.verify_id());
+            let json = crate::nip01::verified::json_of(&e).expect("left by the signer");
+            proptest::prop_assert_eq!(&*json, e.as_json());
+        }
+    }
 
     #[test]
     fn identities_are_derived_deterministically() {

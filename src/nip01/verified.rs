@@ -1,29 +1,112 @@
-//! Event verification with a memo of signatures already known to be good.
+//! Event verification with a memo of events already known to be good.
 //!
 //! A relay must refuse every event whose id or signature is wrong, and relaysim's relays do.
-//! But most events a simulated relay sees were signed a moment earlier by this process, and a
-//! Schnorr verification (with the parse of the author's key it starts with) costs more than
-//! everything else the relay does with a small event. So the signer vouches for each
-//! `(id, signature)` it makes, and a verification that passed once vouches too; a later
-//! verification of a vouched pair checks only the id, which it recomputes from the event's
-//! fields, so a tampered event still fails. Any other pair is verified in full.
+//! But most events a simulated relay sees were signed a moment earlier by this process, and
+//! checking them is costly: a Schnorr verification (with the parse of the author's key it
+//! starts with) costs more than everything else the relay does with a small event, and the
+//! id's recomputation serialises the whole content again (escaping it), which dominates with
+//! large escape-heavy events. So the signer vouches for each event it makes, and a
+//! verification that passed once vouches too:
 //!
-//! The memo is per thread (a world runs on one thread) and bounded: when full it is emptied,
-//! which costs only speed. Whether a pair is in it never changes a verdict, so it cannot reach
-//! a run's output.
+//! - for the `(id, signature)` pair: a later event with that pair needs only its id checked;
+//! - for the fields behind the id (author, time, kind, tags, content), kept for recent events
+//!   within a byte budget: a later event with that pair and *equal* fields (compared, not
+//!   hashed) is the vouched event itself, so its id needs no recomputation.
+//!
+//! Any other event is verified in full, so a tampered event fails as it would without the
+//! memo. The signer also leaves the event's JSON with its fields (it escapes the content once
+//! for the id and the JSON together), and [`json_of`] hands it to whoever serialises that
+//! very event (same fields, compared) next. The memo is per thread (a world runs on one thread) and bounded: when full it forgets,
+//! which costs only speed. Whether an event is in it never changes a verdict, so it cannot
+//! reach a run's output.
 
-use nostr::prelude::Event;
+use nostr::prelude::{Event, Kind, PublicKey, Tags, Timestamp};
 use std::cell::RefCell;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet, VecDeque};
+use std::sync::Arc;
 
 /// Pairs remembered per thread before the memo is emptied (96 bytes each: about 6 MiB).
 const CAPACITY: usize = 1 << 16;
+/// Content bytes of vouched fields kept per thread; the oldest are forgotten first. Events
+/// are verified moments after they are signed, so a few MiB cover every event in flight.
+const FIELD_BYTES: usize = 16 << 20;
 
 /// An event's id and signature, side by side.
 type Pair = [u8; 96];
 
+/// The fields an event id hashes, and the event's JSON when the signer made it.
+struct Fields {
+    pubkey: PublicKey,
+    created_at: Timestamp,
+    kind: Kind,
+    tags: Tags,
+    content: String,
+    json: Option<Arc<str>>,
+}
+
+impl Fields {
+    fn of(event: &Event, json: Option<Arc<str>>) -> Self {
+        Fields {
+            pubkey: event.pubkey,
+            created_at: event.created_at,
+            kind: event.kind,
+            tags: event.tags.clone(),
+            content: event.content.clone(),
+            json,
+        }
+    }
+
+    /// Bytes it holds, for the budget.
+    fn bytes(&self) -> usize {
+        self.content.len() + self.json.as_ref().map_or(0, |j| j.len())
+    }
+
+    fn are_of(&self, event: &Event) -> bool {
+        self.pubkey == event.pubkey
+            && self.created_at == event.created_at
+            && self.kind == event.kind
+            && self.content == event.content
+            && self.tags == event.tags
+    }
+}
+
+#[derive(Default)]
+struct Memo {
+    pairs: HashSet<Pair>,
+    fields: HashMap<Pair, Fields>,
+    /// Pairs with fields, oldest first, and their content bytes in all.
+    order: VecDeque<Pair>,
+    bytes: usize,
+}
+
+impl Memo {
+    fn vouch(&mut self, event: &Event, json: Option<Arc<str>>) {
+        let key = pair(event);
+        if self.pairs.len() >= CAPACITY {
+            self.pairs.clear();
+        }
+        self.pairs.insert(key);
+        let fields = Fields::of(event, json);
+        let size = fields.bytes();
+        if size > FIELD_BYTES || self.fields.contains_key(&key) {
+            return;
+        }
+        while self.bytes + size > FIELD_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                break;
+            };
+            if let Some(f) = self.fields.remove(&old) {
+                self.bytes -= f.bytes();
+            }
+        }
+        self.bytes += size;
+        self.order.push_back(key);
+        self.fields.insert(key, fields);
+    }
+}
+
 thread_local! {
-    static VOUCHED: RefCell<HashSet<Pair>> = RefCell::new(HashSet::new());
+    static MEMO: RefCell<Memo> = RefCell::new(Memo::default());
 }
 
 fn pair(event: &Event) -> Pair {
@@ -33,17 +116,31 @@ fn pair(event: &Event) -> Pair {
     p
 }
 
-/// Records that `event`'s signature is good for its id (the signer made it, or it was
-/// verified in full). Crate-private: only this process's signer and a full verification may
-/// vouch, so nothing outside can make a bad pair pass.
+/// Records that `event` is good: its signature for its id, and its id for its fields (the
+/// signer made it, or it was verified in full). Crate-private: only this process's signer and
+/// a full verification may vouch, so nothing outside can make a bad event pass.
 pub(crate) fn vouch(event: &Event) {
-    VOUCHED.with(|v| {
-        let mut v = v.borrow_mut();
-        if v.len() >= CAPACITY {
-            v.clear();
+    MEMO.with(|m| m.borrow_mut().vouch(event, None));
+}
+
+/// As [`vouch`], leaving the event's JSON `json` (which must be `event.as_json()`) for
+/// [`json_of`].
+pub(crate) fn vouch_with_json(event: &Event, json: Arc<str>) {
+    MEMO.with(|m| m.borrow_mut().vouch(event, Some(json)));
+}
+
+/// The JSON its signer left for `event`, if this very event (same id, signature and fields)
+/// was signed on this thread recently.
+pub(crate) fn json_of(event: &Event) -> Option<Arc<str>> {
+    MEMO.with(|m| {
+        let m = m.borrow();
+        let f = m.fields.get(&pair(event))?;
+        if f.are_of(event) {
+            f.json.clone()
+        } else {
+            None
         }
-        v.insert(pair(event));
-    });
+    })
 }
 
 /// Why an event fails verification.
@@ -57,14 +154,25 @@ pub enum Invalid {
     Signature,
 }
 
-/// Verifies `event` as `Event::verify` does: its id is recomputed every time; its signature is
-/// checked unless this `(id, signature)` pair was vouched for.
+/// Verifies `event` as `Event::verify` does. A vouched event with equal fields passes as it
+/// is; otherwise its id is recomputed, and its signature checked unless this
+/// `(id, signature)` pair was vouched for.
 pub fn verify(event: &Event) -> Result<(), Invalid> {
+    let key = pair(event);
+    let (same_fields, vouched_pair) = MEMO.with(|m| {
+        let m = m.borrow();
+        (
+            m.fields.get(&key).is_some_and(|f| f.are_of(event)),
+            m.pairs.contains(&key),
+        )
+    });
+    if same_fields {
+        return Ok(());
+    }
     if !event.verify_id() {
         return Err(Invalid::Id);
     }
-    let key = pair(event);
-    if VOUCHED.with(|v| v.borrow().contains(&key)) {
+    if vouched_pair {
         return Ok(());
     }
     if !event.verify_signature() {
@@ -106,15 +214,15 @@ mod tests {
     #[test]
     fn an_unvouched_event_is_verified_in_full_and_then_remembered() {
         let good = Identity::derive(2, "b").sign(1, 0, vec![], "x".into());
-        VOUCHED.with(|v| v.borrow_mut().clear());
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
         assert_eq!(verify(&good), Ok(()));
-        assert!(VOUCHED.with(|v| v.borrow().contains(&pair(&good))));
+        assert!(MEMO.with(|m| m.borrow().pairs.contains(&pair(&good))));
     }
 
     #[test]
     fn the_memo_stays_bounded() {
         let me = Identity::derive(3, "c");
-        VOUCHED.with(|v| v.borrow_mut().clear());
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
         for i in 0..(CAPACITY + 10) {
             let mut e = me.sign(1, 0, vec![], String::new());
             // Distinct pairs without signing 65,546 events: vary the stored id bytes.
@@ -123,6 +231,43 @@ mod tests {
             e = Event::from_json(json.to_string()).unwrap();
             vouch(&e);
         }
-        assert!(VOUCHED.with(|v| v.borrow().len()) <= CAPACITY);
+        MEMO.with(|m| {
+            let m = m.borrow();
+            assert!(m.pairs.len() <= CAPACITY);
+            assert!(m.bytes <= FIELD_BYTES && m.fields.len() == m.order.len());
+        });
+    }
+
+    #[test]
+    fn fields_are_kept_within_their_byte_budget_oldest_forgotten_first() {
+        let me = Identity::derive(4, "d");
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        let big = "x".repeat(FIELD_BYTES / 3 + 1);
+        let events: Vec<Event> = (0..4).map(|i| me.sign(1, i, vec![], big.clone())).collect();
+        MEMO.with(|m| {
+            let m = m.borrow();
+            assert!(m.bytes <= FIELD_BYTES);
+            assert!(
+                !m.fields.contains_key(&pair(&events[0])),
+                "the oldest is forgotten"
+            );
+            assert!(m.fields.contains_key(&pair(&events[3])));
+        });
+        // Forgotten fields only cost speed: the event still verifies.
+        assert_eq!(verify(&events[0]), Ok(()));
+    }
+
+    #[test]
+    fn a_vouched_event_with_other_tags_or_time_is_checked_in_full() {
+        let me = Identity::derive(5, "e");
+        let good = me.sign(1, 7, vec![], "same".into());
+        let mut json: serde_json::Value = serde_json::from_str(&good.as_json()).unwrap();
+        json["created_at"] = 8.into();
+        let retimed = Event::from_json(json.to_string()).unwrap();
+        assert_eq!(verify(&retimed), Err(Invalid::Id));
+        let mut json: serde_json::Value = serde_json::from_str(&good.as_json()).unwrap();
+        json["tags"] = serde_json::json!([["p", "00"]]);
+        let retagged = Event::from_json(json.to_string()).unwrap();
+        assert_eq!(verify(&retagged), Err(Invalid::Id));
     }
 }

@@ -51,10 +51,17 @@ impl<P: Clone + Ord + Send> TransferReceiving<P> for SdkTransferReceiver<P> {
         match result {
             Ok(Some(message)) => {
                 self.transfers.remove(&key);
+                // The SDK hands over a parsed value: it becomes the message without a
+                // round trip through text (the text is kept for those who want the bytes).
+                let text = serde_json::to_string(&message).unwrap_or_default();
                 self.events.push_back(ReceiverEvent::Completed {
                     peer: peer.clone(),
                     token: frame.token,
-                    message: serde_json::to_string(&message).unwrap_or_default(),
+                    message: text,
+                    parsed: serde_json::to_value(&message)
+                        .ok()
+                        .and_then(|v| Message::from_value(v).ok())
+                        .map(Box::new),
                 });
             }
             Ok(None) => {

@@ -233,9 +233,9 @@ impl ContextVmClient {
     pub(super) fn drain_engines(&mut self) {
         while let Some(event) = self.downloads.poll_event() {
             match event {
-                ReceiverEvent::Completed { message, .. } => match Message::parse(&message) {
-                    Ok(m) => self.on_message(m),
-                    Err(_) => self.malformed += 1,
+                ReceiverEvent::Completed { parsed, .. } => match parsed {
+                    Some(m) => self.on_message(*m),
+                    None => self.malformed += 1,
                 },
                 ReceiverEvent::Failed { token, failure, .. } => {
                     let Some(call) = self.by_token.get(&token).copied() else {

@@ -407,11 +407,12 @@ impl ContextVmServer {
                 ReceiverEvent::Completed {
                     peer,
                     token,
-                    message,
+                    parsed,
+                    ..
                 } => {
                     let origin = self.upload_origin.remove(&(peer, token));
-                    match (Message::parse(&message), origin) {
-                        (Ok(Message::Request { id, method, params }), Some(origin)) => {
+                    match (parsed.map(|m| *m), origin) {
+                        (Some(Message::Request { id, method, params }), Some(origin)) => {
                             self.on_request(peer, origin, id, method, params)
                         }
                         _ => self.malformed += 1,

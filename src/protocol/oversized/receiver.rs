@@ -191,7 +191,7 @@ pub enum FrameVerdict {
 }
 
 /// What the receiver tells the application.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub enum ReceiverEvent<P> {
     /// A transfer was admitted.
     Started {
@@ -212,6 +212,9 @@ pub enum ReceiverEvent<P> {
         token: ProgressToken,
         /// The reassembled JSON-RPC text; byte length and digest verified.
         message: String,
+        /// That text parsed, when it is a JSON-RPC message (always, from this receiver, which
+        /// fails a transfer that is not): consumers need not parse it again.
+        parsed: Option<Box<Message>>,
     },
     /// A transfer failed; nothing of it was surfaced.
     Failed {
@@ -685,10 +688,11 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                 let result = Self::validate(t);
                 self.bury(key);
                 match result {
-                    Ok(message) => self.events.push_back(ReceiverEvent::Completed {
+                    Ok((message, parsed)) => self.events.push_back(ReceiverEvent::Completed {
                         peer,
                         token,
                         message,
+                        parsed: Some(Box::new(parsed)),
                     }),
                     Err((failure, next_progress)) => {
                         self.send_abort(&peer, &token, next_progress, &failure);
@@ -703,7 +707,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         }
     }
 
-    fn validate(t: Transfer) -> Result<String, (TransferFailure, u64)> {
+    fn validate(t: Transfer) -> Result<(String, Message), (TransferFailure, u64)> {
         let next = t.highest_progress + 1;
         if t.chunk_count() != t.total_chunks || !t.waiting.is_empty() {
             return Err((
@@ -720,10 +724,10 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         if Digest::of(&t.assembled) != t.digest {
             return Err((TransferFailure::DigestMismatch, next));
         }
-        if let Err(e) = Message::parse(&t.assembled) {
-            return Err((TransferFailure::InvalidMessage(e.to_string()), next));
+        match Message::parse(&t.assembled) {
+            Ok(parsed) => Ok((t.assembled, parsed)),
+            Err(e) => Err((TransferFailure::InvalidMessage(e.to_string()), next)),
         }
-        Ok(t.assembled)
     }
 
     fn fail(&mut self, key: (P, ProgressToken), failure: TransferFailure) {
