@@ -241,7 +241,9 @@ impl Message {
 
     /// The compact serialized text: what goes into an event's `content`.
     pub fn to_json(&self) -> String {
-        self.to_value().to_string()
+        // Into a byte buffer, not through `Display`, whose formatter costs a dynamic call per
+        // written fragment (two per escaped character): the same bytes, written faster.
+        serde_json::to_string(&self.to_value()).expect("a JSON value serializes")
     }
 
     /// The method name of a request or notification.

@@ -315,7 +315,10 @@ impl Relay {
     fn on_event(&mut self, conn: ConnId, event: Event, now: Duration) {
         self.counters.received += 1;
         let id = event.id;
-        let json_len = event.as_json().len();
+        // The JSON its signer left (this very event, fields compared) saves serialising it
+        // only to measure it.
+        let json_len = crate::nip01::verified::json_of(&event)
+            .map_or_else(|| event.as_json().len(), |json| json.len());
         let message_len = json_len + r#"["EVENT",]"#.len();
         if let Some(max) = self.profile.max_message_bytes {
             if message_len > max {
