@@ -71,7 +71,7 @@ impl Identity {
         let tags = Tags::from_list(tags);
         let pubkey_hex = pubkey.to_hex();
         let tags_json = serde_json::to_string(&tags).expect("tags serialize");
-        let content_json = serde_json::to_string(content.as_str()).expect("a str serializes");
+        let content_json = super::json_text::escaped(&content);
         let head = format!(
             "\"{pubkey_hex}\",{},{},{tags_json},",
             created_at.as_secs(),

@@ -241,9 +241,9 @@ impl Message {
 
     /// The compact serialized text: what goes into an event's `content`.
     pub fn to_json(&self) -> String {
-        // Into a byte buffer, not through `Display`, whose formatter costs a dynamic call per
-        // written fragment (two per escaped character): the same bytes, written faster.
-        serde_json::to_string(&self.to_value()).expect("a JSON value serializes")
+        // The same bytes as `serde_json`, with its escaping replaced by a faster one
+        // (`nip01::json_text`): payloads are escaped once per layer of JSON they are in.
+        crate::nip01::json_text::to_string(&self.to_value())
     }
 
     /// The method name of a request or notification.
