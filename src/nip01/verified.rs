@@ -56,9 +56,15 @@ impl Fields {
         }
     }
 
-    /// Bytes it holds, for the budget.
+    /// Bytes it holds, for the budget: the strings, and a fixed allowance for the entry and
+    /// each tag (so events with empty content still count).
     fn bytes(&self) -> usize {
-        self.content.len() + self.json.as_ref().map_or(0, |j| j.len())
+        let tags: usize = self
+            .tags
+            .iter()
+            .map(|t| 24 + t.as_slice().iter().map(|s| s.len() + 24).sum::<usize>())
+            .sum();
+        256 + tags + self.content.len() + self.json.as_ref().map_or(0, |j| j.len())
     }
 
     fn are_of(&self, event: &Event) -> bool {
@@ -91,7 +97,7 @@ impl Memo {
         if size > FIELD_BYTES || self.fields.contains_key(&key) {
             return;
         }
-        while self.bytes + size > FIELD_BYTES {
+        while self.bytes + size > FIELD_BYTES || self.order.len() >= CAPACITY {
             let Some(old) = self.order.pop_front() else {
                 break;
             };
@@ -235,6 +241,7 @@ mod tests {
             let m = m.borrow();
             assert!(m.pairs.len() <= CAPACITY);
             assert!(m.bytes <= FIELD_BYTES && m.fields.len() == m.order.len());
+            assert!(m.fields.len() <= CAPACITY);
         });
     }
 
