@@ -4,13 +4,16 @@
 //! escape-heavy payload is escaped three times on its way out, and escaping dominated the time
 //! of large transfers. `serde_json` escapes a character at a time with a branch per byte,
 //! which mispredicts on text where quotes and backslashes are frequent; [`write_escaped`]
-//! writes every byte through lookup tables instead (about 3.5× faster on such text, measured
-//! with a 1 MiB payload of 50 % escapes; as fast on plain text). [`parse`] reads JSON text
-//! into a `serde_json::Value` the same way, unescaping strings without a branch per byte
-//! (about 1.8× faster than `serde_json` on such strings); on anything unusual (a surrogate
-//! escape, deep nesting, any error) it hands the whole text to `serde_json`, so its results
-//! and errors are `serde_json`'s. Tests check both against `serde_json` for any string and
-//! any value.
+//! copies blocks of eight bytes with nothing to escape whole, and writes the bytes of other
+//! blocks through lookup tables without a branch on their kind. Measured on 1 MiB strings
+//! against `serde_json`: 2× faster on plain text, 1.2× on a regular pattern of quotes and
+//! backslashes, faster still on random escape-heavy text (where `serde_json`'s branches
+//! mispredict), and 2× slower on a short repeating pattern with an escape every three
+//! characters (where its branches predict perfectly). Tests check the output against
+//! `serde_json` for any string and any value.
+//!
+//! Reading stays `serde_json`'s: a table-driven unescaper tried here was faster only on
+//! escape-heavy text, and 2× slower on plain and mixed text.
 
 use serde_json::Value;
 
@@ -60,38 +63,73 @@ const LEN: [u8; 256] = {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
+/// Whether any of the 8 bytes in `x` needs escaping: `"`, `\\` or a control character
+/// (the classic has-zero-byte and has-less-than tests, a block at a time).
+fn block_needs_escape(x: u64) -> bool {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    (below_space | has_zero(x ^ (ONES * u64::from(b'"'))) | has_zero(x ^ (ONES * u64::from(b'\\'))))
+        != 0
+}
+
 /// Appends `s` as a JSON string (quotes included) to `out`, as `serde_json` writes it.
+///
+/// Eight bytes at a time: a block with nothing to escape joins a run copied whole; a block
+/// with something goes a byte at a time through the tables, every byte written and the output
+/// advanced by its length, with no branch on the byte's kind (a `\u00XX` escape, for a
+/// control character, is the one branch).
 pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
     let bytes = s.as_bytes();
     let mut at = out.len();
-    // Room for every byte escaped to two, and the quotes; a `\u00XX` escape (a control
-    // character, rare) makes more room when it needs it.
+    // Room for every byte escaped to two, and the quotes; a `\u00XX` escape makes more room
+    // when it needs it.
     out.resize(at + 2 * bytes.len() + 2, 0);
     out[at] = b'"';
     at += 1;
-    for (i, &b) in bytes.iter().enumerate() {
-        let len = LEN[usize::from(b)];
-        if len == 0 {
-            let needed = at + 6 + 2 * (bytes.len() - i - 1) + 1;
-            if out.len() < needed {
-                out.resize(needed, 0);
+    let mut run = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        let block = bytes.len().min(i + 8);
+        if block - i == 8 {
+            let x = u64::from_le_bytes(bytes[i..block].try_into().expect("8 bytes"));
+            if !block_needs_escape(x) {
+                i = block;
+                continue;
             }
-            out[at..at + 6].copy_from_slice(&[
-                b'\\',
-                b'u',
-                b'0',
-                b'0',
-                HEX[usize::from(b >> 4)],
-                HEX[usize::from(b & 15)],
-            ]);
-            at += 6;
-            continue;
         }
-        // Both bytes are always written; the second is overwritten next when not needed.
-        out[at] = FIRST[usize::from(b)];
-        out[at + 1] = ESCAPE[usize::from(b)];
-        at += usize::from(len);
+        // Copy the run of plain blocks before this one, then this block byte by byte.
+        out[at..at + (i - run)].copy_from_slice(&bytes[run..i]);
+        at += i - run;
+        for (k, &b) in bytes[i..block].iter().enumerate() {
+            let len = LEN[usize::from(b)];
+            if len == 0 {
+                let needed = at + 6 + 2 * (bytes.len() - (i + k) - 1) + 1;
+                if out.len() < needed {
+                    out.resize(needed, 0);
+                }
+                out[at..at + 6].copy_from_slice(&[
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 15)],
+                ]);
+                at += 6;
+                continue;
+            }
+            // Both bytes are always written; the second is overwritten next when not needed.
+            out[at] = FIRST[usize::from(b)];
+            out[at + 1] = ESCAPE[usize::from(b)];
+            at += usize::from(len);
+        }
+        i = block;
+        run = block;
     }
+    out[at..at + (bytes.len() - run)].copy_from_slice(&bytes[run..]);
+    at += bytes.len() - run;
     out[at] = b'"';
     out.truncate(at + 1);
 }
@@ -144,284 +182,10 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
-/// Reads JSON text as `serde_json::from_str::<Value>` does (same value, same errors).
-pub fn parse(text: &str) -> serde_json::Result<Value> {
-    let mut parser = Parser {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-        depth: 0,
-    };
-    if let Some(value) = parser.value() {
-        parser.whitespace();
-        if parser.at == parser.bytes.len() {
-            return Ok(value);
-        }
-    }
-    serde_json::from_str(text)
-}
-
-/// Nesting the fast reader takes on; deeper text goes to `serde_json` (which stops at 128).
-const MAX_DEPTH: usize = 64;
-
-/// A reader of the common case; `None` means "let `serde_json` read it".
-struct Parser<'a> {
-    text: &'a str,
-    bytes: &'a [u8],
-    at: usize,
-    depth: usize,
-}
-
-/// Row 0: a string's byte outside an escape (itself); row 1: an escape letter (what it stands
-/// for; 0: invalid, or `u`, handled apart).
-const UNESCAPE: [[u8; 256]; 2] = {
-    let mut t = [[0u8; 256]; 2];
-    let mut i = 0;
-    while i < 256 {
-        t[0][i] = i as u8;
-        i += 1;
-    }
-    t[1][b'"' as usize] = b'"';
-    t[1][b'\\' as usize] = b'\\';
-    t[1][b'/' as usize] = b'/';
-    t[1][b'b' as usize] = 0x08;
-    t[1][b'f' as usize] = 0x0c;
-    t[1][b'n' as usize] = b'\n';
-    t[1][b'r' as usize] = b'\r';
-    t[1][b't' as usize] = b'\t';
-    t
-};
-
-impl Parser<'_> {
-    fn whitespace(&mut self) {
-        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.bytes.get(self.at) {
-            self.at += 1;
-        }
-    }
-
-    fn literal(&mut self, word: &[u8], value: Value) -> Option<Value> {
-        let end = self.at + word.len();
-        (self.bytes.get(self.at..end)? == word).then(|| {
-            self.at = end;
-            value
-        })
-    }
-
-    fn value(&mut self) -> Option<Value> {
-        self.whitespace();
-        match *self.bytes.get(self.at)? {
-            b'{' => self.object(),
-            b'[' => self.array(),
-            b'"' => self.string().map(Value::String),
-            b't' => self.literal(b"true", Value::Bool(true)),
-            b'f' => self.literal(b"false", Value::Bool(false)),
-            b'n' => self.literal(b"null", Value::Null),
-            b'-' | b'0'..=b'9' => self.number(),
-            _ => None,
-        }
-    }
-
-    fn digits(&mut self) -> usize {
-        let start = self.at;
-        while self.bytes.get(self.at).is_some_and(u8::is_ascii_digit) {
-            self.at += 1;
-        }
-        self.at - start
-    }
-
-    /// A number's token, checked against the grammar, read by `serde_json`.
-    fn number(&mut self) -> Option<Value> {
-        let start = self.at;
-        if self.bytes[self.at] == b'-' {
-            self.at += 1;
-        }
-        match self.bytes.get(self.at)? {
-            b'0' => self.at += 1,
-            b'1'..=b'9' => {
-                self.digits();
-            }
-            _ => return None,
-        }
-        if self.bytes.get(self.at) == Some(&b'.') {
-            self.at += 1;
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        if let Some(b'e' | b'E') = self.bytes.get(self.at) {
-            self.at += 1;
-            if let Some(b'+' | b'-') = self.bytes.get(self.at) {
-                self.at += 1;
-            }
-            if self.digits() == 0 {
-                return None;
-            }
-        }
-        serde_json::from_str::<serde_json::Number>(&self.text[start..self.at])
-            .ok()
-            .map(Value::Number)
-    }
-
-    fn array(&mut self) -> Option<Value> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
-        self.at += 1;
-        let mut items = Vec::new();
-        self.whitespace();
-        if self.bytes.get(self.at) == Some(&b']') {
-            self.at += 1;
-        } else {
-            loop {
-                items.push(self.value()?);
-                self.whitespace();
-                match self.bytes.get(self.at)? {
-                    b',' => self.at += 1,
-                    b']' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        self.depth -= 1;
-        Some(Value::Array(items))
-    }
-
-    fn object(&mut self) -> Option<Value> {
-        self.depth += 1;
-        if self.depth > MAX_DEPTH {
-            return None;
-        }
-        self.at += 1;
-        let mut map = serde_json::Map::new();
-        self.whitespace();
-        if self.bytes.get(self.at) == Some(&b'}') {
-            self.at += 1;
-        } else {
-            loop {
-                self.whitespace();
-                if self.bytes.get(self.at) != Some(&b'"') {
-                    return None;
-                }
-                let key = self.string()?;
-                self.whitespace();
-                if self.bytes.get(self.at) != Some(&b':') {
-                    return None;
-                }
-                self.at += 1;
-                let value = self.value()?;
-                // As serde_json: a repeated key keeps its place and takes the last value.
-                map.insert(key, value);
-                self.whitespace();
-                match self.bytes.get(self.at)? {
-                    b',' => self.at += 1,
-                    b'}' => {
-                        self.at += 1;
-                        break;
-                    }
-                    _ => return None,
-                }
-            }
-        }
-        self.depth -= 1;
-        Some(Value::Object(map))
-    }
-
-    /// A string, the opening quote at `at`.
-    fn string(&mut self) -> Option<String> {
-        let start = self.at + 1;
-        // Most strings (keys, short values) have nothing to unescape: a plain copy.
-        let mut end = start;
-        loop {
-            match *self.bytes.get(end)? {
-                b'"' => {
-                    self.at = end + 1;
-                    return Some(self.text[start..end].to_owned());
-                }
-                b'\\' => break,
-                b if b < 0x20 => return None,
-                _ => end += 1,
-            }
-        }
-        // The rest a byte at a time through the table, without a branch on the byte's kind:
-        // every byte is written, and the output advances unless it began an escape.
-        let mut out: Vec<u8> = vec![0; (end - start) + 64];
-        out[..end - start].copy_from_slice(&self.bytes[start..end]);
-        let mut j = end - start;
-        let mut escaped = 0usize;
-        let mut bad = false;
-        let mut i = end;
-        loop {
-            let b = *self.bytes.get(i)?;
-            if escaped == 0 && b == b'"' {
-                break;
-            }
-            if j + 4 > out.len() {
-                out.resize(out.len() * 2, 0);
-            }
-            if escaped == 1 && b == b'u' {
-                // \uXXXX: a scalar value outside the surrogates; anything else to serde_json.
-                let hex = self.text.get(i + 1..i + 5)?;
-                let code = u32::from_str_radix(hex, 16).ok()?;
-                let ch = char::from_u32(code)?;
-                if !hex.bytes().all(|h| h.is_ascii_hexdigit()) {
-                    return None;
-                }
-                j += ch.encode_utf8(&mut out[j..j + 4]).len();
-                escaped = 0;
-                i += 5;
-                continue;
-            }
-            let v = UNESCAPE[escaped][usize::from(b)];
-            out[j] = v;
-            bad |= (escaped == 1 && v == 0) | (escaped == 0 && b < 0x20);
-            let starts = usize::from(b == b'\\') & (escaped ^ 1);
-            j += starts ^ 1;
-            escaped = starts;
-            i += 1;
-        }
-        if bad {
-            return None;
-        }
-        out.truncate(j);
-        self.at = i + 1;
-        String::from_utf8(out).ok()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use proptest::prelude::*;
-
-    #[test]
-    fn unusual_text_is_read_as_serde_json_reads_it() {
-        for text in [
-            r#"{"a":1,"a":2,"b":[1.5e3,-0,0.25,18446744073709551616,-9223372036854775809]}"#,
-            r#""\u00e9\u0001\ud83d\ude00\/""#,
-            r#""\ud800""#,
-            r#"[1,]"#,
-            r#"{"a" 1}"#,
-            r#"01"#,
-            "\"tab\there\"",
-            " [ true , false , null ] ",
-            &format!("{}1{}", "[".repeat(100), "]".repeat(100)),
-            &format!("{}1{}", "[".repeat(200), "]".repeat(200)),
-        ] {
-            let theirs = serde_json::from_str::<Value>(text);
-            match parse(text) {
-                Ok(ours) => assert_eq!(Some(ours), theirs.ok(), "{text}"),
-                Err(e) => assert_eq!(
-                    Some(e.to_string()),
-                    theirs.err().map(|e| e.to_string()),
-                    "{text}"
-                ),
-            }
-        }
-    }
 
     #[test]
     fn every_byte_class_is_escaped_as_serde_json_does() {
@@ -470,31 +234,18 @@ mod tests {
         }
 
         #[test]
+        fn long_strings_plain_and_dense_in_escapes_too(
+            dense in "[\"\\\\a-c\u{0}-\u{1f}é😀]{0,3000}",
+            sparse in "([a-z]{0,40}[\"\\\\\n\u{1}]){0,100}",
+        ) {
+            for s in [&dense, &sparse, &format!("{sparse}{dense}{sparse}")] {
+                prop_assert_eq!(escaped(s), serde_json::to_string(s).unwrap());
+            }
+        }
+
+        #[test]
         fn any_value_is_written_as_serde_json_writes_it(v in any_value()) {
             prop_assert_eq!(to_string(&v), serde_json::to_string(&v).unwrap());
-        }
-
-        #[test]
-        fn any_value_is_read_back_as_serde_json_reads_it(v in any_value(), pretty in any::<bool>()) {
-            let text = if pretty {
-                serde_json::to_string_pretty(&v).unwrap()
-            } else {
-                serde_json::to_string(&v).unwrap()
-            };
-            let ours = parse(&text).unwrap();
-            let theirs: Value = serde_json::from_str(&text).unwrap();
-            prop_assert_eq!(&ours, &theirs);
-            // Equal as values and in the order of their keys.
-            prop_assert_eq!(to_string(&ours), to_string(&theirs));
-        }
-
-        #[test]
-        fn any_text_is_read_or_refused_as_serde_json_does(text in "[\\[\\]{}:,\"\\\\ tfnrule0-9.+\\-a-d\u{1}é]{0,40}") {
-            let theirs = serde_json::from_str::<Value>(&text);
-            match parse(&text) {
-                Ok(ours) => prop_assert_eq!(Some(ours), theirs.ok()),
-                Err(e) => prop_assert_eq!(Some(e.to_string()), theirs.err().map(|e| e.to_string())),
-            }
         }
     }
 }

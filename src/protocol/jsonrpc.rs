@@ -143,9 +143,8 @@ pub enum Message {
 impl Message {
     /// Parses a JSON-RPC message from its text.
     pub fn parse(text: &str) -> Result<Self, JsonRpcError> {
-        // `serde_json::from_str`, with faster unescaping (`nip01::json_text`).
-        let value: Value = crate::nip01::json_text::parse(text)
-            .map_err(|e| JsonRpcError::Syntax(e.to_string()))?;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| JsonRpcError::Syntax(e.to_string()))?;
         Self::from_value(value)
     }
 
