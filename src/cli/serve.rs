@@ -3,7 +3,7 @@
 
 use super::Exit;
 use anyhow::{bail, Context, Result};
-use relaysim::live::outcomes::{read_outcomes, OUTCOMES_ENV, RELAYS_ENV};
+use relaysim::live::outcomes::{read_outcomes, TemporaryOutcomes, OUTCOMES_ENV, RELAYS_ENV};
 use relaysim::live::{LiveReport, ServeConfig};
 use relaysim::relay::RelayProfile;
 use std::collections::BTreeMap;
@@ -151,20 +151,21 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
     finish(&args, &report, command)
 }
 
-/// What the command did: its exit status and the outcomes file it was given.
+/// What the command did: its exit status and the outcomes file it was given (in a temporary
+/// directory, removed with this value, when there is no `--out`).
 struct CommandRun {
     success: bool,
     outcomes: PathBuf,
-    temporary: bool,
+    _scratch: Option<TemporaryOutcomes>,
 }
 
 async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
-    let (outcomes, temporary) = match &args.out {
-        Some(dir) => (dir.join("outcomes.jsonl"), false),
-        None => (
-            std::env::temp_dir().join(format!("relaysim-outcomes-{}.jsonl", std::process::id())),
-            true,
-        ),
+    let (outcomes, scratch) = match &args.out {
+        Some(dir) => (dir.join("outcomes.jsonl"), None),
+        None => {
+            let scratch = TemporaryOutcomes::new()?;
+            (scratch.path(), Some(scratch))
+        }
     };
     let _ = std::fs::remove_file(&outcomes);
     eprintln!("running: {}", args.command.join(" "));
@@ -194,7 +195,7 @@ async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
     Ok(CommandRun {
         success: status.success(),
         outcomes,
-        temporary,
+        _scratch: scratch,
     })
 }
 
@@ -224,9 +225,6 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
         let failed = outcomes.iter().filter(|o| !o.completed()).count();
         if !run.success || failed > 0 {
             exit = Exit::ExpectationFailed;
-        }
-        if run.temporary {
-            let _ = std::fs::remove_file(&run.outcomes);
         }
     }
     let json = serde_json::to_string_pretty(report)?;

@@ -55,6 +55,63 @@ pub struct WorkloadResult {
 }
 
 impl WorkloadResult {
+    /// Its line in a workload table, labelled `label`.
+    fn table_row(&self, label: &str) -> String {
+        let ms = |d: Option<Duration>| {
+            d.map_or("-".to_owned(), |d| {
+                crate::stats::output::human_us(micros(d))
+            })
+        };
+        let causes: Vec<String> = self
+            .causes
+            .iter()
+            .map(|(c, n)| format!("{c}×{n}"))
+            .collect();
+        format!(
+            "{:<30} {:>10} {:>12} {:>12}  {}",
+            label,
+            format!("{}/{}", self.completed, self.calls),
+            ms(self.quantile(0.5)),
+            ms(self.quantile(0.99)),
+            causes.join(", ")
+        )
+    }
+
+    /// Its fields in `--json`: calls, completed, causes, and the p50 and p99 of the completed
+    /// calls in microseconds (`null` when none completed).
+    fn json_fields(&self) -> serde_json::Map<String, serde_json::Value> {
+        let serde_json::Value::Object(fields) = serde_json::json!({
+            "calls": self.calls,
+            "completed": self.completed,
+            "causes": self.causes,
+            "p50_us": self.quantile(0.5).map(micros),
+            "p99_us": self.quantile(0.99).map(micros),
+        }) else {
+            unreachable!("a json! object literal is an object")
+        };
+        fields
+    }
+
+    /// Its cells in `compare.csv` after server, client and workload:
+    /// `calls,completed,failed,causes,p50_us,p99_us`. Causes are `cause:count` joined by `;`;
+    /// a `;` inside a cause (another program's own words may hold one) becomes `,`.
+    fn csv_cells(&self) -> [String; 6] {
+        let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
+        let causes: Vec<String> = self
+            .causes
+            .iter()
+            .map(|(c, n)| format!("{}:{n}", c.replace(';', ",")))
+            .collect();
+        [
+            self.calls.to_string(),
+            self.completed.to_string(),
+            (self.calls - self.completed).to_string(),
+            causes.join(";"),
+            us(self.quantile(0.5)),
+            us(self.quantile(0.99)),
+        ]
+    }
+
     /// The latency at quantile `q` (0..=1), nearest rank.
     pub fn quantile(&self, q: f64) -> Option<Duration> {
         if self.latencies.is_empty() {
@@ -118,11 +175,11 @@ impl ForeignRow {
     }
 
     /// Failure causes and their counts over every workload it ran.
-    pub fn failures(&self) -> BTreeMap<String, usize> {
+    pub fn failures(&self) -> BTreeMap<String, u64> {
         let mut out = BTreeMap::new();
         for r in self.results.iter().flatten() {
             for (cause, n) in &r.causes {
-                *out.entry(cause.clone()).or_default() += n;
+                *out.entry(cause.clone()).or_default() += *n as u64;
             }
         }
         out
@@ -242,33 +299,28 @@ impl Comparison {
             "{:<30} {:>10}  {:<40}",
             "pairing", "completion", "failure causes"
         );
+        let completion_row =
+            |out: &mut String, label: &str, ratio: f64, failures: BTreeMap<String, u64>| {
+                let causes: Vec<String> =
+                    failures.iter().map(|(c, n)| format!("{c}×{n}")).collect();
+                let _ = writeln!(
+                    out,
+                    "{:<30} {:>9.1}%  {}",
+                    label,
+                    ratio * 100.0,
+                    causes.join(", ")
+                );
+            };
         for (pairing, report) in &self.reports {
-            let causes: Vec<String> = report
-                .failures()
-                .iter()
-                .map(|(c, n)| format!("{c}×{n}"))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{:<30} {:>9.1}%  {}",
-                pairing.label(),
-                report.completion_ratio() * 100.0,
-                causes.join(", ")
+            completion_row(
+                &mut out,
+                &pairing.label(),
+                report.completion_ratio(),
+                report.failures(),
             );
         }
         if let Some(row) = &self.ts_sdk {
-            let causes: Vec<String> = row
-                .failures()
-                .iter()
-                .map(|(c, n)| format!("{c}×{n}"))
-                .collect();
-            let _ = writeln!(
-                out,
-                "{:<30} {:>9.1}%  {}",
-                row.label,
-                row.completion_ratio() * 100.0,
-                causes.join(", ")
-            );
+            completion_row(&mut out, &row.label, row.completion_ratio(), row.failures());
         }
         for (w, name) in self.workloads.iter().enumerate() {
             let _ = writeln!(out);
@@ -281,54 +333,19 @@ impl Comparison {
                 "ok p99"
             );
             for (pairing, r) in self.workload(w) {
-                let ms = |d: Option<Duration>| {
-                    d.map_or("-".to_owned(), |d| {
-                        crate::stats::output::human_us(micros(d))
-                    })
-                };
-                let causes: Vec<String> =
-                    r.causes.iter().map(|(c, n)| format!("{c}×{n}")).collect();
-                let _ = writeln!(
-                    out,
-                    "{:<30} {:>10} {:>12} {:>12}  {}",
-                    pairing.label(),
-                    format!("{}/{}", r.completed, r.calls),
-                    ms(r.quantile(0.5)),
-                    ms(r.quantile(0.99)),
-                    causes.join(", ")
-                );
+                let _ = writeln!(out, "{}", r.table_row(&pairing.label()));
             }
             if let Some(row) = &self.ts_sdk {
-                let _ = match (
-                    row.results.get(w).and_then(Option::as_ref),
-                    row.skipped.get(&w),
-                ) {
-                    (Some(r), _) => {
-                        let causes: Vec<String> =
-                            r.causes.iter().map(|(c, n)| format!("{c}×{n}")).collect();
-                        let ms = |d: Option<Duration>| {
-                            d.map_or("-".to_owned(), |d| {
-                                crate::stats::output::human_us(micros(d))
-                            })
-                        };
-                        writeln!(
-                            out,
-                            "{:<30} {:>10} {:>12} {:>12}  {}",
-                            row.label,
-                            format!("{}/{}", r.completed, r.calls),
-                            ms(r.quantile(0.5)),
-                            ms(r.quantile(0.99)),
-                            causes.join(", ")
-                        )
-                    }
-                    (None, why) => writeln!(
-                        out,
+                let line = match row.results.get(w).and_then(Option::as_ref) {
+                    Some(r) => r.table_row(&row.label),
+                    None => format!(
                         "{:<30} {:>10}  {}",
                         row.label,
                         "not run",
-                        why.map_or("", String::as_str)
+                        row.skipped.get(&w).map_or("", String::as_str)
                     ),
                 };
+                let _ = writeln!(out, "{line}");
             }
         }
         if self.ts_sdk.is_some() {
@@ -388,16 +405,12 @@ impl Comparison {
                     .workload(w)
                     .into_iter()
                     .map(|(pairing, r)| {
-                        json!({
-                            "pairing": pairing.label(),
-                            "server": pairing.server,
-                            "client": pairing.client,
-                            "calls": r.calls,
-                            "completed": r.completed,
-                            "causes": r.causes,
-                            "p50_us": r.quantile(0.5).map(micros),
-                            "p99_us": r.quantile(0.99).map(micros),
-                        })
+                        let mut fields = serde_json::Map::new();
+                        fields.insert("pairing".into(), pairing.label().into());
+                        fields.insert("server".into(), pairing.server.into());
+                        fields.insert("client".into(), pairing.client.into());
+                        fields.extend(r.json_fields());
+                        serde_json::Value::Object(fields)
                     })
                     .collect();
                 json!({ "workload": name, "pairings": results })
@@ -429,14 +442,12 @@ impl Comparison {
                 .enumerate()
                 .map(
                     |(w, name)| match row.results.get(w).and_then(Option::as_ref) {
-                        Some(r) => json!({
-                            "workload": name,
-                            "calls": r.calls,
-                            "completed": r.completed,
-                            "causes": r.causes,
-                            "p50_us": r.quantile(0.5).map(micros),
-                            "p99_us": r.quantile(0.99).map(micros),
-                        }),
+                        Some(r) => {
+                            let mut fields = serde_json::Map::new();
+                            fields.insert("workload".into(), name.as_str().into());
+                            fields.extend(r.json_fields());
+                            serde_json::Value::Object(fields)
+                        }
                         None => json!({ "workload": name, "not_run": row.skipped.get(&w) }),
                     },
                 )
@@ -469,46 +480,20 @@ impl Comparison {
             "p99_us",
         ])?;
         for (index, name) in self.workloads.iter().enumerate() {
-            for (pairing, r) in self.workload(index) {
-                let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
-                let causes: Vec<String> =
-                    r.causes.iter().map(|(c, n)| format!("{c}:{n}")).collect();
-                w.write_record([
-                    pairing.server.to_owned(),
-                    pairing.client.to_owned(),
-                    name.clone(),
-                    r.calls.to_string(),
-                    r.completed.to_string(),
-                    (r.calls - r.completed).to_string(),
-                    causes.join(";"),
-                    us(r.quantile(0.5)),
-                    us(r.quantile(0.99)),
-                ])?;
+            let mut rows: Vec<(&str, &str, WorkloadResult)> = self
+                .workload(index)
+                .into_iter()
+                .map(|(p, r)| (p.server, p.client, r))
+                .collect();
+            if let Some(row) = &self.ts_sdk {
+                if let Some(r) = row.results.get(index).and_then(Option::as_ref) {
+                    rows.push((&row.label, &row.label, r.clone()));
+                }
             }
-            if let Some(r) = self
-                .ts_sdk
-                .as_ref()
-                .and_then(|row| row.results.get(index).and_then(Option::as_ref))
-            {
-                let us = |d: Option<Duration>| d.map_or(String::new(), |d| micros(d).to_string());
-                // A program's own words may hold the separators: `;` becomes `,`.
-                let causes: Vec<String> = r
-                    .causes
-                    .iter()
-                    .map(|(c, n)| format!("{}:{n}", c.replace(';', ",")))
-                    .collect();
-                let label = self.ts_sdk.as_ref().map_or("", |row| row.label.as_str());
-                w.write_record([
-                    label.to_owned(),
-                    label.to_owned(),
-                    name.clone(),
-                    r.calls.to_string(),
-                    r.completed.to_string(),
-                    (r.calls - r.completed).to_string(),
-                    causes.join(";"),
-                    us(r.quantile(0.5)),
-                    us(r.quantile(0.99)),
-                ])?;
+            for (server, client, r) in rows {
+                let mut record = vec![server.to_owned(), client.to_owned(), name.clone()];
+                record.extend(r.csv_cells());
+                w.write_record(record)?;
             }
         }
         w.flush()

@@ -11,7 +11,9 @@
 //! offset), not the workload's content class.
 
 use super::WorkloadResult;
-use crate::live::outcomes::{read_outcomes, CallOutcome, OutcomesError, OUTCOMES_ENV};
+use crate::live::outcomes::{
+    read_outcomes, CallOutcome, OutcomesError, TemporaryOutcomes, OUTCOMES_ENV,
+};
 use crate::live::ServeConfig;
 use crate::peer::tools::ToolCall;
 use crate::relay::RelayProfile;
@@ -259,33 +261,6 @@ pub fn check(program: &Path) -> Result<(), TsSdkError> {
     Ok(())
 }
 
-/// A directory of this process's own for the outcome file: created anew (never one that
-/// exists, which another user could have prepared), removed with the value.
-struct PrivateDir(PathBuf);
-
-impl PrivateDir {
-    fn new() -> std::io::Result<Self> {
-        use std::sync::atomic::{AtomicUsize, Ordering};
-        static NEXT: AtomicUsize = AtomicUsize::new(0);
-        loop {
-            let n = NEXT.fetch_add(1, Ordering::Relaxed);
-            let dir = std::env::temp_dir()
-                .join(format!("relaysim-compare-ts-{}-{n}", std::process::id()));
-            match std::fs::create_dir(&dir) {
-                Ok(()) => return Ok(PrivateDir(dir)),
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(e),
-            }
-        }
-    }
-}
-
-impl Drop for PrivateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 /// Serves `plan`'s relays, runs `program` (`peers.mjs`) through them with each call given
 /// `timeout`, and returns what it reported. Its standard error is kept, and shown only when
 /// it reported nothing.
@@ -306,8 +281,8 @@ pub async fn run(
         ]),
         ..ServeConfig::relays(&plan.relays, SocketAddr::from(([127, 0, 0, 1], 0)))
     };
-    let private = PrivateDir::new()?;
-    let outcomes = private.0.join("outcomes.jsonl");
+    let scratch = TemporaryOutcomes::new()?;
+    let outcomes = scratch.path();
     let deployment = crate::live::serve(config).await?;
     let mut command = tokio::process::Command::new("node");
     command.arg(program);

@@ -56,6 +56,43 @@ pub enum OutcomesError {
     },
 }
 
+/// An outcome file in a directory of this process's own, for a command run without an output
+/// directory: the directory is created anew (never one that exists, which another user could
+/// have prepared, e.g. with a symbolic link in it) and removed with the value.
+#[derive(Debug)]
+pub struct TemporaryOutcomes {
+    dir: PathBuf,
+}
+
+impl TemporaryOutcomes {
+    /// Creates the directory under the system's temporary directory.
+    pub fn new() -> std::io::Result<Self> {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        static NEXT: AtomicUsize = AtomicUsize::new(0);
+        loop {
+            let n = NEXT.fetch_add(1, Ordering::Relaxed);
+            let dir =
+                std::env::temp_dir().join(format!("relaysim-outcomes-{}-{n}", std::process::id()));
+            match std::fs::create_dir(&dir) {
+                Ok(()) => return Ok(TemporaryOutcomes { dir }),
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(e),
+            }
+        }
+    }
+
+    /// The outcome file's path (the file itself is the command's to create).
+    pub fn path(&self) -> PathBuf {
+        self.dir.join("outcomes.jsonl")
+    }
+}
+
+impl Drop for TemporaryOutcomes {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
 /// Reads an outcome file; a file that does not exist holds no outcomes (the program reported
 /// none).
 pub fn read_outcomes(path: &Path) -> Result<Vec<CallOutcome>, OutcomesError> {
@@ -106,5 +143,18 @@ mod tests {
         assert!(e.contains("o.jsonl:1: expected"), "{e}");
         assert_eq!(read_outcomes(&dir.join("none.jsonl")).unwrap(), []);
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn temporary_outcome_directories_are_fresh_and_removed() {
+        let (a, b) = (
+            TemporaryOutcomes::new().unwrap(),
+            TemporaryOutcomes::new().unwrap(),
+        );
+        assert_ne!(a.path(), b.path());
+        std::fs::write(a.path(), "x").unwrap();
+        let dir = a.dir.clone();
+        drop(a);
+        assert!(!dir.exists());
     }
 }

@@ -224,15 +224,7 @@ pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shr
             .iter()
             .any(|i| i.outcome.family() == Some(crate::stats::family(&cause)))
     };
-    let everything: Vec<usize> = (0..all.len()).collect();
-    if !fails(&everything) {
-        return Err(ShrinkError::DoesNotReproduce(cause));
-    }
-    let kept = if fails(&[]) {
-        Vec::new()
-    } else {
-        ddmin(everything, &mut fails, max_runs)
-    };
+    let kept = minimal(all.len(), &mut fails, max_runs, &cause)?;
     let (plans, off) = config(&kept);
     let info = ShrinkInfo {
         disturbances_before: all.len(),
@@ -267,6 +259,24 @@ pub(super) fn pick_cause(asked: Option<&str>, recorded: &[String]) -> Result<Str
 /// Whether a `link` line's `way` is a relay intake or publish decision rather than a link.
 fn is_decision(way: &str) -> bool {
     way == "intake" || way == "publish"
+}
+
+/// The disturbances (of `count`, by index) to keep: an error when the failure does not
+/// reproduce with all of them, none when it persists with none, else ddmin's 1-minimal set.
+pub(super) fn minimal(
+    count: usize,
+    fails: &mut impl FnMut(&[usize]) -> bool,
+    max_runs: usize,
+    cause: &str,
+) -> Result<Vec<usize>, ShrinkError> {
+    let everything: Vec<usize> = (0..count).collect();
+    if !fails(&everything) {
+        return Err(ShrinkError::DoesNotReproduce(cause.to_owned()));
+    }
+    if fails(&[]) {
+        return Ok(Vec::new());
+    }
+    Ok(ddmin(everything, fails, max_runs))
 }
 
 /// Zeller's ddmin: a 1-minimal subset of `items` on which `fails` still holds (as far as

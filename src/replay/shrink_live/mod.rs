@@ -20,7 +20,7 @@
 //! injected receiver still fails with the cause, and the shrunk trace is the recording with
 //! every other disturbance undone, so `replay --mode inject` of it fails the same way.
 
-use super::shrink::{ddmin, pick_cause, Disturbance, ShrinkError, Shrunk};
+use super::shrink::{minimal, pick_cause, Disturbance, ShrinkError, Shrunk};
 use super::{inject_lines, Frames};
 use crate::trace::{Line, ShrinkInfo, Trace};
 use std::collections::{BTreeMap, BTreeSet};
@@ -112,48 +112,17 @@ pub(super) fn shrink(
                     .is_some_and(|c| crate::stats::family(c) == cause)
             })
     };
-    let everything: Vec<usize> = (0..undos.len()).collect();
-    if !fails(&everything) {
-        return Err(ShrinkError::DoesNotReproduce(cause));
-    }
-    let kept = if fails(&[]) {
-        Vec::new()
-    } else {
-        ddmin(everything, &mut fails, max_runs)
-    };
+    let kept = minimal(undos.len(), &mut fails, max_runs, &cause)?;
     let info = ShrinkInfo {
         disturbances_before: undos.len(),
         disturbances_after: kept.len(),
         cause: cause.clone(),
     };
     let mut text = String::new();
-    for line in candidate(trace, &undos, &kept) {
-        let line = match line {
-            Line::Header {
-                format,
-                relaysim,
-                scenario,
-                scenario_hash,
-                seed,
-                driver,
-                events,
-                suppressed_outages,
-                scenario_toml,
-                ..
-            } => Line::Header {
-                format,
-                relaysim,
-                scenario,
-                scenario_hash,
-                seed,
-                driver,
-                events,
-                suppressed_outages,
-                shrunk: Some(info.clone()),
-                scenario_toml,
-            },
-            other => other,
-        };
+    for mut line in candidate(trace, &undos, &kept) {
+        if let Line::Header { shrunk, .. } = &mut line {
+            *shrunk = Some(info.clone());
+        }
         text.push_str(&serde_json::to_string(&line).expect("trace lines serialize"));
         text.push('\n');
     }
