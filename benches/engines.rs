@@ -3,7 +3,8 @@
 //!
 //! Reports, for a 10 MiB escape-heavy CEP-22 transfer at a 48,000-byte budget: chunk planning
 //! (sender construction) and reassembly (receiver, digest and JSON-RPC validation included) in
-//! MB/s of payload; and CEP-41 writer → session frames per second.
+//! MB/s of payload; CEP-41 writer → session frames per second; and reading JSON text with
+//! `nip01::json_read` beside `serde_json`, on plain, mixed and escape-heavy 1 MiB strings.
 
 mod common;
 
@@ -89,4 +90,33 @@ fn main() {
         "cep41 stream:     {:>8.0} chunks/s ({n} chunks, {stream:?})",
         n as f64 / stream.as_secs_f64()
     );
+
+    json_read_beside_serde_json();
+}
+
+/// `nip01::json_read::parse` and `serde_json::from_str` on the same documents: a JSON-RPC
+/// result whose text is 1 MiB of plain, mixed or escape-heavy characters.
+fn json_read_beside_serde_json() {
+    use relaysim::nip01::json_read;
+    for (name, alphabet) in [
+        ("plain", "abcdefghij klmnopqrstuvwxyz"),
+        ("mixed", "ab\"c\\dé€😀\n"),
+        ("escape-heavy", "\"\\\"\\a\n\"\"\\a\\"),
+    ] {
+        let text: String = alphabet.chars().cycle().take(1 << 20).collect();
+        let doc = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}})
+            .to_string();
+        let mb = doc.len() as f64 / 1e6;
+        let (ours, a) = best_of(5, || json_read::parse(&doc).unwrap());
+        let (theirs, b) = best_of(5, || {
+            serde_json::from_str::<serde_json::Value>(&doc).unwrap()
+        });
+        assert_eq!(a, b);
+        println!(
+            "json read {name:<13} {:>7.0} MB/s, serde_json {:>7.0} MB/s: {:.2}x",
+            mb / ours.as_secs_f64(),
+            mb / theirs.as_secs_f64(),
+            theirs.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
 }

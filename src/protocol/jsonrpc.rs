@@ -143,8 +143,8 @@ pub enum Message {
 impl Message {
     /// Parses a JSON-RPC message from its text.
     pub fn parse(text: &str) -> Result<Self, JsonRpcError> {
-        let value: Value =
-            serde_json::from_str(text).map_err(|e| JsonRpcError::Syntax(e.to_string()))?;
+        let value = crate::nip01::json_read::parse(text)
+            .map_err(|e| JsonRpcError::Syntax(e.to_string()))?;
         Self::from_value(value)
     }
 

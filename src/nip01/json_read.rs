@@ -1,0 +1,485 @@
+//! Reading JSON text into a `serde_json::Value`, with the same result as `serde_json` and a
+//! faster string unescape.
+//!
+//! ContextVM nests JSON three deep, so a receiver unescapes an escape-heavy payload twice (the
+//! chunk inside its frame, then the reassembled message), and `serde_json`'s unescape — a call
+//! and several branches per escape — was the largest cost of large transfers. [`parse`] finds
+//! the next quote, backslash or control character eight bytes at a time, copies the run before
+//! it whole, and decodes each escape through a table.
+//!
+//! Only the common shapes are read here: anything unusual (a lone surrogate escape, a float,
+//! nesting deeper than [`MAX_DEPTH`], trailing text, any error) hands the whole text to
+//! `serde_json`, so results and error messages are always `serde_json`'s. Integers are read
+//! here exactly as `serde_json` reads them (`u64`, else `i64`); anything with a fraction or an
+//! exponent goes to `serde_json`, whose float parsing is not `str::parse`'s. Duplicate keys
+//! keep the last value at the first key's place, as `serde_json::Map::insert` does. Property
+//! tests check all of this against `serde_json` for any value and any text.
+
+use serde_json::{Map, Number, Value};
+
+/// Nesting read here before handing over to `serde_json` (whose own limit is 128).
+pub const MAX_DEPTH: usize = 100;
+
+/// Reads `text` as one JSON value, exactly as `serde_json::from_str::<Value>` would.
+pub fn parse(text: &str) -> serde_json::Result<Value> {
+    let mut reader = Reader {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+        depth: 0,
+    };
+    match reader.document() {
+        Some(value) => Ok(value),
+        None => serde_json::from_str(text),
+    }
+}
+
+/// What each byte writes: `[0]` outside an escape (itself), `[1]` just after a `\\` (what
+/// the escape stands for).
+const DECODE: [[u8; 256]; 2] = {
+    let mut t = [[0u8; 256]; 2];
+    let mut i = 0;
+    while i < 256 {
+        t[0][i] = i as u8;
+        i += 1;
+    }
+    t[1][b'"' as usize] = b'"';
+    t[1][b'\\' as usize] = b'\\';
+    t[1][b'/' as usize] = b'/';
+    t[1][b'b' as usize] = 0x08;
+    t[1][b'f' as usize] = 0x0c;
+    t[1][b'n' as usize] = b'\n';
+    t[1][b'r' as usize] = b'\r';
+    t[1][b't' as usize] = b'\t';
+    t
+};
+
+/// Bytes the table loop stops at: outside an escape the closing quote and control
+/// characters; just after a `\\`, `u` and anything that is not an escape.
+const STOP: [[bool; 256]; 2] = {
+    let mut t = [[false; 256]; 2];
+    let mut i = 0;
+    while i < 256 {
+        t[0][i] = i < 0x20 || i == b'"' as usize;
+        t[1][i] = DECODE[1][i] == 0;
+        i += 1;
+    }
+    t
+};
+
+/// Where the first `"`, `\` or control character is in the 8 bytes of `x` (little-endian), if
+/// any. The has-zero-byte test may flag bytes above a true hit, never below, so the lowest
+/// flag is exact.
+fn first_special(x: u64) -> Option<usize> {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let flags = x.wrapping_sub(ONES * 0x20) & !x & HIGH
+        | has_zero(x ^ (ONES * u64::from(b'"')))
+        | has_zero(x ^ (ONES * u64::from(b'\\')));
+    (flags != 0).then(|| flags.trailing_zeros() as usize / 8)
+}
+
+/// How many bytes from `from` come before the next `"`, `\` or control character, or `None`
+/// if the text ends first.
+fn plain_run(bytes: &[u8], from: usize) -> Option<usize> {
+    let rest = bytes.get(from..)?;
+    let mut blocks = rest.chunks_exact(8);
+    for (n, block) in blocks.by_ref().enumerate() {
+        if let Some(k) = first_special(u64::from_le_bytes(block.try_into().expect("8 bytes"))) {
+            return Some(8 * n + k);
+        }
+    }
+    let tail = blocks.remainder();
+    let k = tail
+        .iter()
+        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')?;
+    Some(rest.len() - tail.len() + k)
+}
+
+struct Reader<'a> {
+    text: &'a str,
+    bytes: &'a [u8],
+    at: usize,
+    depth: usize,
+}
+
+impl Reader<'_> {
+    /// The whole text: one value and nothing after it but whitespace.
+    fn document(&mut self) -> Option<Value> {
+        let value = self.value()?;
+        self.whitespace();
+        (self.at == self.bytes.len()).then_some(value)
+    }
+
+    fn whitespace(&mut self) {
+        while matches!(self.bytes.get(self.at), Some(b' ' | b'\n' | b'\r' | b'\t')) {
+            self.at += 1;
+        }
+    }
+
+    fn value(&mut self) -> Option<Value> {
+        self.whitespace();
+        match *self.bytes.get(self.at)? {
+            b'"' => self.string().map(Value::String),
+            b'{' => self.object(),
+            b'[' => self.array(),
+            b't' => self.literal(b"true", Value::Bool(true)),
+            b'f' => self.literal(b"false", Value::Bool(false)),
+            b'n' => self.literal(b"null", Value::Null),
+            b'-' | b'0'..=b'9' => self.integer(),
+            _ => None,
+        }
+    }
+
+    fn literal(&mut self, word: &[u8], value: Value) -> Option<Value> {
+        let end = self.at + word.len();
+        (self.bytes.get(self.at..end)? == word).then(|| {
+            self.at = end;
+            value
+        })
+    }
+
+    /// An integer: `-`, then `0` or a digit run not starting with `0`. Read as `u64`, else
+    /// `i64`, as `serde_json` does; out of range is `serde_json`'s (it makes a float).
+    fn integer(&mut self) -> Option<Value> {
+        let start = self.at;
+        let negative = self.bytes[start] == b'-';
+        let digits = start + usize::from(negative);
+        let mut end = digits;
+        while self.bytes.get(end).is_some_and(u8::is_ascii_digit) {
+            end += 1;
+        }
+        let count = end - digits;
+        if count == 0 || (count > 1 && self.bytes[digits] == b'0') {
+            return None;
+        }
+        // A fraction or an exponent, and `-0` (a float to serde_json), are serde_json's.
+        if matches!(self.bytes.get(end), Some(b'.' | b'e' | b'E'))
+            || (negative && count == 1 && self.bytes[digits] == b'0')
+        {
+            return None;
+        }
+        // Digits and `-` only: ASCII, so this cannot fail.
+        let text = std::str::from_utf8(&self.bytes[start..end]).ok()?;
+        let number = if negative {
+            Number::from(text.parse::<i64>().ok()?)
+        } else {
+            Number::from(text.parse::<u64>().ok()?)
+        };
+        self.at = end;
+        Some(Value::Number(number))
+    }
+
+    fn nested<T>(&mut self, read: impl FnOnce(&mut Self) -> Option<T>) -> Option<T> {
+        if self.depth == MAX_DEPTH {
+            return None;
+        }
+        self.depth += 1;
+        let value = read(self);
+        self.depth -= 1;
+        value
+    }
+
+    fn array(&mut self) -> Option<Value> {
+        self.nested(|r| {
+            r.at += 1;
+            let mut items = Vec::new();
+            r.whitespace();
+            if r.bytes.get(r.at) == Some(&b']') {
+                r.at += 1;
+                return Some(Value::Array(items));
+            }
+            loop {
+                items.push(r.value()?);
+                r.whitespace();
+                match *r.bytes.get(r.at)? {
+                    b',' => r.at += 1,
+                    b']' => {
+                        r.at += 1;
+                        return Some(Value::Array(items));
+                    }
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    fn object(&mut self) -> Option<Value> {
+        self.nested(|r| {
+            r.at += 1;
+            let mut map = Map::new();
+            r.whitespace();
+            if r.bytes.get(r.at) == Some(&b'}') {
+                r.at += 1;
+                return Some(Value::Object(map));
+            }
+            loop {
+                r.whitespace();
+                if r.bytes.get(r.at) != Some(&b'"') {
+                    return None;
+                }
+                let key = r.string()?;
+                r.whitespace();
+                if r.bytes.get(r.at) != Some(&b':') {
+                    return None;
+                }
+                r.at += 1;
+                let value = r.value()?;
+                map.insert(key, value);
+                r.whitespace();
+                match *r.bytes.get(r.at)? {
+                    b',' => r.at += 1,
+                    b'}' => {
+                        r.at += 1;
+                        return Some(Value::Object(map));
+                    }
+                    _ => return None,
+                }
+            }
+        })
+    }
+
+    /// A string, its opening quote at `at`.
+    ///
+    /// Eight bytes at a time: a block with nothing special is copied whole; a block with
+    /// something goes a byte at a time through [`DECODE`], every byte written and the output
+    /// advanced unless the byte opens an escape, with no branch on the byte's kind. The one
+    /// branch per byte is on [`STOP`] (the closing quote, `\u`, anything invalid), which is
+    /// rarely taken.
+    fn string(&mut self) -> Option<String> {
+        let bytes = self.bytes;
+        let start = self.at + 1;
+        let first = start + plain_run(bytes, start)?;
+        if bytes[first] == b'"' {
+            // Nothing to unescape (most keys and short values): one copy.
+            self.at = first + 1;
+            return Some(self.text[start..first].to_owned());
+        }
+        let mut out = vec![0u8; 2 * (first - start) + 64];
+        out[..first - start].copy_from_slice(&bytes[start..first]);
+        let mut j = first - start;
+        let mut i = first;
+        let mut escaped = 0usize;
+        loop {
+            // Room for a block, or a `\u` escape after most of one.
+            if out.len() < j + 16 {
+                out.resize(2 * out.len(), 0);
+            }
+            let block = &bytes[i..bytes.len().min(i + 8)];
+            if block.is_empty() {
+                // The text ends inside the string.
+                return None;
+            }
+            if let Ok(whole) = <[u8; 8]>::try_from(block) {
+                if escaped == 0 && first_special(u64::from_le_bytes(whole)).is_none() {
+                    out[j..j + 8].copy_from_slice(block);
+                    i += 8;
+                    j += 8;
+                    continue;
+                }
+            }
+            // A fixed window, so the writes need no bounds checks: at most 8 bytes are
+            // written, at offsets below 8.
+            let window: &mut [u8; 8] = (&mut out[j..j + 8]).try_into().expect("8 bytes");
+            let mut written = 0;
+            let mut stopped = None;
+            for (k, &b) in block.iter().enumerate() {
+                if STOP[escaped][usize::from(b)] {
+                    stopped = Some(i + k);
+                    break;
+                }
+                window[written & 7] = DECODE[escaped][usize::from(b)];
+                let opens = usize::from(b == b'\\') & (escaped ^ 1);
+                written += opens ^ 1;
+                escaped = opens;
+            }
+            j += written;
+            let Some(at) = stopped else {
+                i += block.len();
+                continue;
+            };
+            match (escaped, bytes[at]) {
+                (0, b'"') => {
+                    out.truncate(j);
+                    self.at = at + 1;
+                    return String::from_utf8(out).ok();
+                }
+                (1, b'u') => {
+                    let ch = self.unicode_escape(at - 1)?;
+                    let mut buf = [0; 4];
+                    let encoded = ch.encode_utf8(&mut buf).as_bytes();
+                    out[j..j + encoded.len()].copy_from_slice(encoded);
+                    j += encoded.len();
+                    i = at + if u32::from(ch) > 0xffff { 11 } else { 5 };
+                    escaped = 0;
+                }
+                // A control character or an invalid escape: an error, with serde_json's
+                // message.
+                _ => return None,
+            }
+        }
+    }
+
+    /// The character of a `\uXXXX` escape at `i` (a surrogate pair takes two escapes); a lone
+    /// surrogate is `serde_json`'s to report.
+    fn unicode_escape(&self, i: usize) -> Option<char> {
+        let hex = |at: usize| -> Option<u32> {
+            let digits = self.bytes.get(at..at + 4)?;
+            digits
+                .iter()
+                .try_fold(0u32, |acc, &d| Some(acc * 16 + char::from(d).to_digit(16)?))
+        };
+        let first = hex(i + 2)?;
+        match first {
+            0xd800..=0xdbff => {
+                if self.bytes.get(i + 6..i + 8)? != b"\\u" {
+                    return None;
+                }
+                let second = hex(i + 8)?;
+                if !(0xdc00..=0xdfff).contains(&second) {
+                    return None;
+                }
+                char::from_u32(0x10000 + ((first - 0xd800) << 10) + (second - 0xdc00))
+            }
+            _ => char::from_u32(first),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn same_as_serde_json(text: &str) {
+        let ours = parse(text).map_err(|e| e.to_string());
+        let theirs = serde_json::from_str::<Value>(text).map_err(|e| e.to_string());
+        assert_eq!(ours, theirs, "{text:?}");
+        if let (Ok(a), Ok(b)) = (&ours, &theirs) {
+            // Key order too (Value's equality ignores it).
+            assert_eq!(a.to_string(), b.to_string());
+        }
+    }
+
+    #[test]
+    fn the_common_shapes_are_read_here() {
+        let text =
+            r#" {"a":[1,-2,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00y"],"b":{}} "#;
+        let mut reader = Reader {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+            depth: 0,
+        };
+        let value = reader.document().expect("read without serde_json");
+        assert_eq!(
+            value,
+            serde_json::json!({"a": [1, -2, true, false, null, "x\"\\/\u{8}\u{c}\n\r\té😀y"], "b": {}})
+        );
+    }
+
+    #[test]
+    fn unusual_text_is_read_as_serde_json_reads_it() {
+        for text in [
+            "1.5",
+            "-0",
+            "1e3",
+            "18446744073709551616",
+            "-9223372036854775809",
+            "01",
+            "\"\\ud800\"",
+            "\"\\udc00\"",
+            "\"\\ud800\\u0041\"",
+            "\"\\x\"",
+            "\"a\u{1}b\"",
+            "\"a",
+            "\"a\\",
+            "[1,]",
+            "{\"a\":1,}",
+            "{\"a\":1,\"a\":2,\"b\":3}",
+            "{\"b\":1,\"a\":2,\"b\":3}",
+            "[1] x",
+            "",
+            " ",
+            "nul",
+            "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]",
+        ] {
+            same_as_serde_json(text);
+        }
+    }
+
+    fn any_value() -> impl Strategy<Value = Value> {
+        value_of(prop_oneof![
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            Just(Value::Null)
+        ])
+    }
+
+    /// Any value whose numbers are integers: what this reader reads without `serde_json`.
+    fn any_value_without_floats() -> impl Strategy<Value = Value> {
+        value_of(Just(Value::Null))
+    }
+
+    fn value_of(extra: impl Strategy<Value = Value> + 'static) -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            extra,
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+            "[\"\\\\a\\u{0}-\\u{1f}é😀]{0,40}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec(("[a-c\"\\\\]{0,3}", inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn any_value_is_read_back_as_serde_json_reads_it(v in any_value(), pretty in any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&v).expect("writes")
+            } else {
+                serde_json::to_string(&v).expect("writes")
+            };
+            same_as_serde_json(&text);
+        }
+
+        #[test]
+        fn values_without_floats_are_read_here_without_serde_json(v in any_value_without_floats(), pretty in any::<bool>()) {
+            let text = if pretty {
+                serde_json::to_string_pretty(&v).expect("writes")
+            } else {
+                serde_json::to_string(&v).expect("writes")
+            };
+            let mut reader = Reader { text: &text, bytes: text.as_bytes(), at: 0, depth: 0 };
+            prop_assert_eq!(reader.document(), Some(v));
+        }
+
+        #[test]
+        fn any_text_is_read_or_refused_as_serde_json_does(
+            text in "[\\[\\]{}:,\"\\\\ tfnrule0-9.+\\-a-d/\u{1}é]{0,40}"
+        ) {
+            same_as_serde_json(&text);
+        }
+
+        #[test]
+        fn escapes_of_any_code_point_are_read_as_serde_json_reads_them(
+            units in prop::collection::vec(any::<u16>(), 0..6)
+        ) {
+            let text: String = std::iter::once("\"".to_owned())
+                .chain(units.iter().map(|u| format!("\\u{u:04x}")))
+                .chain(std::iter::once("\"".to_owned()))
+                .collect();
+            same_as_serde_json(&text);
+        }
+    }
+}
