@@ -14,8 +14,8 @@ pub const MAX_SIZE: usize = 4 << 30;
 pub const MAX_STREAM_CHUNKS: u64 = 1_000_000;
 /// Bytes of one stream chunk.
 pub const MAX_CHUNK_BYTES: usize = 1 << 20;
-/// Bytes of one request, result or upload payload: 256 MiB.
-pub const MAX_PAYLOAD_BYTES: usize = 256 << 20;
+/// Bytes of one request, result or upload payload: 1 GiB.
+pub const MAX_PAYLOAD_BYTES: usize = 1 << 30;
 /// Calls in one run, over every workload and client.
 pub const MAX_CALLS: u64 = 1_000_000;
 /// Cells of one sweep (the product of its axes' lengths).

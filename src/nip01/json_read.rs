@@ -256,6 +256,8 @@ impl Reader<'_> {
             self.at = first + 1;
             return Some(self.text[start..first].to_owned());
         }
+        // Written at `j` into zeroed room made ahead; the room grows by at most 1 MiB at a
+        // time, so a long string touches little more memory than it holds.
         let mut out = vec![0u8; 2 * (first - start) + 64];
         out[..first - start].copy_from_slice(&bytes[start..first]);
         let mut j = first - start;
@@ -264,7 +266,7 @@ impl Reader<'_> {
         loop {
             // Room for a block, or a `\u` escape after most of one.
             if out.len() < j + 16 {
-                out.resize(2 * out.len(), 0);
+                out.resize(out.len() + out.len().min(1 << 20), 0);
             }
             let block = &bytes[i..bytes.len().min(i + 8)];
             if block.is_empty() {
@@ -279,22 +281,17 @@ impl Reader<'_> {
                     continue;
                 }
             }
-            // A fixed window, so the writes need no bounds checks: at most 8 bytes are
-            // written, at offsets below 8.
-            let window: &mut [u8; 8] = (&mut out[j..j + 8]).try_into().expect("8 bytes");
-            let mut written = 0;
             let mut stopped = None;
             for (k, &b) in block.iter().enumerate() {
                 if STOP[escaped][usize::from(b)] {
                     stopped = Some(i + k);
                     break;
                 }
-                window[written & 7] = DECODE[escaped][usize::from(b)];
+                out[j] = DECODE[escaped][usize::from(b)];
                 let opens = usize::from(b == b'\\') & (escaped ^ 1);
-                written += opens ^ 1;
+                j += opens ^ 1;
                 escaped = opens;
             }
-            j += written;
             let Some(at) = stopped else {
                 i += block.len();
                 continue;

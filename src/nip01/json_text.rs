@@ -73,20 +73,35 @@ fn block_needs_escape(x: u64) -> bool {
         != 0
 }
 
+/// Input bytes escaped per segment: room for a segment escaped at worst is made (and zeroed)
+/// up front, so a long string touches at most this much more memory than its escaped length.
+const SEGMENT: usize = 1 << 20;
+
 /// Appends `s` as a JSON string (quotes included) to `out`, as `serde_json` writes it.
 ///
 /// Eight bytes at a time: a block with nothing to escape joins a run copied whole; a block
 /// with something goes a byte at a time through the tables, every byte written and the output
 /// advanced by its length, with no branch on the byte's kind (a `\u00XX` escape, for a
-/// control character, is the one branch).
+/// control character, is the one branch). Escaping is independent per byte, so the string is
+/// cut into segments anywhere; a segment's worst case is made room for up front, never the
+/// whole string's (a 1 GiB string must not touch 2 GiB).
 pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
-    let bytes = s.as_bytes();
+    // Room for the first segment escaped at worst and the rest as it is: one allocation for
+    // short strings, and for long ones with little to escape.
+    out.reserve(s.len() + s.len().min(SEGMENT) + 2);
+    out.push(b'"');
+    for segment in s.as_bytes().chunks(SEGMENT) {
+        write_escaped_segment(out, segment);
+    }
+    out.push(b'"');
+}
+
+/// Appends the escaped bytes of `bytes` (no quotes) to `out`.
+fn write_escaped_segment(out: &mut Vec<u8>, bytes: &[u8]) {
     let mut at = out.len();
-    // Room for every byte escaped to two, and the quotes; a `\u00XX` escape makes more room
-    // when it needs it.
-    out.resize(at + 2 * bytes.len() + 2, 0);
-    out[at] = b'"';
-    at += 1;
+    // Room for every byte escaped to two; a `\u00XX` escape makes more room when it needs
+    // it.
+    out.resize(at + 2 * bytes.len(), 0);
     let mut run = 0;
     let mut i = 0;
     while i < bytes.len() {
@@ -104,7 +119,7 @@ pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
         for (k, &b) in bytes[i..block].iter().enumerate() {
             let len = LEN[usize::from(b)];
             if len == 0 {
-                let needed = at + 6 + 2 * (bytes.len() - (i + k) - 1) + 1;
+                let needed = at + 6 + 2 * (bytes.len() - (i + k) - 1);
                 if out.len() < needed {
                     out.resize(needed, 0);
                 }
@@ -129,8 +144,7 @@ pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
     }
     out[at..at + (bytes.len() - run)].copy_from_slice(&bytes[run..]);
     at += bytes.len() - run;
-    out[at] = b'"';
-    out.truncate(at + 1);
+    out.truncate(at);
 }
 
 /// `s` as a JSON string, quotes included: `serde_json::to_string(s)`.
@@ -147,7 +161,8 @@ pub fn to_string(value: &Value) -> String {
     String::from_utf8(out).expect("escaping keeps UTF-8 whole")
 }
 
-fn write_value(out: &mut Vec<u8>, value: &Value) {
+/// Appends `value` as compact JSON text to `out`, as `serde_json` writes it.
+pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     match value {
         Value::Null => out.extend_from_slice(b"null"),
         Value::Bool(true) => out.extend_from_slice(b"true"),
@@ -185,6 +200,15 @@ fn write_value(out: &mut Vec<u8>, value: &Value) {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    #[test]
+    fn strings_longer_than_a_segment_are_escaped_as_serde_json_does() {
+        // Escapes, control characters and multi-byte characters across segment boundaries.
+        for alphabet in ["ab\"\\\u{1}é😀\n", "\u{1f}", "a", "é"] {
+            let s: String = alphabet.chars().cycle().take(3 * SEGMENT + 5).collect();
+            assert_eq!(escaped(&s), serde_json::to_string(&s).unwrap());
+        }
+    }
 
     #[test]
     fn every_byte_class_is_escaped_as_serde_json_does() {

@@ -298,7 +298,7 @@ impl ToolHandler for SimulatedTools {
             Err(e) => respond(Err((INVALID_PARAMS, e.to_string()))),
             Ok(ToolCall::Echo { text }) => respond(Ok(text_result(&text))),
             Ok(ToolCall::LargeResult { bytes, content }) => respond(Ok(digested_result(
-                &payload_text(content, bytes, &mut self.rng),
+                payload_text(content, bytes, &mut self.rng),
             ))),
             Ok(ToolCall::Upload { data }) => respond(Ok(text_result(&digest_of(&data)))),
             Ok(ToolCall::Fail { reason }) => respond(Err((TOOL_FAILED, reason))),
@@ -342,8 +342,10 @@ pub fn digest_of(text: &str) -> String {
 
 /// A text result that also carries the text's digest in `_meta.sha256`, so the receiver can
 /// verify end to end what it got.
-pub fn digested_result(text: &str) -> Value {
-    json!({ "content": [{ "type": "text", "text": text }], "isError": false, "_meta": { "sha256": digest_of(text) } })
+/// Takes the text by value: a large result is moved into the value, not copied.
+pub fn digested_result(text: String) -> Value {
+    let sha256 = digest_of(&text);
+    json!({ "content": [{ "type": "text", "text": text }], "isError": false, "_meta": { "sha256": sha256 } })
 }
 
 /// The first text block of a tool result.

@@ -365,7 +365,7 @@ mod tests {
 
     #[test]
     fn bad_durations_and_sizes_say_how_to_write_them() {
-        let d = err("[[workloads]]\nkind = \"download\"\nbytes = \"3GiB\"\n");
+        let d = err("[[workloads]]\nkind = \"download\"\nbytes = \"3TiB\"\n");
         assert!(d.message.contains("unknown size unit"), "{}", d.message);
         let Err(ScenarioError::Invalid(ds)) =
             Scenario::from_toml_str(&format!("duration = \"ten minutes\"\n{BASE}"), "t.toml")
@@ -432,8 +432,8 @@ mod tests {
                 "at most 4294967296 bytes",
             ),
             (
-                "[[workloads]]\nkind = \"download\"\nbytes = \"300MiB\"\n",
-                "at most 268435456 bytes",
+                "[[workloads]]\nkind = \"download\"\nbytes = \"1025MiB\"\n",
+                "at most 1073741824 bytes",
             ),
             (
                 "[[workloads]]\nkind = \"stream\"\nchunks = 10000000\n",

@@ -47,11 +47,12 @@ impl<'de> Deserialize<'de> for Dur {
     }
 }
 
-/// A byte size written as a number or a string with a unit (`"64KiB"`, `"10MiB"`, `"2MB"`).
+/// A byte size written as a number or a string with a unit (`"64KiB"`, `"10MiB"`, `"1GiB"`,
+/// `"2MB"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Default)]
 pub struct Size(pub usize);
 
-/// Parses `65536`, `64KiB`, `10MiB`, `2MB`.
+/// Parses `65536`, `64KiB`, `10MiB`, `1GiB`, `2MB`.
 pub fn parse_size(s: &str) -> Result<usize, String> {
     let s = s.trim();
     let split = s.find(|c: char| !c.is_ascii_digit()).unwrap_or(s.len());
@@ -65,9 +66,11 @@ pub fn parse_size(s: &str) -> Result<usize, String> {
         "MiB" => 1024 * 1024,
         "KB" | "kB" => 1000,
         "MB" => 1_000_000,
+        "GiB" => 1 << 30,
+        "GB" => 1_000_000_000,
         other => {
             return Err(format!(
-                "unknown size unit {other:?}: use B, KiB, MiB, KB or MB"
+                "unknown size unit {other:?}: use B, KiB, MiB, GiB, KB, MB or GB"
             ))
         }
     };
@@ -544,7 +547,10 @@ mod tests {
         assert_eq!(parse_size("10MiB"), Ok(10 * 1024 * 1024));
         assert_eq!(parse_size("2MB"), Ok(2_000_000));
         assert!(parse_size("ten").unwrap_err().contains("not a size"));
-        assert!(parse_size("3GiB")
+        assert_eq!(parse_size("1GiB"), Ok(1 << 30));
+        assert_eq!(parse_size("3GB"), Ok(3_000_000_000));
+        assert!(parse_size("5GiB").unwrap_err().contains("too large"));
+        assert!(parse_size("3TiB")
             .unwrap_err()
             .contains("unknown size unit"));
     }

@@ -168,7 +168,7 @@ fn check_payload(
         {
             too_big(
                 "bytes",
-                format!("at most {MAX_PAYLOAD_BYTES} bytes (256 MiB), got {bytes}"),
+                format!("at most {MAX_PAYLOAD_BYTES} bytes (1 GiB), got {bytes}"),
             )
         }
         WorkloadKind::Fixed(ToolCall::Stream { chunks, .. }) if *chunks > MAX_STREAM_CHUNKS => {

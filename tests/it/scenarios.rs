@@ -123,3 +123,44 @@ content = "random"
         }
     }
 }
+
+/// A transfer larger than the server's send window (16 MiB) goes out a window at a time: it
+/// completes through a relay that answers every event, and through one that answers none
+/// (nostr-rs-relay and ephemeral events), where the window reopens only as unanswered frames
+/// stop counting after their wait, so the transfer takes at least that long.
+#[test]
+fn transfers_larger_than_the_send_window_complete_a_window_at_a_time() {
+    use relaysim::peer::server::{ANSWER_WAIT, SEND_WINDOW_BYTES};
+    let run = |profile: &str| {
+        let text = format!(
+            r#"name = "window"
+seed = 1
+[policy]
+max_transfer_chunks = 100000
+transfer_timeout = "10m"
+request_timeout = "10m"
+[[relays]]
+name = "r"
+profile = "{profile}"
+[[servers]]
+name = "server"
+relays = ["r"]
+[[clients]]
+name = "client"
+relays = ["r"]
+[[workloads]]
+kind = "download"
+bytes = {bytes}
+content = "ascii"
+"#,
+            bytes = SEND_WINDOW_BYTES + (4 << 20)
+        );
+        let s = relaysim::Scenario::from_toml_str(&text, "window.toml").unwrap();
+        let report = s.run(s.seed);
+        let item = report.items[0].clone();
+        assert_eq!(item.outcome, relaysim::Outcome::Completed, "{profile}");
+        item.latency.expect("completed")
+    };
+    assert!(run("ideal") < ANSWER_WAIT);
+    assert!(run("nostr-rs-relay") >= ANSWER_WAIT);
+}

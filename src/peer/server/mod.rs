@@ -23,6 +23,9 @@
 mod requests;
 mod responses;
 mod resumable;
+mod send_window;
+
+pub use send_window::{ANSWER_WAIT, SEND_WINDOW_BYTES};
 
 use super::behaviour::{Behaviour, PublishWait};
 use super::capabilities::Capabilities;
@@ -229,6 +232,8 @@ pub struct ContextVmServer {
     upload_origin: BTreeMap<(PublicKey, ProgressToken), EventId>,
     outgoing: BTreeMap<(PublicKey, ProgressToken), Outgoing>,
     direct: BTreeMap<EventId, DirectResponse>,
+    /// CEP-22 frames out and not yet answered: a transfer's next frame waits for room.
+    window: send_window::SendWindow,
     events: VecDeque<ServerEvent>,
     malformed: u64,
     store: StreamStore<PublicKey>,
@@ -286,6 +291,7 @@ impl ContextVmServer {
             upload_origin: BTreeMap::new(),
             outgoing: BTreeMap::new(),
             direct: BTreeMap::new(),
+            window: send_window::SendWindow::default(),
             events: VecDeque::new(),
             malformed: 0,
         }
@@ -391,6 +397,7 @@ impl ContextVmServer {
     fn pump(&mut self) {
         let now = self.now;
         while let Some((id, outcome)) = self.core.poll_publish_outcome() {
+            self.window.answered(&id);
             let Some(direct) = self.direct.remove(&id) else {
                 continue;
             };
@@ -458,22 +465,26 @@ impl ContextVmServer {
         let mut transfers_done: Vec<String> = Vec::new();
         // Without lanes (relaysim's peers) no frame needs one: none is named.
         let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
+        // Transfer frames are made only while the send window has room (see `send_window`).
+        self.window.expire(now);
+        let mut room = self.window.room();
+        let windowed_from = out.len();
         for o in self.outgoing.values_mut() {
-            while let Some(frame) = o.sender.poll_transmit(now) {
+            while room > 0 {
+                let Some(frame) = o.sender.poll_transmit(now) else {
+                    break;
+                };
                 let lane = lanes.then(|| lane_of(&o.client, &frame.token));
-                out.push((
-                    o.client,
-                    Some(o.reply_to),
-                    frame.to_json(),
-                    o.resumable.clone(),
-                    lane,
-                ));
+                let text = frame.to_json();
+                room = room.saturating_sub(text.len());
+                out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
             }
             if o.sender.is_done() {
                 transfers_done.extend(o.resumable.clone());
             }
         }
         self.outgoing.retain(|_, o| !o.sender.is_done());
+        let windowed = windowed_from..out.len();
         let mut finished: Vec<(u64, Result<Value, ErrorObject>)> = Vec::new();
         let ping_bypass = self.config.behaviour.ping_bypass;
         let e_tags = self.config.behaviour.writer_e_tags;
@@ -516,8 +527,9 @@ impl ContextVmServer {
                 _ => {}
             }
         }
-        for (client, reply_to, text, stream, lane) in out {
-            self.publish_message(
+        for (n, (client, reply_to, text, stream, lane)) in out.into_iter().enumerate() {
+            let bytes = text.len();
+            let id = self.publish_message(
                 &client,
                 reply_to.as_ref(),
                 Vec::new(),
@@ -525,6 +537,9 @@ impl ContextVmServer {
                 stream.as_deref(),
                 lane.as_deref(),
             );
+            if windowed.contains(&n) {
+                self.window.sent(id, bytes, now);
+            }
         }
         // A CEP-22 response's stream ends after its last frame.
         for stream in transfers_done {
@@ -617,6 +632,7 @@ impl Peer for ContextVmServer {
             .chain(self.uploads.poll_timeout())
             .chain(self.store.poll_timeout())
             .chain(self.core.poll_timeout())
+            .chain(self.window.poll_timeout())
             .min()
     }
 

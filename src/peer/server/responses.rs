@@ -64,6 +64,8 @@ impl ContextVmServer {
             },
         };
         let text = message.to_json();
+        // A large result is now text; its value would only double what is held.
+        drop(message);
         let tags = self.capability_tags(call.client);
         let room = if call.stream.is_some() {
             STREAM_TAG_ROOM

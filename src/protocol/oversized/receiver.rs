@@ -472,7 +472,10 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             start_progress,
             accept_slot,
             // Memory grows with what arrives; a declaration alone commits at most 1 MiB.
-            assembled: String::with_capacity((*total_bytes).min(1 << 20) as usize),
+            // The declared size, admitted under the policy's limit above: room reserved is
+            // not memory used until written, and growing by doubling would hold up to twice
+            // the text (and copy it) for a large transfer.
+            assembled: String::with_capacity(usize::try_from(*total_bytes).unwrap_or(0)),
             spans: BTreeMap::new(),
             waiting: BTreeMap::new(),
             received_bytes: 0,
