@@ -164,3 +164,14 @@ content = "ascii"
     assert!(run("ideal") < ANSWER_WAIT);
     assert!(run("nostr-rs-relay") >= ANSWER_WAIT);
 }
+
+/// `scripts/bench.sh` runs `scripts/download-1gib.toml` (too large for a test to run): it must
+/// stay a valid scenario of a 1 GiB download that its receiver admits.
+#[test]
+fn the_benchmark_s_1_gib_download_is_a_valid_scenario() {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("scripts/download-1gib.toml");
+    let scenario = Scenario::from_file(&path).unwrap_or_else(|e| panic!("{e}"));
+    assert_eq!(scenario.name, "download-1gib");
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains("bytes = \"1GiB\""));
+}
