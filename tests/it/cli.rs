@@ -100,9 +100,9 @@ fn a_transfer_is_a_scenario_that_run_repeats() {
 
 #[test]
 fn bad_input_gets_a_clear_error_and_no_panic() {
-    let out = relaysim(&["transfer", "--size", "3GiB"]);
+    let out = relaysim(&["transfer", "--size", "3TiB"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown size unit \"GiB\""));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown size unit \"TiB\""));
     let out = relaysim(&["transfer", "--loss", "1.5"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--loss must be a probability"));

@@ -20,6 +20,7 @@
 //!   stream on it waits up to `resumeInterval.max` for a `pong`, since a client that lost its
 //!   connection answers once it resumes.
 
+mod pump;
 mod requests;
 mod responses;
 mod resumable;
@@ -30,22 +31,18 @@ pub use send_window::{ANSWER_WAIT, SEND_WINDOW_BYTES};
 use super::behaviour::{Behaviour, PublishWait};
 use super::capabilities::Capabilities;
 use super::client::PROTOCOL_VERSION;
-use super::core::{Clock, PeerCore, PublishOutcome};
+use super::core::{Clock, PeerCore};
 use super::engines::Implementation;
 use super::event::SignedEventEnvelope;
 use super::streams::{stream_tag, STREAM_TAG_ROOM};
-use super::tools::{
-    stream_chunk_text, text_result, tool_codes, SimulatedTools, ToolAction, ToolHandler,
-};
+use super::tools::{stream_chunk_text, tool_codes, SimulatedTools, ToolAction, ToolHandler};
 use super::Peer;
 use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
 use crate::protocol::endpoint::{StreamWriting, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
-use crate::protocol::open_stream::{StreamBody, StreamFrame, WriterConfig, WriterState};
-use crate::protocol::oversized::{
-    ReceiverConfig, ReceiverEvent, SenderConfig, TransferBody, TransferFrame,
-};
+use crate::protocol::open_stream::{StreamFrame, WriterConfig, WriterState};
+use crate::protocol::oversized::{ReceiverConfig, SenderConfig, TransferBody, TransferFrame};
 use crate::protocol::resumable::messages::{self as stream_msg, StreamRef};
 use crate::protocol::resumable::server::{StoreConfig, StoreStats, StreamStore};
 use nostr::prelude::{Event, EventId, PublicKey};
@@ -391,192 +388,6 @@ impl ContextVmServer {
         // response carrying them may still be in flight). The receiver completes either
         // numbering, so an accept the client did not need costs one event.
         self.uploads.handle_frame(&client, frame, self.now);
-    }
-
-    /// Publishes what the engines have to send and finishes streams that ended.
-    fn pump(&mut self) {
-        let now = self.now;
-        while let Some((id, outcome)) = self.core.poll_publish_outcome() {
-            self.window.answered(&id);
-            let Some(direct) = self.direct.remove(&id) else {
-                continue;
-            };
-            if outcome == PublishOutcome::SizeRejected {
-                // The relays' limit is below this event's size, and we do not know by how
-                // much: retry (and from now on send) with half of it.
-                self.budget = self.budget.min(direct.published_size / 2).max(MIN_BUDGET);
-                self.send_oversized(direct.call, direct.text);
-            }
-        }
-        // Oversized requests that completed are requests like any other.
-        while let Some(event) = self.uploads.poll_event() {
-            match event {
-                ReceiverEvent::Completed {
-                    peer,
-                    token,
-                    parsed,
-                    ..
-                } => {
-                    let origin = self.upload_origin.remove(&(peer, token));
-                    match (parsed.map(|m| *m), origin) {
-                        (Some(Message::Request { id, method, params }), Some(origin)) => {
-                            self.on_request(peer, origin, id, method, params)
-                        }
-                        _ => self.malformed += 1,
-                    }
-                }
-                ReceiverEvent::Failed {
-                    peer,
-                    token,
-                    failure,
-                } => {
-                    self.upload_origin.remove(&(peer, token.clone()));
-                    let family = format!("upload-{}", failure.cause());
-                    let cause = match failure.detail() {
-                        Some(words) => format!("{family}: {words}"),
-                        None => family,
-                    };
-                    self.events.push_back(ServerEvent::UploadFailed {
-                        client: peer,
-                        token,
-                        cause,
-                    });
-                }
-                ReceiverEvent::Started { .. } => {}
-            }
-        }
-        // Who, in reply to what, the text, its resumable stream, and its lane (frames of one
-        // transfer or stream wait for each other when the behaviour says so).
-        type Out = (
-            PublicKey,
-            Option<EventId>,
-            String,
-            Option<String>,
-            Option<String>,
-        );
-        let mut out: Vec<Out> = Vec::new();
-        while let Some((client, frame)) = self.uploads.poll_transmit() {
-            let origin = self
-                .upload_origin
-                .get(&(client, frame.token.clone()))
-                .copied();
-            out.push((client, origin, frame.to_json(), None, None));
-        }
-        let mut transfers_done: Vec<String> = Vec::new();
-        // Without lanes (relaysim's peers) no frame needs one: none is named.
-        let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
-        // Transfer frames are made only while the send window has room (see `send_window`).
-        self.window.expire(now);
-        let mut room = self.window.room();
-        let windowed_from = out.len();
-        for o in self.outgoing.values_mut() {
-            while room > 0 {
-                let Some(frame) = o.sender.poll_transmit(now) else {
-                    break;
-                };
-                let lane = lanes.then(|| lane_of(&o.client, &frame.token));
-                let text = frame.to_json();
-                room = room.saturating_sub(text.len());
-                out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
-            }
-            if o.sender.is_done() {
-                transfers_done.extend(o.resumable.clone());
-            }
-        }
-        self.outgoing.retain(|_, o| !o.sender.is_done());
-        let windowed = windowed_from..out.len();
-        let mut finished: Vec<(u64, Result<Value, ErrorObject>)> = Vec::new();
-        let ping_bypass = self.config.behaviour.ping_bypass;
-        let e_tags = self.config.behaviour.writer_e_tags;
-        for ((client, _), stream) in self.streams.iter_mut() {
-            let reply_to = self
-                .calls
-                .get(&stream.call)
-                .map(|c| c.request_event)
-                .filter(|_| e_tags);
-            while let Some(frame) = stream.writer.poll_transmit(now) {
-                let bypass = ping_bypass && matches!(frame.body, StreamBody::Ping { .. });
-                let lane = (lanes && !bypass).then(|| lane_of(client, &frame.token));
-                out.push((
-                    *client,
-                    reply_to,
-                    frame.to_json(),
-                    stream.resumable.clone(),
-                    lane,
-                ));
-            }
-            if stream.responded {
-                continue;
-            }
-            match stream.writer.state() {
-                WriterState::Closed => {
-                    stream.responded = true;
-                    let text = format!("streamed {} chunks", stream.written);
-                    finished.push((stream.call, Ok(text_result(&text))));
-                }
-                WriterState::Failed(failure) => {
-                    stream.responded = true;
-                    finished.push((
-                        stream.call,
-                        Err(error(
-                            codes::INTERNAL_ERROR,
-                            format!("stream aborted: {failure}"),
-                        )),
-                    ));
-                }
-                _ => {}
-            }
-        }
-        for (n, (client, reply_to, text, stream, lane)) in out.into_iter().enumerate() {
-            let bytes = text.len();
-            let id = self.publish_message(
-                &client,
-                reply_to.as_ref(),
-                Vec::new(),
-                text,
-                stream.as_deref(),
-                lane.as_deref(),
-            );
-            if windowed.contains(&n) {
-                self.window.sent(id, bytes, now);
-            }
-        }
-        // A CEP-22 response's stream ends after its last frame.
-        for stream in transfers_done {
-            self.end_resumable(&stream);
-        }
-        // The final response goes out after the close (or abort) frame just published.
-        for (call, response) in finished {
-            self.respond(call, response);
-        }
-        let stats = self.store.stats();
-        if stats != self.reported_stats {
-            // The store frees streams only as it counts them (acknowledged or abandoned): then
-            // their origins are needed no more.
-            let store = &self.store;
-            self.stream_origin.retain(|id, _| store.holds(id));
-            self.reported_stats = stats;
-            self.events.push_back(ServerEvent::StreamStats(stats));
-        }
-        self.streams
-            .retain(|_, s| !(s.responded && s.writer.is_done()));
-        // Writes that waited for their lane go on once it is free: an SDK writer's `write` holds
-        // its lock until the frame before it was published.
-        let core = &self.core;
-        let free: Vec<u64> = self
-            .streams
-            .iter_mut()
-            .filter(|((client, token), s)| {
-                s.write_waiting && !core.lane_busy(&lane_of(client, token))
-            })
-            .map(|(_, s)| {
-                s.write_waiting = false;
-                s.call
-            })
-            .collect();
-        for call in free {
-            self.schedule(now, Job::WriteChunk(call));
-        }
     }
 }
 
