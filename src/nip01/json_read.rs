@@ -208,12 +208,14 @@ impl Reader<'_> {
     fn object(&mut self) -> Option<Value> {
         self.nested(|r| {
             r.at += 1;
-            let mut map = Map::new();
             r.whitespace();
             if r.bytes.get(r.at) == Some(&b'}') {
                 r.at += 1;
-                return Some(Value::Object(map));
+                return Some(Value::Object(Map::new()));
             }
+            // Entries first, then a map made once at its size: inserting into a growing map
+            // rehashed it several times per object.
+            let mut entries = Vec::with_capacity(8);
             loop {
                 r.whitespace();
                 if r.bytes.get(r.at) != Some(&b'"') {
@@ -226,12 +228,18 @@ impl Reader<'_> {
                 }
                 r.at += 1;
                 let value = r.value()?;
-                map.insert(key, value);
+                entries.push((key, value));
                 r.whitespace();
                 match *r.bytes.get(r.at)? {
                     b',' => r.at += 1,
                     b'}' => {
                         r.at += 1;
+                        // In order, so a repeated key keeps the first one's place and the
+                        // last one's value, as `serde_json` does.
+                        let mut map = Map::with_capacity(entries.len());
+                        for (key, value) in entries {
+                            map.insert(key, value);
+                        }
                         return Some(Value::Object(map));
                     }
                     _ => return None,

@@ -26,7 +26,7 @@ mod responses;
 mod resumable;
 mod send_window;
 
-pub use send_window::{ANSWER_WAIT, SEND_WINDOW_BYTES};
+pub use send_window::{ANSWER_WAIT, MAX_FRAMES_OUT, SEND_WINDOW_BYTES};
 
 use super::behaviour::{Behaviour, PublishWait};
 use super::capabilities::Capabilities;
@@ -207,6 +207,8 @@ struct Outgoing {
     reply_to: EventId,
     sender: Box<dyn TransferSending>,
     resumable: Option<String>,
+    /// Its frames out and not yet answered: its next frame waits for room.
+    window: send_window::SendWindow,
 }
 
 /// A ContextVM server with the simulated tools.
@@ -229,8 +231,6 @@ pub struct ContextVmServer {
     upload_origin: BTreeMap<(PublicKey, ProgressToken), EventId>,
     outgoing: BTreeMap<(PublicKey, ProgressToken), Outgoing>,
     direct: BTreeMap<EventId, DirectResponse>,
-    /// CEP-22 frames out and not yet answered: a transfer's next frame waits for room.
-    window: send_window::SendWindow,
     events: VecDeque<ServerEvent>,
     malformed: u64,
     store: StreamStore<PublicKey>,
@@ -288,7 +288,6 @@ impl ContextVmServer {
             upload_origin: BTreeMap::new(),
             outgoing: BTreeMap::new(),
             direct: BTreeMap::new(),
-            window: send_window::SendWindow::default(),
             events: VecDeque::new(),
             malformed: 0,
         }
@@ -443,7 +442,11 @@ impl Peer for ContextVmServer {
             .chain(self.uploads.poll_timeout())
             .chain(self.store.poll_timeout())
             .chain(self.core.poll_timeout())
-            .chain(self.window.poll_timeout())
+            .chain(
+                self.outgoing
+                    .values()
+                    .filter_map(|o| o.window.poll_timeout()),
+            )
             .min()
     }
 

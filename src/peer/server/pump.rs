@@ -1,12 +1,12 @@
 //! The server's pump: after every input, publish what its engines have to send (uploads'
-//! accepts, CEP-22 response frames within the send window, CEP-41 stream frames), then the
+//! accepts, CEP-22 response frames within their send windows, CEP-41 stream frames), then the
 //! responses of calls that ended.
 
 use super::{codes, error, lane_of, ContextVmServer, Job, ServerEvent, MIN_BUDGET};
 use crate::peer::behaviour::PublishWait;
 use crate::peer::core::PublishOutcome;
 use crate::peer::tools::text_result;
-use crate::protocol::jsonrpc::{ErrorObject, Message};
+use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken};
 use crate::protocol::open_stream::{StreamBody, WriterState};
 use crate::protocol::oversized::ReceiverEvent;
 use nostr::prelude::{EventId, PublicKey};
@@ -17,7 +17,9 @@ impl ContextVmServer {
     pub(super) fn pump(&mut self) {
         let now = self.now;
         while let Some((id, outcome)) = self.core.poll_publish_outcome() {
-            self.window.answered(&id);
+            for o in self.outgoing.values_mut() {
+                o.window.answered(&id);
+            }
             let Some(direct) = self.direct.remove(&id) else {
                 continue;
             };
@@ -85,11 +87,12 @@ impl ContextVmServer {
         let mut transfers_done: Vec<String> = Vec::new();
         // Without lanes (relaysim's peers) no frame needs one: none is named.
         let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
-        // Transfer frames are made only while the send window has room (see `send_window`).
-        self.window.expire(now);
-        let mut room = self.window.room();
-        let windowed_from = out.len();
-        for o in self.outgoing.values_mut() {
+        // A transfer's frames are made only while its send window has room (see
+        // `send_window`); each made is noted, with its transfer, to count once published.
+        let mut windowed: Vec<(usize, (PublicKey, ProgressToken))> = Vec::new();
+        for (key, o) in self.outgoing.iter_mut() {
+            o.window.expire(now);
+            let mut room = o.window.room();
             while room > 0 {
                 let Some(frame) = o.sender.poll_transmit(now) else {
                     break;
@@ -97,6 +100,7 @@ impl ContextVmServer {
                 let lane = lanes.then(|| lane_of(&o.client, &frame.token));
                 let text = frame.to_json();
                 room = room.saturating_sub(text.len());
+                windowed.push((out.len(), key.clone()));
                 out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
             }
             if o.sender.is_done() {
@@ -104,7 +108,6 @@ impl ContextVmServer {
             }
         }
         self.outgoing.retain(|_, o| !o.sender.is_done());
-        let windowed = windowed_from..out.len();
         let mut finished: Vec<(u64, Result<Value, ErrorObject>)> = Vec::new();
         let ping_bypass = self.config.behaviour.ping_bypass;
         let e_tags = self.config.behaviour.writer_e_tags;
@@ -147,6 +150,7 @@ impl ContextVmServer {
                 _ => {}
             }
         }
+        let mut windowed = windowed.into_iter().peekable();
         for (n, (client, reply_to, text, stream, lane)) in out.into_iter().enumerate() {
             let bytes = text.len();
             let id = self.publish_message(
@@ -157,8 +161,11 @@ impl ContextVmServer {
                 stream.as_deref(),
                 lane.as_deref(),
             );
-            if windowed.contains(&n) {
-                self.window.sent(id, bytes, now);
+            if let Some((_, key)) = windowed.next_if(|(at, _)| *at == n) {
+                // A finished transfer's window went with it: nothing waits on it any more.
+                if let Some(o) = self.outgoing.get_mut(&key) {
+                    o.window.sent(id, bytes, now);
+                }
             }
         }
         // A CEP-22 response's stream ends after its last frame.

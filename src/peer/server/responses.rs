@@ -168,6 +168,7 @@ impl ContextVmServer {
                         reply_to: call.request_event,
                         sender,
                         resumable: call.stream.clone(),
+                        window: Default::default(),
                     },
                 );
                 self.events.push_back(ServerEvent::Responded {

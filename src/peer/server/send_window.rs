@@ -1,15 +1,19 @@
-//! How much of its CEP-22 transfers a server has out at once.
+//! How much of a CEP-22 response a server has out at once.
 //!
 //! Without a bound, a server makes every frame of a transfer the moment it answers, so a
 //! 1 GiB result is a second gibibyte of frames (and their events) in flight at once. A real
-//! client cannot do that either: its socket's send buffer fills and it waits, or it awaits
-//! each publish (the TypeScript SDK). Here a transfer's next frame is made only while the
-//! bytes of frames published and not yet answered by every relay are under
-//! [`SEND_WINDOW_BYTES`]. A frame no relay answers (a relay that sends no `OK`) stops counting
-//! after [`ANSWER_WAIT`], so the window never closes for good.
+//! sender cannot do that either: its socket's send buffer fills and it waits, or it awaits
+//! each publish (the TypeScript SDK). Here each transfer's next frame is made only while its
+//! frames published and not yet answered by every relay come to less than
+//! [`SEND_WINDOW_BYTES`] (counted as frame text, so an escape-heavy payload's frames can be
+//! four times its size) and number fewer than [`MAX_FRAMES_OUT`] (the publish tallies a peer
+//! keeps; a tally forgotten would never be answered). A frame not answered (a relay that sends
+//! no `OK`, or one that is down) stops counting after [`ANSWER_WAIT`], so the window never
+//! closes for good; over such a relay a large transfer goes out 16 MiB per 10 s.
 //!
-//! Transfers of up to 16 MiB never fill the window, so they go out exactly as before: the
-//! window only changes the timing of larger ones.
+//! A response whose frames come to less than 16 MiB never fills its window, so it goes out
+//! exactly as before; each transfer has its own window, so concurrent transfers do not wait
+//! for each other.
 
 use nostr::prelude::EventId;
 use std::collections::{BTreeMap, VecDeque};
@@ -17,6 +21,8 @@ use std::time::Duration;
 
 /// Bytes of transfer frames a server has published and not yet had answered, at most.
 pub const SEND_WINDOW_BYTES: usize = 16 << 20;
+/// Frames a transfer has out and not yet answered, at most.
+pub const MAX_FRAMES_OUT: usize = 4096;
 /// How long a published frame counts against the window without its relays' answers.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
@@ -33,6 +39,9 @@ pub(super) struct SendWindow {
 impl SendWindow {
     /// Bytes that may still go out before the window is full.
     pub(super) fn room(&self) -> usize {
+        if self.out.len() >= MAX_FRAMES_OUT {
+            return 0;
+        }
         SEND_WINDOW_BYTES.saturating_sub(self.bytes)
     }
 
@@ -94,6 +103,24 @@ mod tests {
         w.answered(&id(1));
         w.answered(&id(3));
         assert_eq!(w.room(), SEND_WINDOW_BYTES / 2);
+    }
+
+    #[test]
+    fn many_small_frames_fill_the_window_too() {
+        let mut w = SendWindow::default();
+        for n in 0..MAX_FRAMES_OUT {
+            assert!(w.room() > 0);
+            w.sent(EventId::from_byte_array(hash(n)), 1, Duration::ZERO);
+        }
+        assert_eq!(w.room(), 0);
+        w.answered(&EventId::from_byte_array(hash(0)));
+        assert!(w.room() > 0);
+    }
+
+    fn hash(n: usize) -> [u8; 32] {
+        let mut bytes = [0; 32];
+        bytes[..8].copy_from_slice(&(n as u64).to_le_bytes());
+        bytes
     }
 
     #[test]

@@ -39,6 +39,8 @@ use std::collections::{BTreeMap, VecDeque};
 use std::ops::Range;
 use std::time::Duration;
 
+/// Bytes a transfer's declared size reserves at most before any chunk arrives.
+const MAX_RESERVED: u64 = 2 << 30;
 /// Receiver limits and timers. Defaults follow the reference SDK where it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiverConfig {
@@ -471,11 +473,11 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             total_chunks: *total_chunks,
             start_progress,
             accept_slot,
-            // Memory grows with what arrives; a declaration alone commits at most 1 MiB.
-            // The declared size, admitted under the policy's limit above: room reserved is
-            // not memory used until written, and growing by doubling would hold up to twice
-            // the text (and copy it) for a large transfer.
-            assembled: String::with_capacity(usize::try_from(*total_bytes).unwrap_or(0)),
+            // The declared size, admitted under the policy's limit above, up to 2 GiB (a
+            // limit set out of reach must not let a declaration reserve without end): room
+            // reserved is not memory used until written, and growing by doubling would hold
+            // up to twice the text (and copy it) for a large transfer.
+            assembled: String::with_capacity((*total_bytes).min(MAX_RESERVED) as usize),
             spans: BTreeMap::new(),
             waiting: BTreeMap::new(),
             received_bytes: 0,
