@@ -150,35 +150,49 @@ impl Message {
 
     /// Reads a JSON-RPC message from a parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, JsonRpcError> {
-        let Value::Object(mut obj) = value else {
+        let Value::Object(obj) = value else {
             return Err(JsonRpcError::NotAnObject);
         };
-        if obj.get("jsonrpc").and_then(Value::as_str) != Some("2.0") {
+        // One pass over the fields (removing them one by one hashed and moved the map each
+        // time); the checks below keep their order, so errors are the same.
+        let (mut version, mut params, mut method, mut id, mut result, mut error) =
+            (None, None, None, None, None, None);
+        for (key, value) in obj {
+            let slot = match key.as_str() {
+                "jsonrpc" => &mut version,
+                "params" => &mut params,
+                "method" => &mut method,
+                "id" => &mut id,
+                "result" => &mut result,
+                "error" => &mut error,
+                _ => continue,
+            };
+            *slot = Some(value);
+        }
+        if version.as_ref().and_then(Value::as_str) != Some("2.0") {
             return Err(JsonRpcError::BadVersion);
         }
-        let params = match obj.remove("params") {
+        let params = match params {
             None => None,
             Some(p @ (Value::Object(_) | Value::Array(_))) => Some(p),
             Some(_) => return Err(bad("params", "an object or an array")),
         };
-        if let Some(method) = obj.remove("method") {
+        if let Some(method) = method {
             let Value::String(method) = method else {
                 return Err(bad("method", "a string"));
             };
-            return match obj.get("id") {
+            return match id {
                 None => Ok(Message::Notification { method, params }),
                 Some(id) => Ok(Message::Request {
-                    id: RequestId::from_value(id, "id")?,
+                    id: RequestId::from_value(&id, "id")?,
                     method,
                     params,
                 }),
             };
         }
-        let id = obj
-            .remove("id")
-            .ok_or(JsonRpcError::UnknownShape("no `method` and no `id`"))?;
+        let id = id.ok_or(JsonRpcError::UnknownShape("no `method` and no `id`"))?;
         let id = &id;
-        match (obj.remove("result"), obj.remove("error")) {
+        match (result, error) {
             (Some(result), None) => Ok(Message::Response {
                 id: RequestId::from_value(id, "id")?,
                 result,
@@ -386,28 +400,45 @@ impl ProgressParams {
     /// As [`ProgressParams::from_value`], taking the value apart instead of copying it (a
     /// chunk's data is moved, not cloned).
     pub fn from_owned(value: Value) -> Result<Self, JsonRpcError> {
-        let Value::Object(mut rest) = value else {
+        let Value::Object(fields) = value else {
             return Err(bad("params", "an object"));
         };
-        let token = rest
-            .shift_remove("progressToken")
-            .ok_or(bad("params.progressToken", "present"))?;
+        // One pass over the fields (removing five keys one by one shifted the map five
+        // times); the checks below keep their order, so errors are the same.
+        let (mut token, mut progress, mut total, mut message, mut cvm) =
+            (None, None, None, None, None);
+        let mut rest = Map::new();
+        for (key, value) in fields {
+            let slot = match key.as_str() {
+                "progressToken" => &mut token,
+                "progress" => &mut progress,
+                "total" => &mut total,
+                "message" => &mut message,
+                "cvm" => &mut cvm,
+                _ => {
+                    rest.insert(key, value);
+                    continue;
+                }
+            };
+            *slot = Some(value);
+        }
+        let token = token.ok_or(bad("params.progressToken", "present"))?;
         let progress_token = RequestId::from_value(&token, "params.progressToken")?;
-        let progress = match rest.shift_remove("progress") {
+        let progress = match progress {
             Some(Value::Number(n)) => n,
             _ => return Err(bad("params.progress", "a number")),
         };
-        let total = match rest.shift_remove("total") {
+        let total = match total {
             None => None,
             Some(Value::Number(n)) => Some(n),
             Some(_) => return Err(bad("params.total", "a number")),
         };
-        let message = match rest.shift_remove("message") {
+        let message = match message {
             None => None,
             Some(Value::String(s)) => Some(s),
             Some(_) => return Err(bad("params.message", "a string")),
         };
-        let cvm = match rest.shift_remove("cvm") {
+        let cvm = match cvm {
             None => None,
             Some(Value::Object(o)) => Some(o),
             Some(_) => return Err(bad("params.cvm", "an object")),
