@@ -92,14 +92,15 @@ impl ContextVmServer {
         let mut windowed: Vec<(usize, (PublicKey, ProgressToken))> = Vec::new();
         for (key, o) in self.outgoing.iter_mut() {
             o.window.expire(now);
-            let mut room = o.window.room();
-            while room > 0 {
+            let (mut room, mut frames) = (o.window.room(), o.window.frames_room());
+            while room > 0 && frames > 0 {
                 let Some(frame) = o.sender.poll_transmit(now) else {
                     break;
                 };
                 let lane = lanes.then(|| lane_of(&o.client, &frame.token));
                 let text = frame.to_json();
                 room = room.saturating_sub(text.len());
+                frames -= 1;
                 windowed.push((out.len(), key.clone()));
                 out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
             }

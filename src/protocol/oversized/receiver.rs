@@ -41,6 +41,18 @@ use std::time::Duration;
 
 /// Bytes a transfer's declared size reserves at most before any chunk arrives.
 const MAX_RESERVED: u64 = 2 << 30;
+
+/// An empty text with room for `declared` bytes (at most [`MAX_RESERVED`]), or less room if
+/// the system will not give it: the text grows as chunks arrive either way.
+fn reserved(declared: u64) -> String {
+    let mut text = String::new();
+    let room = usize::try_from(declared.min(MAX_RESERVED)).unwrap_or(usize::MAX);
+    if text.try_reserve_exact(room).is_err() {
+        // Too large for this platform or this system's memory: no room up front.
+        text = String::new();
+    }
+    text
+}
 /// Receiver limits and timers. Defaults follow the reference SDK where it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiverConfig {
@@ -477,7 +489,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             // limit set out of reach must not let a declaration reserve without end): room
             // reserved is not memory used until written, and growing by doubling would hold
             // up to twice the text (and copy it) for a large transfer.
-            assembled: String::with_capacity((*total_bytes).min(MAX_RESERVED) as usize),
+            assembled: reserved(*total_bytes),
             spans: BTreeMap::new(),
             waiting: BTreeMap::new(),
             received_bytes: 0,
@@ -844,5 +856,19 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             self.orphan_bytes -= frame_bytes(&old);
             self.counters.orphans_dropped += 1;
         }
+    }
+}
+
+#[cfg(test)]
+mod reservation_tests {
+    use super::*;
+
+    #[test]
+    fn a_declared_size_reserves_room_up_to_the_cap_and_never_panics() {
+        assert!(reserved(10).capacity() >= 10);
+        // A policy with no limit lets any size through admission: the room stays capped, and a
+        // size this system cannot give is no room at all rather than an abort.
+        assert!(reserved(u64::MAX).capacity() <= MAX_RESERVED as usize);
+        assert!(reserved(u64::MAX).is_empty());
     }
 }
