@@ -23,9 +23,9 @@ read -r wall user sys rss_kb <"$out/time"
 events=$(python3 -c "import json,sys; r=json.load(open(sys.argv[1])); print(r['counters']['events_published'])" "$out/esc.json" 2>/dev/null || true)
 
 # A 1 GiB download and a 256 MiB one: peak memory against the payload, and time against size.
-/usr/bin/time -f "%e %U %S %M" -o "$out/gib.time" "$bin" run scripts/download-1gib.toml >/dev/null
+/usr/bin/time -f "%e %U %S %M" -o "$out/gib.time" "$bin" run scripts/download-1gib.toml --out "$out/gib" >/dev/null
 sed 's/bytes = "1GiB"/bytes = "256MiB"/' scripts/download-1gib.toml >"$out/download-256mib.toml"
-/usr/bin/time -f "%e %U %S %M" -o "$out/quarter.time" "$bin" run "$out/download-256mib.toml" >/dev/null
+/usr/bin/time -f "%e %U %S %M" -o "$out/quarter.time" "$bin" run "$out/download-256mib.toml" --out "$out/quarter" >/dev/null
 
 # The benches print their own tables; keep them for the summary.
 cargo bench --quiet --bench world 2>/dev/null >"$out/world.txt"
