@@ -11,7 +11,7 @@ use relaysim::trace::EventsMode;
 
 #[derive(clap::Args, Debug)]
 pub(super) struct TransferArgs {
-    /// Size of the tool result text: bytes, or with a KiB/MiB/KB/MB suffix.
+    /// Size of the tool result text: bytes, or with a KiB/MiB/GiB/KB/MB/GB suffix.
     #[arg(long, default_value = "1MiB", value_parser = relaysim::scenario::spec::parse_size)]
     size: usize,
     /// What the text is made of: ascii, escape-heavy, utf8 or random.

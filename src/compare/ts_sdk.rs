@@ -109,24 +109,16 @@ pub fn plan(scenario: &Scenario, seed: u64) -> TsSdkPlan {
             ToolCall::Stream { chunks: 0, .. } => {
                 Err("peers.mjs cannot stream no chunks".to_owned())
             }
-            ToolCall::LargeResult { bytes, .. } => match out.large_bytes {
-                Some(b) if b != *bytes => Err(format!(
-                    "peers.mjs has one --large-bytes ({b}), this download is {bytes} B"
-                )),
-                _ => {
-                    out.large_bytes = Some(*bytes);
-                    Ok("large")
-                }
-            },
-            ToolCall::Stream { chunks, .. } => match out.stream_chunks {
-                Some(c) if c != *chunks => Err(format!(
-                    "peers.mjs has one --stream-chunks ({c}), this stream has {chunks}"
-                )),
-                _ => {
-                    out.stream_chunks = Some(*chunks);
-                    Ok("stream")
-                }
-            },
+            ToolCall::LargeResult { bytes, .. } => the_only(&mut out.large_bytes, *bytes)
+                .map(|()| "large")
+                .map_err(|b| {
+                    format!("peers.mjs has one --large-bytes ({b}), this download is {bytes} B")
+                }),
+            ToolCall::Stream { chunks, .. } => the_only(&mut out.stream_chunks, *chunks)
+                .map(|()| "stream")
+                .map_err(|c| {
+                    format!("peers.mjs has one --stream-chunks ({c}), this stream has {chunks}")
+                }),
             other => Err(format!(
                 "peers.mjs has no call like {}",
                 other.arguments().0
@@ -316,6 +308,18 @@ pub async fn run(
         });
     }
     Ok(read)
+}
+
+/// Sets `slot` to `value` unless it holds another value already (peers.mjs takes one of each
+/// size per run), which is returned.
+fn the_only<T: Copy + PartialEq>(slot: &mut Option<T>, value: T) -> Result<(), T> {
+    match *slot {
+        Some(held) if held != value => Err(held),
+        _ => {
+            *slot = Some(value);
+            Ok(())
+        }
+    }
 }
 
 #[cfg(test)]

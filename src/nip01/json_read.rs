@@ -447,24 +447,24 @@ mod tests {
         })
     }
 
+    /// `value` as `serde_json` writes it, compact or pretty.
+    fn text_of(value: &Value, pretty: bool) -> String {
+        if pretty {
+            serde_json::to_string_pretty(value).expect("writes")
+        } else {
+            serde_json::to_string(value).expect("writes")
+        }
+    }
+
     proptest! {
         #[test]
         fn any_value_is_read_back_as_serde_json_reads_it(v in any_value(), pretty in any::<bool>()) {
-            let text = if pretty {
-                serde_json::to_string_pretty(&v).expect("writes")
-            } else {
-                serde_json::to_string(&v).expect("writes")
-            };
-            same_as_serde_json(&text);
+            same_as_serde_json(&text_of(&v, pretty));
         }
 
         #[test]
         fn values_without_floats_are_read_here_without_serde_json(v in any_value_without_floats(), pretty in any::<bool>()) {
-            let text = if pretty {
-                serde_json::to_string_pretty(&v).expect("writes")
-            } else {
-                serde_json::to_string(&v).expect("writes")
-            };
+            let text = text_of(&v, pretty);
             let mut reader = Reader { text: &text, bytes: text.as_bytes(), at: 0, depth: 0 };
             prop_assert_eq!(reader.document(), Some(v));
         }

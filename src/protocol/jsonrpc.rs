@@ -266,26 +266,22 @@ impl Message {
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b"\":");
         }
+        fn call(out: &mut Vec<u8>, method: &str, params: Option<&Value>) {
+            key(out, "method");
+            write_escaped(out, method);
+            if let Some(p) = params {
+                key(out, "params");
+                write_value(out, p);
+            }
+        }
         let mut out = br#"{"jsonrpc":"2.0""#.to_vec();
         match self {
             Message::Request { id, method, params } => {
                 key(&mut out, "id");
                 write_value(&mut out, &id.to_value());
-                key(&mut out, "method");
-                write_escaped(&mut out, method);
-                if let Some(p) = params {
-                    key(&mut out, "params");
-                    write_value(&mut out, p);
-                }
+                call(&mut out, method, params.as_ref());
             }
-            Message::Notification { method, params } => {
-                key(&mut out, "method");
-                write_escaped(&mut out, method);
-                if let Some(p) = params {
-                    key(&mut out, "params");
-                    write_value(&mut out, p);
-                }
-            }
+            Message::Notification { method, params } => call(&mut out, method, params.as_ref()),
             Message::Response { id, result } => {
                 key(&mut out, "id");
                 write_value(&mut out, &id.to_value());

@@ -375,19 +375,8 @@ fn candidate(trace: &Trace, undos: &[Undo], kept: &[usize]) -> Vec<Line> {
                 } = &trace.lines[*line]
                 {
                     let key = to.key(trace);
-                    body.push((
-                        key,
-                        Line::Delivered {
-                            t: key.0,
-                            relay: relay.clone(),
-                            peer: peer.clone(),
-                            id: id.clone(),
-                            latency_us: latency_us.saturating_sub(old.saturating_sub(key.0)),
-                            reordered: false,
-                            duplicate: false,
-                            via: None,
-                        },
-                    ));
+                    let latency = latency_us.saturating_sub(old.saturating_sub(key.0));
+                    body.push((key, plain_delivery(key.0, relay, peer, id, latency)));
                 }
             }
             Edit::Deliver {
@@ -400,19 +389,8 @@ fn candidate(trace: &Trace, undos: &[Undo], kept: &[usize]) -> Vec<Line> {
             } => {
                 removed.extend(*lost);
                 let key = to.key(trace);
-                body.push((
-                    key,
-                    Line::Delivered {
-                        t: key.0,
-                        relay: relay.clone(),
-                        peer: peer.clone(),
-                        id: id.clone(),
-                        latency_us: key.0.saturating_sub(*published),
-                        reordered: false,
-                        duplicate: false,
-                        via: None,
-                    },
-                ));
+                let latency = key.0.saturating_sub(*published);
+                body.push((key, plain_delivery(key.0, relay, peer, id, latency)));
             }
         }
     }
@@ -431,6 +409,21 @@ fn candidate(trace: &Trace, undos: &[Undo], kept: &[usize]) -> Vec<Line> {
     lines.extend(body.into_iter().map(|(_, line)| line));
     lines.push(trace.lines[last].clone());
     lines
+}
+
+/// A delivery of `id` to `peer` at `t`, marked neither reordered nor duplicate: what an undone
+/// disturbance leaves.
+fn plain_delivery(t: u64, relay: &str, peer: &str, id: &str, latency_us: u64) -> Line {
+    Line::Delivered {
+        t,
+        relay: relay.to_owned(),
+        peer: peer.to_owned(),
+        id: id.to_owned(),
+        latency_us,
+        reordered: false,
+        duplicate: false,
+        via: None,
+    }
 }
 
 #[cfg(test)]
