@@ -5,10 +5,11 @@
 //! value, so the same run produces byte-identical events. Nothing here reads the wall clock or
 //! the OS random source (`nostr`'s `Keys::generate`, `Timestamp::now` and `sign_schnorr` do).
 
+use nostr::event::Signature;
 use nostr::prelude::{Event, EventId, Keys, Kind, PublicKey, SecretKey, Tag, Tags, Timestamp};
 use secp256k1::{Secp256k1, SignOnly};
 use sha2::{Digest as _, Sha256};
-use std::sync::LazyLock;
+use std::sync::{Arc, LazyLock};
 
 /// `created_at` at virtual time zero: a fixed epoch keeps runs reproducible.
 pub const EPOCH_SECS: u64 = 1_700_000_000;
@@ -21,7 +22,14 @@ static SIGNER: LazyLock<Secp256k1<SignOnly>> = LazyLock::new(Secp256k1::signing_
 /// A peer's signing identity, derived from a seed and a name.
 #[derive(Debug, Clone)]
 pub struct Identity {
-    keys: Keys,
+    keys: Arc<Keys>,
+    /// Whether its events carry a placeholder until their signature is read (`deferred`).
+    defers: bool,
+}
+
+/// The BIP-340 signature of `id` by `keys`, with the fixed auxiliary value.
+pub(crate) fn schnorr(keys: &Keys, id: &EventId) -> Signature {
+    keys.sign_schnorr_with_aux_rand(&SIGNER, id.as_bytes(), &AUX_RAND)
 }
 
 impl Identity {
@@ -38,11 +46,22 @@ impl Identity {
             h.update(counter.to_le_bytes());
             if let Ok(secret) = SecretKey::from_slice(&h.finalize()) {
                 return Identity {
-                    keys: Keys::new(secret),
+                    keys: Arc::new(Keys::new(secret)),
+                    defers: false,
                 };
             }
         }
         unreachable!("a valid secret key is found long before the counter wraps")
+    }
+
+    /// This identity, signing its events with a placeholder that stands for the signature
+    /// until something reads it ([`super::deferred`]): for the `des` world, where nothing but a
+    /// trace storing events whole reads signatures, and where signing is a small event's
+    /// largest cost.
+    pub fn deferring_signatures(mut self) -> Self {
+        super::deferred::register(&self.keys);
+        self.defers = true;
+        self
     }
 
     /// The public key.
@@ -59,7 +78,8 @@ impl Identity {
         h.finalize().into()
     }
 
-    /// Builds and signs an event, deterministically.
+    /// Builds and signs an event, deterministically (with a placeholder signature if this
+    /// identity defers its signatures).
     ///
     /// The content is escaped once, for the id's serialisation and the event's JSON together
     /// (byte for byte what `EventId::compute` and `Event::as_json` write; tests check both),
@@ -84,9 +104,11 @@ impl Identity {
         canonical.push(']');
         let id = EventId::from_byte_array(Sha256::digest(canonical.as_bytes()).into());
         drop(canonical);
-        let sig = self
-            .keys
-            .sign_schnorr_with_aux_rand(&SIGNER, id.as_bytes(), &AUX_RAND);
+        let sig = if self.defers {
+            super::deferred::placeholder(&id)
+        } else {
+            schnorr(&self.keys, &id)
+        };
         let mut json = String::with_capacity(head.len() + content_json.len() + 240);
         json.push_str("{\"id\":\"");
         json.push_str(&id.to_hex());

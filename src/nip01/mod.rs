@@ -1,6 +1,7 @@
 //! Nostr only: deterministic identities, signed events and NIP-01 messages as values. Nothing
 //! here knows ContextVM; the layers above build on it.
 
+pub mod deferred;
 pub(crate) mod event_json;
 pub(crate) mod identity;
 pub mod json_read;

@@ -162,7 +162,8 @@ pub enum Invalid {
 
 /// Verifies `event` as `Event::verify` does. A vouched event with equal fields passes as it
 /// is; otherwise its id is recomputed, and its signature checked unless this
-/// `(id, signature)` pair was vouched for.
+/// `(id, signature)` pair was vouched for or is a deferred signature's placeholder
+/// ([`super::deferred`]).
 pub fn verify(event: &Event) -> Result<(), Invalid> {
     let key = pair(event);
     let (same_fields, vouched_pair) = MEMO.with(|m| {
@@ -179,6 +180,10 @@ pub fn verify(event: &Event) -> Result<(), Invalid> {
         return Err(Invalid::Id);
     }
     if vouched_pair {
+        return Ok(());
+    }
+    if super::deferred::stands_for_a_signature(event) {
+        vouch(event);
         return Ok(());
     }
     if !event.verify_signature() {
@@ -276,5 +281,31 @@ mod tests {
         json["tags"] = serde_json::json!([["p", "00"]]);
         let retagged = Event::from_json(json.to_string()).unwrap();
         assert_eq!(verify(&retagged), Err(Invalid::Id));
+    }
+
+    #[test]
+    fn a_deferred_signature_verifies_after_the_memo_forgets_it_and_tampering_is_still_caught() {
+        let me = Identity::derive(6, "f").deferring_signatures();
+        let good = me.sign(1, 0, vec![], "deferred".into());
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        assert_eq!(verify(&good), Ok(()));
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        // Changed fields: the placeholder still matches the stored id, the id not the fields.
+        assert_eq!(verify(&with_content(&good, "tampered")), Err(Invalid::Id));
+        // A real signature of another event, or a placeholder of another id, fails in full.
+        let other = me.sign(1, 0, vec![], "other".into());
+        assert_eq!(verify(&with_sig_of(&good, &other)), Err(Invalid::Signature));
+        let eager = Identity::derive(6, "g");
+        let mut foreign = eager.sign(1, 0, vec![], "x".into());
+        foreign.sig = crate::nip01::deferred::placeholder(&foreign.id);
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        assert_eq!(
+            verify(&foreign),
+            Err(Invalid::Signature),
+            "not a deferring key"
+        );
+        drop(me);
+        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        assert_eq!(verify(&good), Err(Invalid::Signature), "its key is gone");
     }
 }

@@ -150,6 +150,7 @@ impl Observer for TraceWriter {
                 bytes: *bytes,
                 event: match self.events {
                     EventsMode::Full => serde_json::from_str(json).ok().map(|mut e| {
+                        crate::nip01::deferred::complete_json(&mut e);
                         crate::peer::streams::redact_event_json(&mut e);
                         e
                     }),

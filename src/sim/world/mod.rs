@@ -360,7 +360,7 @@ impl World {
 
     /// Adds a server peer named `name` on `relays`; returns its index.
     pub fn add_server(&mut self, name: &str, relays: &[usize], config: ServerConfig) -> usize {
-        let identity = Identity::derive(self.seed(), name);
+        let identity = Identity::derive(self.seed(), name).deferring_signatures();
         let rng = self.streams.stream(&format!("server/{name}/tools"));
         let server = ContextVmServer::new(identity, self.relay_names(relays), config, rng);
         let index = self.servers.len();
@@ -381,7 +381,7 @@ impl World {
         server: usize,
         configure: impl FnOnce(&mut ClientConfig),
     ) -> usize {
-        let identity = Identity::derive(self.seed(), name);
+        let identity = Identity::derive(self.seed(), name).deferring_signatures();
         let mut config = ClientConfig::new(self.servers[server].1.public_key());
         configure(&mut config);
         let client = ContextVmClient::new(identity, self.relay_names(relays), config);
