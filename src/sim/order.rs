@@ -14,6 +14,7 @@
 
 use super::world::PeerId;
 use nostr::prelude::EventId;
+use rustc_hash::FxHashMap;
 use std::collections::BTreeMap;
 
 /// The mechanism behind an out-of-order or duplicate delivery.
@@ -102,12 +103,14 @@ struct Stages {
 /// `P`: the des world's [`PeerId`], or whatever a live relay knows a connection by.
 #[derive(Debug)]
 pub struct OrderTracker<P = PeerId> {
+    // The maps by event are only looked up, never iterated into output, so they hash (ids are
+    // SHA-256 outputs); the des world keeps an entry per event for the whole run.
     /// Author and the ordinal at which the author made it.
-    made: BTreeMap<EventId, (P, u64)>,
-    /// By event, then relay (so forgetting an event is one removal).
-    stages: BTreeMap<EventId, BTreeMap<usize, Stages>>,
+    made: FxHashMap<EventId, (P, u64)>,
+    /// By event, then relay (so forgetting an event is one removal); an event meets few relays.
+    stages: FxHashMap<EventId, Vec<(usize, Stages)>>,
     /// The relay whose copy each reader took first.
-    first_copy: BTreeMap<EventId, BTreeMap<P, usize>>,
+    first_copy: FxHashMap<EventId, Readers<P>>,
     /// Entries in `first_copy`: one per event and reader, what grows fastest when one event
     /// reaches many readers.
     copies: usize,
@@ -147,14 +150,67 @@ struct Newest {
 impl<P> Default for OrderTracker<P> {
     fn default() -> Self {
         OrderTracker {
-            made: BTreeMap::new(),
-            stages: BTreeMap::new(),
-            first_copy: BTreeMap::new(),
+            made: FxHashMap::default(),
+            stages: FxHashMap::default(),
+            first_copy: FxHashMap::default(),
             copies: 0,
             newest: BTreeMap::new(),
             newest_entries: 0,
             pruned_at: 0,
             counter: 0,
+        }
+    }
+}
+
+/// The readers that took a copy of one event, with the relay of their first copy: a short list
+/// while few (most events have one reader), a map once many (one event broadcast to many
+/// subscribers of a live relay).
+#[derive(Debug)]
+enum Readers<P> {
+    Few(Vec<(P, usize)>),
+    Many(BTreeMap<P, usize>),
+}
+
+impl<P> Default for Readers<P> {
+    fn default() -> Self {
+        Readers::Few(Vec::new())
+    }
+}
+
+impl<P: Ord + Copy> Readers<P> {
+    /// Readers beyond which a list is slower than a map.
+    const FEW: usize = 16;
+
+    fn get(&self, reader: &P) -> Option<&usize> {
+        match self {
+            Readers::Few(list) => list.iter().find(|(p, _)| p == reader).map(|(_, r)| r),
+            Readers::Many(map) => map.get(reader),
+        }
+    }
+
+    /// Records `reader`'s first copy unless it has one; true if it is new.
+    fn insert_first(&mut self, reader: P, relay: usize) -> bool {
+        if self.get(&reader).is_some() {
+            return false;
+        }
+        match self {
+            Readers::Few(list) if list.len() < Self::FEW => list.push((reader, relay)),
+            Readers::Few(list) => {
+                let mut map: BTreeMap<P, usize> = list.drain(..).collect();
+                map.insert(reader, relay);
+                *self = Readers::Many(map);
+            }
+            Readers::Many(map) => {
+                map.insert(reader, relay);
+            }
+        }
+        true
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Readers::Few(list) => list.len(),
+            Readers::Many(map) => map.len(),
         }
     }
 }
@@ -166,11 +222,15 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     fn stage(&mut self, relay: usize, event: EventId) -> &mut Stages {
-        self.stages
-            .entry(event)
-            .or_default()
-            .entry(relay)
-            .or_default()
+        let relays = self.stages.entry(event).or_default();
+        let at = match relays.iter().position(|(r, _)| *r == relay) {
+            Some(at) => at,
+            None => {
+                relays.push((relay, Stages::default()));
+                relays.len() - 1
+            }
+        };
+        &mut relays[at].1
     }
 
     /// Forgets `event`: a long-running live relay keeps only the latest events' stages, so
@@ -301,8 +361,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
             .first_copy
             .entry(event)
             .or_default()
-            .insert(reader, relay)
-            .is_none()
+            .insert_first(reader, relay)
         {
             self.copies += 1;
         }
@@ -358,7 +417,8 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     fn stages_at(&self, relay: usize, event: EventId) -> Option<Stages> {
-        self.stages.get(&event)?.get(&relay).copied()
+        let relays = self.stages.get(&event)?;
+        relays.iter().find(|(r, _)| *r == relay).map(|(_, s)| *s)
     }
 
     /// The first stage at which a later event got ahead of this one, given the stages of
