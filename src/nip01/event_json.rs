@@ -11,7 +11,7 @@
 //! the bound never changes a result.
 
 use nostr::prelude::{Event, EventId};
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Events whose JSON is kept at most.
@@ -22,7 +22,7 @@ const MAX_BYTES: usize = 32 << 20;
 /// The memo.
 #[derive(Debug, Default)]
 pub(crate) struct EventJson {
-    by_id: BTreeMap<EventId, Arc<str>>,
+    by_id: rustc_hash::FxHashMap<EventId, Arc<str>>,
     order: VecDeque<EventId>,
     bytes: usize,
 }

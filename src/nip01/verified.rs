@@ -22,7 +22,8 @@
 
 use nostr::prelude::{Event, Kind, PublicKey, Tags, Timestamp};
 use std::cell::RefCell;
-use std::collections::{HashMap, HashSet, VecDeque};
+use rustc_hash::{FxHashMap, FxHashSet};
+use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Pairs remembered per thread before the memo is emptied (96 bytes each: about 6 MiB).
@@ -78,8 +79,8 @@ impl Fields {
 
 #[derive(Default)]
 struct Memo {
-    pairs: HashSet<Pair>,
-    fields: HashMap<Pair, Fields>,
+    pairs: FxHashSet<Pair>,
+    fields: FxHashMap<Pair, Fields>,
     /// Pairs with fields, oldest first, and their content bytes in all.
     order: VecDeque<Pair>,
     bytes: usize,
@@ -147,6 +148,12 @@ pub(crate) fn json_of(event: &Event) -> Option<Arc<str>> {
             None
         }
     })
+}
+
+/// The length of `event`'s JSON: from the JSON its signer left when there is one, else by
+/// serialising it.
+pub(crate) fn json_len(event: &Event) -> usize {
+    json_of(event).map_or_else(|| event.as_json().len(), |json| json.len())
 }
 
 /// Why an event fails verification.

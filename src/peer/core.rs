@@ -10,6 +10,7 @@ use super::event::CONTEXTVM_KIND;
 use crate::nip01::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
 use nostr::prelude::{Event, EventId, Filter, Kind, PublicKey, Tag};
+use rustc_hash::{FxHashMap, FxHashSet};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::time::Duration;
@@ -61,17 +62,17 @@ pub struct PeerCore {
     epoch_secs: u64,
     clock: Clock,
     dedup: Dedup,
-    seen: BTreeSet<EventId>,
+    seen: FxHashSet<EventId>,
     seen_order: VecDeque<EventId>,
     outbox: VecDeque<(RelayName, ClientMessage)>,
-    publications: BTreeMap<EventId, Publication>,
+    publications: FxHashMap<EventId, Publication>,
     publication_order: VecDeque<EventId>,
     outcomes: VecDeque<(EventId, PublishOutcome)>,
     duplicates_dropped: u64,
     wait: PublishWait,
     lanes: BTreeMap<String, Lane>,
     /// The lane of each event that holds one back.
-    in_flight: BTreeMap<EventId, String>,
+    in_flight: FxHashMap<EventId, String>,
 }
 
 /// One lane's publications: the event being published and the ones waiting for it.
@@ -102,16 +103,16 @@ impl PeerCore {
             epoch_secs: EPOCH_SECS,
             clock: Clock::default(),
             dedup: super::behaviour::Behaviour::relaysim().dedup,
-            seen: BTreeSet::new(),
+            seen: FxHashSet::default(),
             seen_order: VecDeque::new(),
             outbox: VecDeque::new(),
-            publications: BTreeMap::new(),
+            publications: FxHashMap::default(),
             publication_order: VecDeque::new(),
             outcomes: VecDeque::new(),
             duplicates_dropped: 0,
             wait: PublishWait::Immediate,
             lanes: BTreeMap::new(),
-            in_flight: BTreeMap::new(),
+            in_flight: FxHashMap::default(),
         }
     }
 

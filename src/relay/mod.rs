@@ -76,7 +76,7 @@ pub struct Relay {
     connections: BTreeMap<ConnId, Connection>,
     /// The connections' subscriptions by the `p` values they ask for.
     index: sub_index::SubIndex,
-    stored: BTreeMap<EventId, (Arc<Event>, Duration)>,
+    stored: rustc_hash::FxHashMap<EventId, (Arc<Event>, Duration)>,
     stored_order: VecDeque<(Duration, EventId)>,
     /// Content bytes of the stored events.
     stored_bytes: usize,
@@ -111,7 +111,7 @@ impl Relay {
             epoch_secs: EPOCH_SECS,
             connections: BTreeMap::new(),
             index: sub_index::SubIndex::default(),
-            stored: BTreeMap::new(),
+            stored: rustc_hash::FxHashMap::default(),
             stored_order: VecDeque::new(),
             stored_bytes: 0,
             store_bounds: (MAX_STORED_EVENTS, MAX_STORED_BYTES),
@@ -317,8 +317,7 @@ impl Relay {
         let id = event.id;
         // The JSON its signer left (this very event, fields compared) saves serialising it
         // only to measure it.
-        let json_len = crate::nip01::verified::json_of(&event)
-            .map_or_else(|| event.as_json().len(), |json| json.len());
+        let json_len = crate::nip01::verified::json_len(&event);
         let message_len = json_len + r#"["EVENT",]"#.len();
         if let Some(max) = self.profile.max_message_bytes {
             if message_len > max {
@@ -460,16 +459,20 @@ impl Relay {
         let event = Arc::new(event);
         let id = event.id;
         let ephemeral = event.kind.is_ephemeral();
-        let listeners = self.listeners(&event);
-        if ephemeral && self.profile.ephemeral.mute_without_listener && listeners == 0 {
+        // Counted only where the profile says something with it (matching is a second pass
+        // over the candidates `broadcast` walks).
+        let mute = ephemeral && self.profile.ephemeral.mute_without_listener;
+        let listeners = (mute || self.profile.ok_message.contains("{n}"))
+            .then(|| self.listeners(&event));
+        if mute && listeners == Some(0) {
             return self.refuse(conn, id, "mute: no one was listening for this".into());
         }
         self.counters.accepted += 1;
         if !ephemeral || self.profile.ephemeral.send_ok {
-            let message = self
-                .profile
-                .ok_message
-                .replace("{n}", &listeners.to_string());
+            let message = match listeners {
+                Some(n) => self.profile.ok_message.replace("{n}", &n.to_string()),
+                None => self.profile.ok_message.clone(),
+            };
             self.send(
                 conn,
                 RelayMessage::Ok {

@@ -87,7 +87,7 @@ impl ContextVmServer {
             text.clone(),
             self.now,
         );
-        let published_size = event.as_json().len();
+        let published_size = crate::nip01::verified::json_len(&event);
         if published_size + room <= self.budget {
             let client = call.client;
             let lane = self.response_lane(&call);
