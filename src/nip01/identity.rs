@@ -85,44 +85,61 @@ impl Identity {
     /// (byte for byte what `EventId::compute` and `Event::as_json` write; tests check both),
     /// and the JSON is left with the vouched event for whoever serialises it next.
     pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
+        use std::io::Write as _;
         let pubkey = self.public_key();
         let created_at = Timestamp::from_secs(created_at);
         let kind = Kind::from(kind);
         let tags = Tags::from_list(tags);
-        let pubkey_hex = pubkey.to_hex();
         let tags_json = serde_json::to_string(&tags).expect("tags serialize");
-        let content_json = super::json_text::escaped(&content);
-        let head = format!(
-            "\"{pubkey_hex}\",{},{},{tags_json},",
+        // The JSON, `{"id":…,"pubkey":…,"created_at":…,"kind":…,"tags":…,"content":…,"sig":…}`,
+        // is written first with the id left blank, and the id's serialisation,
+        // `[0,pubkey,created_at,kind,tags,content]`, is hashed from its pieces: the content is
+        // escaped once, straight into the JSON.
+        let mut json = Vec::with_capacity(content.len() + tags_json.len() + 320);
+        json.extend_from_slice(b"{\"id\":\"");
+        let id_at = json.len();
+        json.extend_from_slice(&[b'0'; 64]);
+        json.extend_from_slice(b"\",\"pubkey\":\"");
+        let pubkey_at = json.len();
+        json.extend_from_slice(&[b'0'; 64]);
+        hex::encode_to_slice(pubkey.to_bytes(), &mut json[pubkey_at..pubkey_at + 64])
+            .expect("64 hex digits for 32 bytes");
+        let fields_at = json.len();
+        write!(
+            json,
+            "\",\"created_at\":{},\"kind\":{},\"tags\":{tags_json},\"content\":",
             created_at.as_secs(),
             kind.as_u16()
-        );
-        let mut canonical = String::with_capacity(head.len() + content_json.len() + 4);
-        canonical.push_str("[0,");
-        canonical.push_str(&head);
-        canonical.push_str(&content_json);
-        canonical.push(']');
-        let id = EventId::from_byte_array(Sha256::digest(canonical.as_bytes()).into());
-        drop(canonical);
+        )
+        .expect("writing to memory");
+        let content_at = json.len();
+        super::json_text::write_escaped(&mut json, &content);
+        let mut hash = Sha256::new();
+        hash.update(b"[0,\"");
+        hash.update(&json[pubkey_at..pubkey_at + 64]);
+        hash.update(format!(
+            "\",{},{},{tags_json},",
+            created_at.as_secs(),
+            kind.as_u16()
+        ));
+        hash.update(&json[content_at..]);
+        hash.update(b"]");
+        debug_assert!(json[fields_at..content_at].ends_with(b"\"content\":"));
+        let id = EventId::from_byte_array(hash.finalize().into());
+        hex::encode_to_slice(id.as_bytes(), &mut json[id_at..id_at + 64])
+            .expect("64 hex digits for 32 bytes");
         let sig = if self.defers {
             super::deferred::placeholder(&id)
         } else {
             schnorr(&self.keys, &id)
         };
-        let mut json = String::with_capacity(head.len() + content_json.len() + 240);
-        json.push_str("{\"id\":\"");
-        json.push_str(&id.to_hex());
-        json.push_str("\",\"pubkey\":\"");
-        json.push_str(&pubkey_hex);
-        json.push_str(&format!(
-            "\",\"created_at\":{},\"kind\":{},\"tags\":{tags_json},\"content\":",
-            created_at.as_secs(),
-            kind.as_u16()
-        ));
-        json.push_str(&content_json);
-        json.push_str(",\"sig\":\"");
-        json.push_str(&sig.to_string());
-        json.push_str("\"}");
+        json.extend_from_slice(b",\"sig\":\"");
+        let sig_at = json.len();
+        json.extend_from_slice(&[b'0'; 128]);
+        hex::encode_to_slice(sig.as_bytes(), &mut json[sig_at..sig_at + 128])
+            .expect("128 hex digits for 64 bytes");
+        json.extend_from_slice(b"\"}");
+        let json = String::from_utf8(json).expect("escaped JSON keeps UTF-8 whole");
         let event = Event::new(id, pubkey, created_at, kind, tags, content, sig);
         // Made here, so good: relays of this process need not verify it again.
         super::verified::vouch_with_json(&event, json.into());

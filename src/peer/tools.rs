@@ -350,7 +350,8 @@ pub fn digested_result(text: String) -> Value {
 
 /// The first text block of a tool result.
 pub fn result_text(result: &Value) -> Option<&str> {
-    result.pointer("/content/0/text").and_then(Value::as_str)
+    // Field by field: `Value::pointer` allocates for every path it walks.
+    result.get("content")?.get(0)?.get("text")?.as_str()
 }
 
 /// The `tools/list` result.
@@ -414,7 +415,8 @@ impl Expected {
             Expected::Text(t) => text == Some(t.as_str()),
             Expected::SelfDigest => {
                 let claimed = result
-                    .pointer("/_meta/sha256")
+                    .get("_meta")
+                    .and_then(|m| m.get("sha256"))
                     .and_then(serde_json::Value::as_str);
                 text.is_some_and(|t| Some(digest_of(t).as_str()) == claimed)
             }

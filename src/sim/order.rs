@@ -222,7 +222,11 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     fn stage(&mut self, relay: usize, event: EventId) -> &mut Stages {
-        let relays = self.stages.entry(event).or_default();
+        // Most events meet one relay: room for one, not the four a first push makes.
+        let relays = self
+            .stages
+            .entry(event)
+            .or_insert_with(|| Vec::with_capacity(1));
         let at = match relays.iter().position(|(r, _)| *r == relay) {
             Some(at) => at,
             None => {

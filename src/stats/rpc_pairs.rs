@@ -121,7 +121,10 @@ impl RpcPairs {
         ) else {
             return; // a notification or a response
         };
-        let method = match message.pointer("/params/name").and_then(Value::as_str) {
+        let method = match message
+            .get("params")
+            .and_then(|p| p.get("name"))
+            .and_then(Value::as_str) {
             Some(tool) if method == "tools/call" => format!("tools/call {tool}"),
             _ => method.to_owned(),
         };
@@ -190,7 +193,11 @@ impl RpcPairs {
         let answers = serde_json::from_str::<Value>(content).is_ok_and(|m| {
             m.get("result").is_some()
                 || m.get("error").is_some()
-                || m.pointer("/params/cvm/frameType").and_then(Value::as_str) == Some("end")
+                || m.get("params")
+                    .and_then(|p| p.get("cvm"))
+                    .and_then(|c| c.get("frameType"))
+                    .and_then(Value::as_str)
+                    == Some("end")
         });
         for id in known {
             if let Some(request) = self.requests.get_mut(id) {

@@ -18,7 +18,8 @@ impl ContextVmServer {
         });
         let params = params.unwrap_or(Value::Null);
         let token = params
-            .pointer("/_meta/progressToken")
+            .get("_meta")
+            .and_then(|m| m.get("progressToken"))
             .and_then(|v| match v {
                 Value::String(s) => Some(ProgressToken::String(s.clone())),
                 Value::Number(n) => n.as_i64().map(ProgressToken::Number),
