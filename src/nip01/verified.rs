@@ -21,8 +21,8 @@
 //! reach a run's output.
 
 use nostr::prelude::{Event, Kind, PublicKey, Tags, Timestamp};
-use std::cell::RefCell;
 use rustc_hash::{FxHashMap, FxHashSet};
+use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::sync::Arc;
 

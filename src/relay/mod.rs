@@ -462,8 +462,8 @@ impl Relay {
         // Counted only where the profile says something with it (matching is a second pass
         // over the candidates `broadcast` walks).
         let mute = ephemeral && self.profile.ephemeral.mute_without_listener;
-        let listeners = (mute || self.profile.ok_message.contains("{n}"))
-            .then(|| self.listeners(&event));
+        let listeners =
+            (mute || self.profile.ok_message.contains("{n}")).then(|| self.listeners(&event));
         if mute && listeners == Some(0) {
             return self.refuse(conn, id, "mute: no one was listening for this".into());
         }

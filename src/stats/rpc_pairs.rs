@@ -124,7 +124,8 @@ impl RpcPairs {
         let method = match message
             .get("params")
             .and_then(|p| p.get("name"))
-            .and_then(Value::as_str) {
+            .and_then(Value::as_str)
+        {
             Some(tool) if method == "tools/call" => format!("tools/call {tool}"),
             _ => method.to_owned(),
         };
