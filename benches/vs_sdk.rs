@@ -1,6 +1,7 @@
 //! relaysim's CEP-22 and CEP-41 receivers beside the published contextvm-sdk crate's (0.2.2),
 //! fed identical frames from their JSON-RPC text: each side parses the text its own way
-//! (relaysim: `Message::parse` into typed frames; the SDK: `serde_json` into its
+//! (relaysim as its peers do: a chunk read straight from its text by `chunk_text::read`,
+//! any other frame through `Message::parse`; the SDK: `serde_json` into its
 //! `JsonRpcNotification`) and runs its receiver. Wall clock, best of several runs; the machine
 //! is named in the README's performance section. Run with
 //!
@@ -21,12 +22,13 @@ use contextvm_sdk::JsonRpcNotification;
 use futures_util::{FutureExt, StreamExt};
 use relaysim::nip01::Identity;
 use relaysim::peer::event::SignedEventEnvelope;
+use relaysim::protocol::chunk_text::{self, ProgressFrame};
 use relaysim::protocol::jsonrpc::{Message, RequestId};
 use relaysim::protocol::open_stream::{
-    OpenStreamRegistry, OpenStreamWriter, StreamFrame, StreamPolicy, WriterConfig,
+    OpenStreamRegistry, OpenStreamWriter, StreamPolicy, WriterConfig,
 };
 use relaysim::protocol::oversized::{
-    OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferFrame,
+    OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
 };
 use std::time::{Duration, Instant};
 
@@ -56,14 +58,25 @@ fn transfer_frames(payload: &str) -> Vec<String> {
         .collect()
 }
 
+/// A frame as relaysim's peers read one: a chunk straight from its text, anything else through
+/// the JSON-RPC message.
+fn read_frame(text: &str) -> ProgressFrame {
+    chunk_text::read(text).unwrap_or_else(|| {
+        let params = Message::parse(text).unwrap().into_progress_params();
+        ProgressFrame::from_params(&params.unwrap().unwrap()).unwrap()
+    })
+}
+
 fn relaysim_transfer(frames: &[String]) -> bool {
     let mut r = OversizedReceiver::new(ReceiverConfig {
         send_accept: false,
         ..ReceiverConfig::default()
     });
     for text in frames {
-        let params = Message::parse(text).unwrap().into_progress_params();
-        let frame = TransferFrame::from_params(&params.unwrap().unwrap()).unwrap();
+        let frame = match read_frame(text) {
+            ProgressFrame::Transfer(frame) => frame,
+            ProgressFrame::Stream(_) => unreachable!("a CEP-22 transfer"),
+        };
         r.handle_frame(&0u8, frame, Duration::ZERO);
     }
     std::iter::from_fn(|| r.poll_event()).any(|e| matches!(e, ReceiverEvent::Completed { .. }))
@@ -104,8 +117,10 @@ fn relaysim_stream(frames: &[String]) -> usize {
     });
     let mut read = 0;
     for text in frames {
-        let params = Message::parse(text).unwrap().into_progress_params();
-        let frame = StreamFrame::from_params(&params.unwrap().unwrap()).unwrap();
+        let frame = match read_frame(text) {
+            ProgressFrame::Stream(frame) => frame,
+            ProgressFrame::Transfer(_) => unreachable!("a CEP-41 stream"),
+        };
         r.handle_frame(&0u8, frame, Duration::ZERO);
         while r.read(&0u8, &token).is_some() {
             read += 1;

@@ -34,6 +34,23 @@ pub fn parse(text: &str) -> serde_json::Result<Value> {
     }
 }
 
+/// The JSON string at the start of `text` (which must start with its opening quote), decoded,
+/// and the text after its closing quote; `None` where [`parse`] would leave the string to
+/// `serde_json` (an error, a lone surrogate). Whatever it returns is what `serde_json` reads.
+pub fn string_prefix(text: &str) -> Option<(String, &str)> {
+    if !text.starts_with('"') {
+        return None;
+    }
+    let mut reader = Reader {
+        text,
+        bytes: text.as_bytes(),
+        at: 0,
+        depth: 0,
+    };
+    let decoded = reader.string()?;
+    Some((decoded, &text[reader.at..]))
+}
+
 /// What each byte writes: `[0]` outside an escape (itself), `[1]` just after a `\\` (what
 /// the escape stands for).
 const DECODE: [[u8; 256]; 2] = {

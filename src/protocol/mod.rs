@@ -3,6 +3,7 @@
 //! a run); output goes out through `poll_*` methods. Nothing here depends on other relaysim
 //! modules.
 
+pub mod chunk_text;
 pub(crate) mod cvm;
 pub mod endpoint;
 pub mod envelope;

@@ -19,12 +19,10 @@ use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
 use crate::protocol::endpoint::{StreamReading, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
-use crate::protocol::open_stream::{
-    RegistryEvent, StreamChunk, StreamFailure, StreamFrame, StreamPolicy,
-};
+use crate::protocol::open_stream::{RegistryEvent, StreamChunk, StreamFailure, StreamPolicy};
 use crate::protocol::oversized::{
     ReceiverConfig, ReceiverEvent, SenderConfig, SenderFailure, SenderState, TransferBody,
-    TransferFailure, TransferFrame,
+    TransferFailure,
 };
 use crate::protocol::resumable::client::{
     Arrival, FollowerConfig, FollowerEvent, FollowerRequest, StreamFollower,

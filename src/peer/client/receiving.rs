@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::peer::behaviour::CallRefresh;
+use crate::protocol::chunk_text::{self, ProgressFrame};
 
 impl ContextVmClient {
     pub(super) fn fail_call(&mut self, call: CallId, failure: CallFailure) {
@@ -47,6 +48,15 @@ impl ContextVmClient {
                 if let Some(call) = call {
                     call.soft_deadline = now + call.patience;
                 }
+            }
+        }
+        if stream_position(event).is_none() {
+            // A chunk read straight from its text is the frame the general path reads.
+            if let Some(frame) = chunk_text::read(&event.content) {
+                self.touch(frame.token());
+                self.on_frame(frame);
+                self.drain_engines();
+                return;
             }
         }
         let message = match Message::parse(&event.content) {
@@ -148,8 +158,6 @@ impl ContextVmClient {
             self.drain_engines();
             return;
         }
-        let server = self.config.server;
-        let now = self.now;
         match message {
             Message::Response { id, result } => self.finish(&id, Ok(result)),
             Message::Error {
@@ -161,30 +169,42 @@ impl ContextVmClient {
                     return;
                 };
                 self.touch(&params.progress_token);
-                if let Ok(frame) = TransferFrame::from_params(&params) {
-                    let for_upload = matches!(
-                        frame.body,
-                        TransferBody::Accept | TransferBody::Abort { .. }
-                    ) && self.uploads.contains_key(&frame.token);
-                    if for_upload {
-                        if let Some(sender) = self.uploads.get_mut(&frame.token) {
-                            sender.handle_frame(&frame);
-                        }
-                    } else {
-                        self.downloads.handle_frame(&server, frame, now);
-                    }
-                } else if let Ok(frame) = StreamFrame::from_params(&params) {
-                    // Any token this client issued: the final response may overtake the stream's
-                    // frames on the relay, so a finished call still takes its stream.
-                    let ours = self.call_of(&frame.token).is_some();
-                    if ours {
-                        self.streams.handle_frame(&server, frame, now);
-                    }
+                if let Some(frame) = ProgressFrame::from_params(&params) {
+                    self.on_frame(frame);
                 }
             }
             Message::Request { .. } | Message::Error { id: None, .. } => {}
         }
         self.drain_engines();
+    }
+
+    /// A CEP-22 or CEP-41 frame from the server.
+    fn on_frame(&mut self, frame: ProgressFrame) {
+        let server = self.config.server;
+        let now = self.now;
+        match frame {
+            ProgressFrame::Transfer(frame) => {
+                let for_upload = matches!(
+                    frame.body,
+                    TransferBody::Accept | TransferBody::Abort { .. }
+                ) && self.uploads.contains_key(&frame.token);
+                if for_upload {
+                    if let Some(sender) = self.uploads.get_mut(&frame.token) {
+                        sender.handle_frame(&frame);
+                    }
+                } else {
+                    self.downloads.handle_frame(&server, frame, now);
+                }
+            }
+            ProgressFrame::Stream(frame) => {
+                // Any token this client issued: the final response may overtake the stream's
+                // frames on the relay, so a finished call still takes its stream.
+                let ours = self.call_of(&frame.token).is_some();
+                if ours {
+                    self.streams.handle_frame(&server, frame, now);
+                }
+            }
+        }
     }
 
     pub(super) fn finish(&mut self, id: &RequestId, response: Result<Value, ErrorObject>) {

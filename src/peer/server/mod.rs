@@ -39,9 +39,10 @@ use super::tools::{stream_chunk_text, tool_codes, SimulatedTools, ToolAction, To
 use super::Peer;
 use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
+use crate::protocol::chunk_text::{self, ProgressFrame};
 use crate::protocol::endpoint::{StreamWriting, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
-use crate::protocol::open_stream::{StreamFrame, WriterConfig, WriterState};
+use crate::protocol::open_stream::{WriterConfig, WriterState};
 use crate::protocol::oversized::{ReceiverConfig, SenderConfig, TransferBody, TransferFrame};
 use crate::protocol::resumable::messages::{self as stream_msg, StreamRef};
 use crate::protocol::resumable::server::{StoreConfig, StoreStats, StreamStore};
@@ -332,6 +333,10 @@ impl ContextVmServer {
             .or_insert((Capabilities::default(), false))
             .0
             .learn(advertised);
+        // A chunk read straight from its text is the frame the general path reads.
+        if let Some(frame) = chunk_text::read(&event.content) {
+            return self.on_frame(client, event.id, frame);
+        }
         match Message::parse(&event.content) {
             Ok(message) => self.on_message(client, event.id, message),
             Err(_) => self.malformed += 1,
@@ -355,15 +360,23 @@ impl ContextVmServer {
                 let Some(Ok(params)) = message.into_progress_params() else {
                     return;
                 };
-                if let Ok(frame) = TransferFrame::from_params(&params) {
-                    self.on_transfer_frame(client, event_id, frame);
-                } else if let Ok(frame) = StreamFrame::from_params(&params) {
-                    if let Some(stream) = self.streams.get_mut(&(client, frame.token.clone())) {
-                        stream.writer.handle_frame(&frame, self.now);
-                    }
+                if let Some(frame) = ProgressFrame::from_params(&params) {
+                    self.on_frame(client, event_id, frame);
                 }
             }
             Message::Response { .. } | Message::Error { .. } => {}
+        }
+    }
+
+    /// A CEP-22 or CEP-41 frame from `client`.
+    fn on_frame(&mut self, client: PublicKey, event_id: EventId, frame: ProgressFrame) {
+        match frame {
+            ProgressFrame::Transfer(frame) => self.on_transfer_frame(client, event_id, frame),
+            ProgressFrame::Stream(frame) => {
+                if let Some(stream) = self.streams.get_mut(&(client, frame.token.clone())) {
+                    stream.writer.handle_frame(&frame, self.now);
+                }
+            }
         }
     }
 
