@@ -63,13 +63,16 @@ pub(crate) fn placeholder(id: &EventId) -> Signature {
     Signature::from_byte_array(bytes)
 }
 
+/// Whether `event`'s signature is the placeholder for its id.
+pub(crate) fn is_placeholder(event: &Event) -> bool {
+    let sig: &[u8] = event.sig.as_ref();
+    sig[..32] == *event.id.as_bytes() && sig[32..] == *event.id.as_bytes()
+}
+
 /// Whether `event` carries a placeholder whose signature an identity of this thread would make:
 /// then it is as good as signed, provided its id is the hash of its fields (checked apart).
 pub(crate) fn stands_for_a_signature(event: &Event) -> bool {
-    let sig: &[u8] = event.sig.as_ref();
-    sig[..32] == *event.id.as_bytes()
-        && sig[32..] == *event.id.as_bytes()
-        && keys_of(&event.pubkey).is_some()
+    is_placeholder(event) && keys_of(&event.pubkey).is_some()
 }
 
 /// The real signature of `id` by the deferring identity behind `pubkey`, if there is one.

@@ -95,7 +95,9 @@ impl Identity {
         // is written first with the id left blank, and the id's serialisation,
         // `[0,pubkey,created_at,kind,tags,content]`, is hashed from its pieces: the content is
         // escaped once, straight into the JSON.
-        let mut json = Vec::with_capacity(content.len() + tags_json.len() + 320);
+        // Room for the content escaped as `write_escaped` reserves it, so it never grows.
+        let content_room = content.len() + content.len().min(super::json_text::SEGMENT) + 2;
+        let mut json = Vec::with_capacity(content_room + tags_json.len() + 330);
         json.extend_from_slice(b"{\"id\":\"");
         let id_at = json.len();
         json.extend_from_slice(&[b'0'; 64]);

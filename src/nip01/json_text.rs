@@ -75,7 +75,7 @@ fn block_needs_escape(x: u64) -> bool {
 
 /// Input bytes escaped per segment: room for a segment escaped at worst is made (and zeroed)
 /// up front, so a long string touches at most this much more memory than its escaped length.
-const SEGMENT: usize = 1 << 20;
+pub(crate) const SEGMENT: usize = 1 << 20;
 
 /// Appends `s` as a JSON string (quotes included) to `out`, as `serde_json` writes it.
 ///

@@ -89,10 +89,13 @@ struct Memo {
 impl Memo {
     fn vouch(&mut self, event: &Event, json: Option<Arc<str>>) {
         let key = pair(event);
-        if self.pairs.len() >= CAPACITY {
-            self.pairs.clear();
+        // A deferred signature's placeholder is checked without the pair (`deferred`).
+        if !super::deferred::is_placeholder(event) {
+            if self.pairs.len() >= CAPACITY {
+                self.pairs.clear();
+            }
+            self.pairs.insert(key);
         }
-        self.pairs.insert(key);
         let fields = Fields::of(event, json);
         let size = fields.bytes();
         if size > FIELD_BYTES || self.fields.contains_key(&key) {
