@@ -28,7 +28,8 @@ use std::sync::{Arc, Weak};
 /// The identities of this thread that defer their signatures, by x-only public key.
 #[derive(Default)]
 struct Registry {
-    keys: HashMap<[u8; 32], Weak<Keys>>,
+    /// Every living copy with that key (two worlds of one seed may live on a thread at once).
+    keys: HashMap<[u8; 32], Vec<Weak<Keys>>>,
     /// Entries after the last sweep of dropped identities; the next sweep runs at twice this.
     after_sweep: usize,
 }
@@ -42,17 +43,27 @@ pub(crate) fn register(keys: &Arc<Keys>) {
     REGISTRY.with(|r| {
         let mut r = r.borrow_mut();
         if r.keys.len() >= 2 * r.after_sweep.max(64) {
-            r.keys.retain(|_, k| k.strong_count() > 0);
+            r.keys.retain(|_, copies| {
+                copies.retain(|k| k.strong_count() > 0);
+                !copies.is_empty()
+            });
             r.after_sweep = r.keys.len();
         }
-        r.keys
-            .insert(keys.public_key().to_bytes(), Arc::downgrade(keys));
+        let copies = r.keys.entry(keys.public_key().to_bytes()).or_default();
+        copies.retain(|k| k.strong_count() > 0);
+        copies.push(Arc::downgrade(keys));
     });
 }
 
 /// The keys of the living identity behind `pubkey`, if it defers its signatures on this thread.
 fn keys_of(pubkey: &PublicKey) -> Option<Arc<Keys>> {
-    REGISTRY.with(|r| r.borrow().keys.get(&pubkey.to_bytes())?.upgrade())
+    REGISTRY.with(|r| {
+        r.borrow()
+            .keys
+            .get(&pubkey.to_bytes())?
+            .iter()
+            .find_map(Weak::upgrade)
+    })
 }
 
 /// The placeholder that stands for the signature of `id`: the id twice.
@@ -142,6 +153,20 @@ mod tests {
         let eager = Identity::derive(3, "c");
         let mut event = eager.sign(1, 0, vec![], "x".into());
         event.sig = placeholder(&event.id);
+        assert!(!stands_for_a_signature(&event));
+    }
+
+    #[test]
+    fn two_living_copies_of_one_identity_keep_its_placeholders_standing_until_both_are_dropped() {
+        let first = Identity::derive(5, "twin").deferring_signatures();
+        let second = Identity::derive(5, "twin").deferring_signatures();
+        let event = first.sign(1, 0, vec![], "x".into());
+        drop(first);
+        assert!(
+            stands_for_a_signature(&event),
+            "the second copy still signs for it"
+        );
+        drop(second);
         assert!(!stands_for_a_signature(&event));
     }
 

@@ -409,7 +409,7 @@ impl PeerCore {
         match message {
             RelayMessage::Event { event, .. } => {
                 let for_us = event.kind == Kind::from(CONTEXTVM_KIND)
-                    && addressed_to(&event, &self.public_key());
+                    && event.tags.public_keys().any(|p| p == self.public_key());
                 if !for_us {
                     return None;
                 }
@@ -473,18 +473,6 @@ impl PeerCore {
     pub fn poll_transmit(&mut self) -> Option<(RelayName, ClientMessage)> {
         self.outbox.pop_front()
     }
-}
-
-/// Whether a `p` tag of `event` names `key`, as `Tags::public_keys` reads them (hex of either
-/// case), without making a key of every tag.
-fn addressed_to(event: &Event, key: &PublicKey) -> bool {
-    let key = key.to_bytes();
-    event.tags.iter().any(|t| {
-        let mut bytes = [0u8; 32];
-        t.kind() == "p"
-            && t.content()
-                .is_some_and(|hex| hex::decode_to_slice(hex, &mut bytes).is_ok() && bytes == key)
-    })
 }
 
 /// The id of the event an event replies to (its first `e` tag).

@@ -350,8 +350,14 @@ pub fn digested_result(text: String) -> Value {
 
 /// The first text block of a tool result.
 pub fn result_text(result: &Value) -> Option<&str> {
-    // Field by field: `Value::pointer` allocates for every path it walks.
-    result.get("content")?.get(0)?.get("text")?.as_str()
+    // Step by step as `pointer("/content/0/text")` reads it (an object's key "0" too), which
+    // allocates for every path it walks.
+    let first = match result.get("content")? {
+        Value::Array(items) => items.first(),
+        Value::Object(fields) => fields.get("0"),
+        _ => None,
+    };
+    first?.get("text")?.as_str()
 }
 
 /// The `tools/list` result.

@@ -227,3 +227,63 @@ fn a_link_line_with_a_million_copies_and_a_device_are_refused() {
     let err = relaysim::Trace::from_file(std::path::Path::new("/dev/zero")).unwrap_err();
     assert!(format!("{err:#}").contains("/dev/zero"), "{err}");
 }
+
+/// A relay restart disconnects its peers in the peers' order (clients by index, then servers),
+/// however the world stores its links: the order decides trace lines and reconnections.
+#[test]
+fn a_relay_restart_disconnects_peers_in_their_order() {
+    let text = r#"name = "restart-many"
+seed = 3
+[[relays]]
+name = "a"
+profile = "strfry"
+[[relays.outages]]
+at = "500ms"
+duration = "1s"
+kind = "relay-restart"
+[[servers]]
+name = "server"
+relays = ["a"]
+[[clients]]
+name = "client"
+relays = ["a"]
+count = 12
+[[workloads]]
+kind = "request"
+count = 2
+every = "1s"
+"#;
+    let scenario = Scenario::from_toml_str(text, "restart-many.toml").unwrap();
+    let (_, trace) = scenario.run_traced(scenario.seed, EventsMode::Ids);
+    let trace = Trace::parse(&trace, "trace").unwrap();
+    let order: Vec<String> = trace
+        .lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Disconnected { peer, reason, .. } if reason == "relay-restart" => {
+                Some(peer.clone())
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(order.len(), 13, "{order:?}");
+    assert_eq!(
+        order.last().map(String::as_str),
+        Some("server"),
+        "{order:?}"
+    );
+    let clients: Vec<usize> = order[..12]
+        .iter()
+        .map(|p| {
+            let n = p
+                .trim_start_matches("client")
+                .trim_start_matches(['-', '#', '[']);
+            n.trim_end_matches(']')
+                .parse()
+                .unwrap_or_else(|_| panic!("{p}"))
+        })
+        .collect();
+    let mut sorted = clients.clone();
+    sorted.sort_unstable();
+    assert_eq!(clients, sorted, "{order:?}");
+}

@@ -44,7 +44,10 @@ pub enum Observation {
         event: EventId,
         /// Its serialized size.
         bytes: usize,
-        /// The event's JSON (for traces that store events whole).
+        /// The event's JSON (for traces that store events whole). Its `sig` is the deferred
+        /// signature's placeholder: an observer that writes the event out puts the real one in
+        /// with [`crate::nip01::deferred::complete_json`] during the run, as the trace writer
+        /// does.
         json: std::sync::Arc<str>,
     },
     /// What a link did with one message: the delays of its copies (none: lost). The n-th
