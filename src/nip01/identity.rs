@@ -106,7 +106,6 @@ impl Identity {
         json.extend_from_slice(&[b'0'; 64]);
         hex::encode_to_slice(pubkey.to_bytes(), &mut json[pubkey_at..pubkey_at + 64])
             .expect("64 hex digits for 32 bytes");
-        let fields_at = json.len();
         write!(
             json,
             "\",\"created_at\":{},\"kind\":{},\"tags\":{tags_json},\"content\":",
@@ -126,7 +125,6 @@ impl Identity {
         ));
         hash.update(&json[content_at..]);
         hash.update(b"]");
-        debug_assert!(json[fields_at..content_at].ends_with(b"\"content\":"));
         let id = EventId::from_byte_array(hash.finalize().into());
         hex::encode_to_slice(id.as_bytes(), &mut json[id_at..id_at + 64])
             .expect("64 hex digits for 32 bytes");

@@ -147,15 +147,12 @@ impl World {
             } => {
                 self.relays[relay].relay.restart();
                 self.relays[relay].down_until = Some(now + down_for);
-                // `links` is hashed: the peers go in their own order (clients, then servers,
-                // by index), which decides trace lines and reconnection order.
-                let mut peers: Vec<PeerId> = self
+                let peers: Vec<PeerId> = self
                     .links
                     .keys()
                     .filter(|(r, _)| *r == relay)
                     .map(|(_, p)| *p)
                     .collect();
-                peers.sort_unstable();
                 for peer in peers {
                     if let Some(link) = self.links.get_mut(&(relay, peer)) {
                         if link.connected {

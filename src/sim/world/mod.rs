@@ -49,7 +49,6 @@ use crate::relay::{ConnId, Relay, RelayProfile};
 use crate::rng::SeededStreams;
 use network::{Link, RelaySlot};
 use nostr::prelude::EventId;
-use rustc_hash::FxHashMap;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
@@ -155,10 +154,6 @@ enum Action {
 }
 
 /// The world and its `des` driver.
-///
-/// Maps the world only looks up (links, link states, keys, per-link counters) are hashed; the
-/// ones it walks in order (the queue, held messages, streams) are B-trees, so no hash order
-/// reaches an output.
 pub struct World {
     now: Duration,
     seq: u64,
@@ -172,29 +167,29 @@ pub struct World {
     clients: Vec<(String, ContextVmClient, Vec<usize>)>,
     servers: Vec<(String, ContextVmServer, Vec<usize>)>,
     ips: BTreeMap<PeerId, String>,
-    links: FxHashMap<(usize, PeerId), Link>,
-    owners: FxHashMap<(usize, ConnId), PeerId>,
-    impair_state: FxHashMap<(usize, PeerId, Way), LinkState>,
-    outage_rng: FxHashMap<(usize, Option<PeerId>), LinkState>,
+    links: BTreeMap<(usize, PeerId), Link>,
+    owners: BTreeMap<(usize, ConnId), PeerId>,
+    impair_state: BTreeMap<(usize, PeerId, Way), LinkState>,
+    outage_rng: BTreeMap<(usize, Option<PeerId>), LinkState>,
     next_conn: ConnId,
-    published_at: FxHashMap<EventId, (Duration, u64)>,
+    published_at: rustc_hash::FxHashMap<EventId, (Duration, u64)>,
     publish_seq: u64,
     order: OrderTracker,
-    publish: FxHashMap<PeerId, PublishPipeline>,
+    publish: BTreeMap<PeerId, PublishPipeline>,
     /// Per peer and relay: the pipeline's draws and when its last message reached the wire.
-    publish_state: FxHashMap<(PeerId, usize), (LinkState, Duration)>,
+    publish_state: BTreeMap<(PeerId, usize), (LinkState, Duration)>,
     open_streams: BTreeSet<(usize, CallId)>,
     stream_chunk_bytes: BTreeMap<(usize, CallId), usize>,
     consume_every: BTreeMap<(usize, CallId), Duration>,
-    client_keys: FxHashMap<nostr::prelude::PublicKey, usize>,
-    peer_keys: FxHashMap<PeerId, nostr::prelude::PublicKey>,
+    client_keys: BTreeMap<nostr::prelude::PublicKey, usize>,
+    peer_keys: BTreeMap<PeerId, nostr::prelude::PublicKey>,
     reconnect: ReconnectPolicy,
     /// Who decides fates instead of the draws, in order (none in a normal run).
     planners: Vec<Box<dyn LinkPlanner>>,
-    link_seq: FxHashMap<(usize, PeerId, Way), u64>,
-    relay_busy: FxHashMap<usize, Duration>,
+    link_seq: BTreeMap<(usize, PeerId, Way), u64>,
+    relay_busy: BTreeMap<usize, Duration>,
     /// Per relay and peer: when a concurrent intake last finished one of the peer's messages.
-    intake_done: FxHashMap<(usize, PeerId), Duration>,
+    intake_done: BTreeMap<(usize, PeerId), Duration>,
     outage_seq: u64,
     observer: Option<Box<dyn Observer>>,
     actions: u64,
@@ -217,26 +212,26 @@ impl World {
             clients: Vec::new(),
             servers: Vec::new(),
             ips: BTreeMap::new(),
-            links: FxHashMap::default(),
-            owners: FxHashMap::default(),
-            impair_state: FxHashMap::default(),
-            outage_rng: FxHashMap::default(),
+            links: BTreeMap::new(),
+            owners: BTreeMap::new(),
+            impair_state: BTreeMap::new(),
+            outage_rng: BTreeMap::new(),
             next_conn: 1,
-            published_at: FxHashMap::default(),
+            published_at: rustc_hash::FxHashMap::default(),
             publish_seq: 0,
             order: OrderTracker::default(),
-            publish: FxHashMap::default(),
-            publish_state: FxHashMap::default(),
+            publish: BTreeMap::new(),
+            publish_state: BTreeMap::new(),
             open_streams: BTreeSet::new(),
             stream_chunk_bytes: BTreeMap::new(),
             consume_every: BTreeMap::new(),
-            client_keys: FxHashMap::default(),
-            peer_keys: FxHashMap::default(),
+            client_keys: BTreeMap::new(),
+            peer_keys: BTreeMap::new(),
             reconnect: ReconnectPolicy::default(),
             planners: Vec::new(),
-            link_seq: FxHashMap::default(),
-            relay_busy: FxHashMap::default(),
-            intake_done: FxHashMap::default(),
+            link_seq: BTreeMap::new(),
+            relay_busy: BTreeMap::new(),
+            intake_done: BTreeMap::new(),
             outage_seq: 0,
             observer: None,
             actions: 0,
