@@ -11,6 +11,10 @@
 use relaysim::scenario::Scenario;
 use std::time::{Duration, Instant};
 
+/// The binary's allocator, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn scenario(clients: usize) -> Scenario {
     let text = format!(
         r#"name = "clients-{clients}"

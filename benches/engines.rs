@@ -20,6 +20,10 @@ use relaysim::protocol::oversized::{
 };
 use std::time::Duration;
 
+/// The binary's allocator, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() {
     let body: String = "ab\"c\\dé€😀\n"
         .chars()

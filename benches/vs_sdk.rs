@@ -32,6 +32,10 @@ use relaysim::protocol::oversized::{
 };
 use std::time::{Duration, Instant};
 
+/// The binary's allocator, so the figures are the binary's.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 /// A tool result of `bytes` characters cycling through `alphabet`, as JSON-RPC text.
 fn payload(alphabet: &str, bytes: usize) -> String {
     let body: String = alphabet.chars().cycle().take(bytes).collect();

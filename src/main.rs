@@ -6,6 +6,11 @@ mod cli;
 use cli::Exit;
 use std::process::ExitCode;
 
+/// mimalloc rather than the system allocator: a world allocates and frees many small objects
+/// (events, frames, timers), where it measured 28 % less CPU time (README, Performance).
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> ExitCode {
     quiet_on_closed_pipe();
     match cli::run() {

@@ -76,7 +76,10 @@ impl ContextVmServer {
         // `created_at`, so its size less nine bytes is a lower bound: a response that cannot
         // fit goes to CEP-22 without being signed and serialised whole (for a 1 MiB result,
         // most of the cost of deciding).
-        if self.reply_envelope.published_size(&text) + room > self.budget + 9 {
+        if self
+            .reply_envelope
+            .published_size_exceeds(&text, (self.budget + 9).saturating_sub(room))
+        {
             self.send_oversized(call, text);
             return;
         }
