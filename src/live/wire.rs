@@ -11,7 +11,7 @@ use std::sync::Arc;
 pub fn to_model(text: &str) -> Option<ClientMessage> {
     let m = nostr::prelude::ClientMessage::from_json(text).ok()?;
     Some(match m {
-        nostr::prelude::ClientMessage::Event(e) => ClientMessage::Event(Box::new(e.into_owned())),
+        nostr::prelude::ClientMessage::Event(e) => ClientMessage::Event(Arc::new(e.into_owned())),
         nostr::prelude::ClientMessage::Req {
             subscription_id,
             filters,
@@ -109,7 +109,7 @@ mod tests {
         let alice = Identity::derive(3, "alice");
         let event = alice.sign(CONTEXTVM_KIND, 1_700_000_000, vec![], "hi \"x\"".into());
         let messages = [
-            ClientMessage::Event(Box::new(event)),
+            ClientMessage::Event(Arc::new(event)),
             ClientMessage::Req {
                 sub: "cvm".into(),
                 filter: Box::new(

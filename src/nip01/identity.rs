@@ -84,7 +84,22 @@ impl Identity {
     /// The content is escaped once, for the id's serialisation and the event's JSON together
     /// (byte for byte what `EventId::compute` and `Event::as_json` write; tests check both),
     /// and the JSON is left with the vouched event for whoever serialises it next.
+    ///
+    /// The event is a copy of the one the verification memo holds; [`Identity::sign_shared`]
+    /// returns that one itself, which a relay of this process then recognises without
+    /// comparing its fields.
     pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
+        Event::clone(&self.sign_shared(kind, created_at, tags, content))
+    }
+
+    /// As [`Identity::sign`], returning the shared event the verification memo vouches for.
+    pub fn sign_shared(
+        &self,
+        kind: u16,
+        created_at: u64,
+        tags: Vec<Tag>,
+        content: String,
+    ) -> Arc<Event> {
         use std::io::Write as _;
         let pubkey = self.public_key();
         let created_at = Timestamp::from_secs(created_at);
@@ -140,7 +155,7 @@ impl Identity {
             .expect("128 hex digits for 64 bytes");
         json.extend_from_slice(b"\"}");
         let json = String::from_utf8(json).expect("escaped JSON keeps UTF-8 whole");
-        let event = Event::new(id, pubkey, created_at, kind, tags, content, sig);
+        let event = Arc::new(Event::new(id, pubkey, created_at, kind, tags, content, sig));
         // Made here, so good: relays of this process need not verify it again.
         super::verified::vouch_with_json(&event, json.into());
         event

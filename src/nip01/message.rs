@@ -10,8 +10,9 @@ pub type RelayName = String;
 /// Client → relay.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ClientMessage {
-    /// `["EVENT", event]`: publish.
-    Event(Box<Event>),
+    /// `["EVENT", event]`: publish. Shared: a peer publishing to several relays, and the
+    /// signer's verification memo, hold the one event its signer made.
+    Event(Arc<Event>),
     /// `["REQ", sub, filter]`: subscribe.
     Req {
         /// Subscription id, scoped to the connection.

@@ -11,7 +11,11 @@
 //! - for the `(id, signature)` pair: a later event with that pair needs only its id checked;
 //! - for the fields behind the id (author, time, kind, tags, content), kept for recent events
 //!   within a byte budget: a later event with that pair and *equal* fields (compared, not
-//!   hashed) is the vouched event itself, so its id needs no recomputation.
+//!   hashed) is the vouched event itself, so its id needs no recomputation. The memo holds
+//!   the signer's own shared copy of the event rather than copies of its fields, so the relay
+//!   that receives that very copy recognises it by address: the memo's reference keeps the
+//!   event alive and unchangeable (an `Arc` is only mutable alone), so no other event can be
+//!   at that address. Any other copy is compared field by field.
 //!
 //! Any other event is verified in full, so a tampered event fails as it would without the
 //! memo. The signer also leaves the event's JSON with its fields (it escapes the content once
@@ -20,7 +24,7 @@
 //! which costs only speed. Whether an event is in it never changes a verdict, so it cannot
 //! reach a run's output.
 
-use nostr::prelude::{Event, Kind, PublicKey, Tags, Timestamp};
+use nostr::prelude::Event;
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -35,45 +39,37 @@ const FIELD_BYTES: usize = 16 << 20;
 /// An event's id and signature, side by side.
 type Pair = [u8; 96];
 
-/// The fields an event id hashes, and the event's JSON when the signer made it.
+/// A vouched event (whose fields are what its id hashes), and its JSON when the signer made
+/// it.
 struct Fields {
-    pubkey: PublicKey,
-    created_at: Timestamp,
-    kind: Kind,
-    tags: Tags,
-    content: String,
+    event: Arc<Event>,
     json: Option<Arc<str>>,
 }
 
 impl Fields {
-    fn of(event: &Event, json: Option<Arc<str>>) -> Self {
-        Fields {
-            pubkey: event.pubkey,
-            created_at: event.created_at,
-            kind: event.kind,
-            tags: event.tags.clone(),
-            content: event.content.clone(),
-            json,
-        }
-    }
 
     /// Bytes it holds, for the budget: the strings, and a fixed allowance for the entry and
     /// each tag (so events with empty content still count).
     fn bytes(&self) -> usize {
         let tags: usize = self
+            .event
             .tags
             .iter()
             .map(|t| 24 + t.as_slice().iter().map(|s| s.len() + 24).sum::<usize>())
             .sum();
-        256 + tags + self.content.len() + self.json.as_ref().map_or(0, |j| j.len())
+        256 + tags + self.event.content.len() + self.json.as_ref().map_or(0, |j| j.len())
     }
 
+    /// Whether `event` has the vouched event's fields: it is that very copy (see the module
+    /// documentation), or its fields are equal.
     fn are_of(&self, event: &Event) -> bool {
-        self.pubkey == event.pubkey
-            && self.created_at == event.created_at
-            && self.kind == event.kind
-            && self.content == event.content
-            && self.tags == event.tags
+        let vouched = &*self.event;
+        std::ptr::eq(vouched, event)
+            || (vouched.pubkey == event.pubkey
+                && vouched.created_at == event.created_at
+                && vouched.kind == event.kind
+                && vouched.content == event.content
+                && vouched.tags == event.tags)
     }
 }
 
@@ -87,7 +83,7 @@ struct Memo {
 }
 
 impl Memo {
-    fn vouch(&mut self, event: &Event, json: Option<Arc<str>>) {
+    fn vouch(&mut self, event: &Arc<Event>, json: Option<Arc<str>>) {
         let key = pair(event);
         // A deferred signature's placeholder is checked without the pair (`deferred`).
         if !super::deferred::is_placeholder(event) {
@@ -96,7 +92,10 @@ impl Memo {
             }
             self.pairs.insert(key);
         }
-        let fields = Fields::of(event, json);
+        let fields = Fields {
+            event: event.clone(),
+            json,
+        };
         let size = fields.bytes();
         if size > FIELD_BYTES || self.fields.contains_key(&key) {
             return;
@@ -130,12 +129,13 @@ fn pair(event: &Event) -> Pair {
 /// signer made it, or it was verified in full). Crate-private: only this process's signer and
 /// a full verification may vouch, so nothing outside can make a bad event pass.
 pub(crate) fn vouch(event: &Event) {
-    MEMO.with(|m| m.borrow_mut().vouch(event, None));
+    let shared = Arc::new(event.clone());
+    MEMO.with(|m| m.borrow_mut().vouch(&shared, None));
 }
 
-/// As [`vouch`], leaving the event's JSON `json` (which must be `event.as_json()`) for
-/// [`json_of`].
-pub(crate) fn vouch_with_json(event: &Event, json: Arc<str>) {
+/// As [`vouch`], for the signer's shared copy of the event, leaving its JSON `json` (which must
+/// be `event.as_json()`) for [`json_of`].
+pub(crate) fn vouch_with_json(event: &Arc<Event>, json: Arc<str>) {
     MEMO.with(|m| m.borrow_mut().vouch(event, Some(json)));
 }
 
@@ -230,6 +230,26 @@ mod tests {
         // Another event's signature on this id is not vouched for, and fails in full.
         let other = me.sign(1, 0, vec![], "other".into());
         assert_eq!(verify(&with_sig_of(&good, &other)), Err(Invalid::Signature));
+    }
+
+    #[test]
+    fn the_memo_holds_the_signers_own_copy_and_knows_equal_copies_too() {
+        let me = Identity::derive(7, "h");
+        let shared = me.sign_shared(1, 0, vec![], "shared".into());
+        let held = MEMO.with(|m| {
+            m.borrow()
+                .fields
+                .get(&pair(&shared))
+                .is_some_and(|f| Arc::ptr_eq(&f.event, &shared))
+        });
+        assert!(held, "the memo shares the signer's event, not a copy");
+        assert_eq!(verify(&shared), Ok(()));
+        let copy = Event::clone(&shared);
+        assert_eq!(verify(&copy), Ok(()));
+        assert_eq!(json_of(&copy), json_of(&shared));
+        assert_eq!(json_of(&copy).as_deref(), Some(copy.as_json().as_str()));
+        // A copy changed after signing is another event: not the memo's, and caught.
+        assert_eq!(verify(&with_content(&shared, "changed")), Err(Invalid::Id));
     }
 
     #[test]

@@ -81,13 +81,13 @@ struct Lane {
     /// The event whose verdicts the lane waits for.
     in_flight: Option<InFlight>,
     /// Events behind it, in the order they were published.
-    held: VecDeque<Event>,
+    held: VecDeque<Arc<Event>>,
 }
 
 /// A lane's event awaiting its verdicts: kept whole so it can be published again.
 #[derive(Debug)]
 struct InFlight {
-    event: Event,
+    event: Arc<Event>,
     /// When the wait (or the next retry) runs out.
     deadline: Duration,
     /// Times it was published again for want of an answer.
@@ -123,7 +123,7 @@ impl PeerCore {
 
     /// Publishes `event` in lane `lane` at `now`: at once when the lane is free (or lanes do
     /// not wait), else after the events before it. Returns the event's id.
-    pub fn publish_in_lane(&mut self, lane: &str, event: Event, now: Duration) -> EventId {
+    pub fn publish_in_lane(&mut self, lane: &str, event: Arc<Event>, now: Duration) -> EventId {
         let PublishWait::ForOk { .. } = self.wait else {
             return self.publish(event);
         };
@@ -253,7 +253,7 @@ impl PeerCore {
                     RETRY_EVERY
                 };
             flight.retries += 1;
-            let event = Box::new(flight.event.clone());
+            let event = flight.event.clone();
             for relay in waiting {
                 self.outbox
                     .push_back((relay, ClientMessage::Event(event.clone())));
@@ -334,18 +334,18 @@ impl PeerCore {
         extra_tags: Vec<Tag>,
         content: String,
         now: Duration,
-    ) -> Event {
+    ) -> Arc<Event> {
         let mut tags = vec![Tag::public_key(*recipient)];
         if let Some(e) = reply_to {
             tags.push(Tag::event(*e));
         }
         tags.extend(extra_tags);
         self.identity
-            .sign(CONTEXTVM_KIND, self.unix_secs(now), tags, content)
+            .sign_shared(CONTEXTVM_KIND, self.unix_secs(now), tags, content)
     }
 
     /// Publishes `event` to every relay and starts tallying their verdicts.
-    pub fn publish(&mut self, event: Event) -> EventId {
+    pub fn publish(&mut self, event: Arc<Event>) -> EventId {
         let id = event.id;
         self.publications.insert(
             id,
@@ -373,7 +373,6 @@ impl PeerCore {
         }
         // Our own events never come back to us as news.
         self.remember(id);
-        let event = Box::new(event);
         for relay in &self.relays {
             self.outbox
                 .push_back((relay.clone(), ClientMessage::Event(event.clone())));
@@ -507,7 +506,7 @@ mod tests {
         core
     }
 
-    fn event(core: &PeerCore, text: &str) -> Event {
+    fn event(core: &PeerCore, text: &str) -> Arc<Event> {
         let other = Identity::derive(1, "q").public_key();
         core.sign(&other, None, vec![], text.into(), Duration::ZERO)
     }

@@ -83,7 +83,7 @@ pub struct Relay {
     /// The most stored events and content bytes kept.
     store_bounds: (usize, usize),
     buckets: BTreeMap<String, Bucket>,
-    delayed: VecDeque<(Duration, ConnId, Event)>,
+    delayed: VecDeque<(Duration, ConnId, Arc<Event>)>,
     batch: Vec<(Arc<Event>, u64)>,
     batch_flush_at: Option<Duration>,
     /// Messages to send, and whether each is a stored event replayed to a new subscription.
@@ -227,7 +227,7 @@ impl Relay {
             return;
         }
         match message {
-            ClientMessage::Event(event) => self.on_event(conn, *event, now),
+            ClientMessage::Event(event) => self.on_event(conn, event, now),
             ClientMessage::Req { sub, filter } => self.on_req(conn, sub, *filter, now),
             ClientMessage::Close { sub } => {
                 if let Some(c) = self.connections.get_mut(&conn) {
@@ -312,7 +312,7 @@ impl Relay {
         self.send(conn, RelayMessage::Eose { sub });
     }
 
-    fn on_event(&mut self, conn: ConnId, event: Event, now: Duration) {
+    fn on_event(&mut self, conn: ConnId, event: Arc<Event>, now: Duration) {
         self.counters.received += 1;
         let id = event.id;
         // The JSON its signer left (this very event, fields compared) saves serialising it
@@ -454,9 +454,8 @@ impl Relay {
             .count()
     }
 
-    fn accept(&mut self, conn: ConnId, event: Event, now: Duration) {
-        // One shared copy from here on: the store, the batch and every delivery hold it.
-        let event = Arc::new(event);
+    fn accept(&mut self, conn: ConnId, event: Arc<Event>, now: Duration) {
+        // The publisher's one copy: the store, the batch and every delivery share it.
         let id = event.id;
         let ephemeral = event.kind.is_ephemeral();
         // Counted only where the profile says something with it (matching is a second pass

@@ -62,7 +62,7 @@ impl Bench {
 
     fn publish(&mut self, event: &Event, now: Duration) {
         self.relay
-            .handle_client_message(A, ClientMessage::Event(Box::new(event.clone())), now);
+            .handle_client_message(A, ClientMessage::Event(Arc::new(event.clone())), now);
     }
 
     fn out(&mut self, conn: ConnId) -> Vec<RelayMessage> {

@@ -148,7 +148,7 @@ impl Bench {
         while let Some((_, m)) = self.server.poll_transmit() {
             if let ClientMessage::Event(e) = m {
                 let c = content(&e);
-                out.push((*e, c));
+                out.push((Event::clone(&e), c));
             }
         }
         out
