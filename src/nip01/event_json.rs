@@ -33,9 +33,12 @@ impl EventJson {
         if let Some(json) = self.by_id.get(&event.id) {
             return json.clone();
         }
-        // Its signer may have made it already (escaping the content once for both).
-        let json: Arc<str> =
-            super::verified::json_of(event).unwrap_or_else(|| event.as_json().into());
+        // Its signer may have made it already (escaping the content once for both); the
+        // verification memo keeps that, so it is not kept here too.
+        if let Some(json) = super::verified::json_of(event) {
+            return json;
+        }
+        let json: Arc<str> = event.as_json().into();
         self.bytes += json.len();
         self.by_id.insert(event.id, json.clone());
         self.order.push_back(event.id);
@@ -69,8 +72,19 @@ mod tests {
         let e = me.sign(1, 0, vec![], "x".repeat(1 << 20));
         assert_eq!(&*memo.of(&e), e.as_json());
         assert!(Arc::ptr_eq(&memo.of(&e), &memo.of(&e)), "made once");
+        // Events the signer left no JSON for (parsed ones, say) are serialised once and kept.
+        let parsed = Event::from_json(e.as_json()).unwrap();
+        crate::nip01::verified::forget_all();
+        assert_eq!(&*memo.of(&parsed), e.as_json());
+        assert!(
+            Arc::ptr_eq(&memo.of(&parsed), &memo.of(&parsed)),
+            "made once"
+        );
+        assert_eq!(memo.len(), 1);
         for i in 0..40u64 {
-            memo.of(&me.sign(1, i, vec![], "y".repeat(1 << 20)));
+            let e = me.sign(1, i, vec![], "y".repeat(1 << 20));
+            crate::nip01::verified::forget_all();
+            memo.of(&e);
         }
         assert!(memo.bytes <= MAX_BYTES);
         assert_eq!(memo.by_id.len(), memo.order.len());

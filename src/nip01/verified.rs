@@ -47,7 +47,6 @@ struct Fields {
 }
 
 impl Fields {
-
     /// Bytes it holds, for the budget: the strings, and a fixed allowance for the entry and
     /// each tag (so events with empty content still count).
     fn bytes(&self) -> usize {
@@ -151,6 +150,12 @@ pub(crate) fn json_of(event: &Event) -> Option<Arc<str>> {
             None
         }
     })
+}
+
+/// Empties this thread's memo, for tests of what happens once it has forgotten.
+#[cfg(test)]
+pub(crate) fn forget_all() {
+    MEMO.with(|m| *m.borrow_mut() = Memo::default());
 }
 
 /// The length of `event`'s JSON: from the JSON its signer left when there is one, else by

@@ -55,9 +55,9 @@ pub fn payload_text(content: ContentClass, size: usize, rng: &mut impl Rng) -> S
             rng,
         ),
         ContentClass::EscapeHeavy => ascii_text(b"\"\\\"\\a\n", size, rng),
-        ContentClass::Utf8 => {
-            chars_text(size, || ['é', 'ß', '€', '中', '😀', '🦀'][rng.random_range(0..6)])
-        }
+        ContentClass::Utf8 => chars_text(size, || {
+            ['é', 'ß', '€', '中', '😀', '🦀'][rng.random_range(0..6)]
+        }),
         ContentClass::Random => chars_text(size, || loop {
             if let Some(c) = char::from_u32(rng.random_range(0..0x11_0000)) {
                 break c;

@@ -160,7 +160,11 @@ mod tests {
         let size = 10 + escaped_str_len(text);
         // Just under, at and just over the exact size; and limits its raw length already passes.
         for limit in [size - 1, size, size + 1, 10 + text.len() - 1, 0] {
-            assert_eq!(escaped_exceeds(10, text, limit), size > limit, "limit {limit}");
+            assert_eq!(
+                escaped_exceeds(10, text, limit),
+                size > limit,
+                "limit {limit}"
+            );
             let env = EscapedContentEnvelope { overhead: 10 };
             assert_eq!(env.published_size_exceeds(text, limit), size > limit);
         }
