@@ -5,6 +5,7 @@
 //! (sender construction) and reassembly (receiver, digest and JSON-RPC validation included) in
 //! MB/s of payload; CEP-41 writer → session frames per second; and reading JSON text with
 //! `nip01::json_read` beside `serde_json`, on plain, mixed and escape-heavy 1 MiB strings.
+//! Library code on the system allocator, as a library user's program runs it by default.
 
 mod common;
 
@@ -19,10 +20,6 @@ use relaysim::protocol::oversized::{
     OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
 };
 use std::time::Duration;
-
-/// The binary's allocator, so the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
     let body: String = "ab\"c\\dé€😀\n"

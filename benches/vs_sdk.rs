@@ -10,6 +10,10 @@
 //! ```
 //!
 //! Prints each receiver's throughput and relaysim's as a multiple of the SDK's.
+//!
+//! Both sides run on the system allocator, as both libraries do in a program that does not
+//! choose one (the `relaysim` binary uses mimalloc; under it the SDK's receivers gain more
+//! than relaysim's, see the README's performance section).
 
 mod common;
 
@@ -31,10 +35,6 @@ use relaysim::protocol::oversized::{
     OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
 };
 use std::time::{Duration, Instant};
-
-/// The binary's allocator, so the figures are the binary's.
-#[global_allocator]
-static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 /// A tool result of `bytes` characters cycling through `alphabet`, as JSON-RPC text.
 fn payload(alphabet: &str, bytes: usize) -> String {

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The speed figures of the project's goals, measured in one run on this machine, each beside
 # its goal as a ratio (measured / goal for "at least" goals, goal / measured for "at most"
-# goals: 1.00 or more meets it). About 4 minutes on 2 cores (and 2.3 GiB of memory); run it on an idle machine.
+# goals: 1.00 or more meets it). About 8 minutes on 2 cores (and 2.3 GiB of memory); run it on an idle machine.
 #
 #   scripts/bench.sh
 #

@@ -7,7 +7,8 @@ use cli::Exit;
 use std::process::ExitCode;
 
 /// mimalloc rather than the system allocator: a world allocates and frees many small objects
-/// (events, frames, timers), where it measured 28 % less CPU time (README, Performance).
+/// (events, frames, timers), where it took 28–31 % off the CPU time of many clients (README,
+/// Performance).
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
