@@ -5,8 +5,8 @@
 //! apart, all from t = 0. It prints, per N, the run's CPU time on this thread (from
 //! `/proc/thread-self/stat`; the wall clock where that cannot be read), the relay events
 //! (published + delivered), and the cost per client relative to 100 clients: a flat ratio is
-//! linear growth, a ratio growing like log N is N·log N. Worlds under 2,000 clients run
-//! several times and print one run's share, so every row rests on enough CPU ticks. Each row
+//! linear growth, a ratio growing like log N is N·log N. Worlds of up to 1,000 clients
+//! run several times and print one run's share, so every row rests on enough CPU ticks. Each row
 //! is the best of three such samples: on a shared machine interference only ever adds time
 //! (mostly the system time of first touching memory, which varied 0.3–1.6 s between two
 //! otherwise equal runs of 10,000 clients), so the least is the closest to the work itself.

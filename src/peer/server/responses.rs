@@ -76,6 +76,8 @@ impl ContextVmServer {
         // `created_at`, so its size less nine bytes is a lower bound: a response that cannot
         // fit goes to CEP-22 without being signed and serialised whole (for a 1 MiB result,
         // most of the cost of deciding).
+        // `size + room > budget + 9`, rearranged; when `room` alone passes `budget + 9`, any
+        // size exceeds the saturated limit of 0, as every event has some (its overhead).
         if self
             .reply_envelope
             .published_size_exceeds(&text, (self.budget + 9).saturating_sub(room))
