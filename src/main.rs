@@ -9,6 +9,7 @@ use std::process::ExitCode;
 /// mimalloc rather than the system allocator: a world allocates and frees many small objects
 /// (events, frames, timers), where it took 28–31 % off the CPU time of many clients (README,
 /// Performance).
+///
 /// Feature `mimalloc` (default); without it, the system allocator, which malloc-intercepting
 /// profilers see.
 #[cfg(feature = "mimalloc")]

@@ -133,11 +133,13 @@ impl Identity {
         let mut hash = Sha256::new();
         hash.update(b"[0,\"");
         hash.update(&json[pubkey_at..pubkey_at + 64]);
-        hash.update(format!(
+        write!(
+            hash,
             "\",{},{},{tags_json},",
             created_at.as_secs(),
             kind.as_u16()
-        ));
+        )
+        .expect("hashing never fails");
         hash.update(&json[content_at..]);
         hash.update(b"]");
         let id = EventId::from_byte_array(hash.finalize().into());

@@ -260,7 +260,7 @@ mod tests {
     #[test]
     fn an_unvouched_event_is_verified_in_full_and_then_remembered() {
         let good = Identity::derive(2, "b").sign(1, 0, vec![], "x".into());
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         assert_eq!(verify(&good), Ok(()));
         assert!(MEMO.with(|m| m.borrow().pairs.contains(&pair(&good))));
     }
@@ -268,7 +268,7 @@ mod tests {
     #[test]
     fn the_memo_stays_bounded() {
         let me = Identity::derive(3, "c");
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         for i in 0..(CAPACITY + 10) {
             let mut e = me.sign(1, 0, vec![], String::new());
             // Distinct pairs without signing 65,546 events: vary the stored id bytes.
@@ -288,7 +288,7 @@ mod tests {
     #[test]
     fn fields_are_kept_within_their_byte_budget_oldest_forgotten_first() {
         let me = Identity::derive(4, "d");
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         let big = "x".repeat(FIELD_BYTES / 3 + 1);
         let events: Vec<Event> = (0..4).map(|i| me.sign(1, i, vec![], big.clone())).collect();
         MEMO.with(|m| {
@@ -322,9 +322,9 @@ mod tests {
     fn a_deferred_signature_verifies_after_the_memo_forgets_it_and_tampering_is_still_caught() {
         let me = Identity::derive(6, "f").deferring_signatures();
         let good = me.sign(1, 0, vec![], "deferred".into());
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         assert_eq!(verify(&good), Ok(()));
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         // Changed fields: the placeholder still matches the stored id, the id not the fields.
         assert_eq!(verify(&with_content(&good, "tampered")), Err(Invalid::Id));
         // A real signature of another event, or a placeholder of another id, fails in full.
@@ -333,14 +333,14 @@ mod tests {
         let eager = Identity::derive(6, "g");
         let mut foreign = eager.sign(1, 0, vec![], "x".into());
         foreign.sig = crate::nip01::deferred::placeholder(&foreign.id);
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         assert_eq!(
             verify(&foreign),
             Err(Invalid::Signature),
             "not a deferring key"
         );
         drop(me);
-        MEMO.with(|m| *m.borrow_mut() = Memo::default());
+        forget_all();
         assert_eq!(verify(&good), Err(Invalid::Signature), "its key is gone");
     }
 }

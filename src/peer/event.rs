@@ -74,10 +74,6 @@ impl Envelope for SignedEventEnvelope {
     fn cost_model_is_exact(&self) -> bool {
         true
     }
-
-    fn published_size_exceeds(&self, jsonrpc_text: &str, limit: usize) -> bool {
-        crate::protocol::envelope::escaped_exceeds(self.overhead, jsonrpc_text, limit)
-    }
 }
 
 #[cfg(test)]
