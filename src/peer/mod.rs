@@ -33,6 +33,7 @@ pub(crate) mod engines;
 
 pub use engines::{Implementation, RELAYSIM};
 pub mod event;
+pub(crate) mod sent_chunks;
 pub mod server;
 pub mod streams;
 pub mod tools;

@@ -2,7 +2,8 @@
 
 use super::*;
 use crate::peer::behaviour::CallRefresh;
-use crate::protocol::chunk_text::{self, ProgressFrame};
+use crate::peer::sent_chunks;
+use crate::protocol::chunk_text::ProgressFrame;
 
 impl ContextVmClient {
     pub(super) fn fail_call(&mut self, call: CallId, failure: CallFailure) {
@@ -52,7 +53,7 @@ impl ContextVmClient {
         }
         if stream_position(event).is_none() {
             // A chunk read straight from its text is the frame the general path reads.
-            if let Some(frame) = chunk_text::read(&event.content) {
+            if let Some(frame) = sent_chunks::read_event(event) {
                 self.touch(frame.token());
                 self.on_frame(frame);
                 self.drain_engines();

@@ -34,12 +34,13 @@ use super::client::PROTOCOL_VERSION;
 use super::core::{Clock, PeerCore};
 use super::engines::Implementation;
 use super::event::SignedEventEnvelope;
+use super::sent_chunks;
 use super::streams::{stream_tag, STREAM_TAG_ROOM};
 use super::tools::{stream_chunk_text, tool_codes, SimulatedTools, ToolAction, ToolHandler};
 use super::Peer;
 use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use crate::nip01::{Identity, EPOCH_SECS};
-use crate::protocol::chunk_text::{self, ProgressFrame};
+use crate::protocol::chunk_text::ProgressFrame;
 use crate::protocol::endpoint::{StreamWriting, TransferReceiving, TransferSending};
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken, RequestId};
 use crate::protocol::open_stream::{WriterConfig, WriterState};
@@ -334,7 +335,7 @@ impl ContextVmServer {
             .0
             .learn(advertised);
         // A chunk read straight from its text is the frame the general path reads.
-        if let Some(frame) = chunk_text::read(&event.content) {
+        if let Some(frame) = sent_chunks::read_event(event) {
             return self.on_frame(client, event.id, frame);
         }
         match Message::parse(&event.content) {

@@ -5,6 +5,7 @@
 use super::{codes, error, lane_of, ContextVmServer, Job, ServerEvent, MIN_BUDGET};
 use crate::peer::behaviour::PublishWait;
 use crate::peer::core::PublishOutcome;
+use crate::peer::sent_chunks::FrameText;
 use crate::peer::tools::text_result;
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken};
 use crate::protocol::open_stream::{StreamBody, WriterState};
@@ -67,12 +68,12 @@ impl ContextVmServer {
                 ReceiverEvent::Started { .. } => {}
             }
         }
-        // Who, in reply to what, the text, its resumable stream, and its lane (frames of one
-        // transfer or stream wait for each other when the behaviour says so).
+        // Who, in reply to what, the text (with the chunk it is), its resumable stream, and its
+        // lane (frames of one transfer or stream wait for each other when the behaviour says so).
         type Out = (
             PublicKey,
             Option<EventId>,
-            String,
+            FrameText,
             Option<String>,
             Option<String>,
         );
@@ -82,7 +83,7 @@ impl ContextVmServer {
                 .upload_origin
                 .get(&(client, frame.token.clone()))
                 .copied();
-            out.push((client, origin, frame.to_json(), None, None));
+            out.push((client, origin, FrameText::transfer(frame), None, None));
         }
         let mut transfers_done: Vec<String> = Vec::new();
         // Without lanes (relaysim's peers) no frame needs one: none is named.
@@ -98,8 +99,8 @@ impl ContextVmServer {
                     break;
                 };
                 let lane = lanes.then(|| lane_of(&o.client, &frame.token));
-                let text = frame.to_json();
-                room = room.saturating_sub(text.len());
+                let text = FrameText::transfer(frame);
+                room = room.saturating_sub(text.text.len());
                 frames -= 1;
                 windowed.push((out.len(), key.clone()));
                 out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
@@ -124,7 +125,7 @@ impl ContextVmServer {
                 out.push((
                     *client,
                     reply_to,
-                    frame.to_json(),
+                    FrameText::stream(frame),
                     stream.resumable.clone(),
                     lane,
                 ));
@@ -153,8 +154,8 @@ impl ContextVmServer {
         }
         let mut windowed = windowed.into_iter().peekable();
         for (n, (client, reply_to, text, stream, lane)) in out.into_iter().enumerate() {
-            let bytes = text.len();
-            let id = self.publish_message(
+            let bytes = text.text.len();
+            let id = self.publish_outgoing(
                 &client,
                 reply_to.as_ref(),
                 Vec::new(),

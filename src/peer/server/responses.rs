@@ -1,6 +1,7 @@
 //! How answers reach the client: a direct response, a CEP-22 transfer when it is too large for one event, an error; the capability tags that go with them.
 
 use super::*;
+use crate::peer::sent_chunks::{self, FrameText};
 use crate::protocol::envelope::Envelope;
 
 impl ContextVmServer {
@@ -10,15 +11,36 @@ impl ContextVmServer {
         &mut self,
         client: &PublicKey,
         reply_to: Option<&EventId>,
-        mut tags: Vec<nostr::prelude::Tag>,
+        tags: Vec<nostr::prelude::Tag>,
         text: String,
         stream: Option<&str>,
         lane: Option<&str>,
     ) -> EventId {
-        if let Some(seq) = stream.and_then(|id| self.store.record(id, &text)) {
+        let text = FrameText::text(text);
+        self.publish_outgoing(client, reply_to, tags, text, stream, lane)
+    }
+
+    /// As [`Self::publish_message`], remembering a chunk frame as the event it is signed into
+    /// (`peer::sent_chunks`).
+    pub(super) fn publish_outgoing(
+        &mut self,
+        client: &PublicKey,
+        reply_to: Option<&EventId>,
+        mut tags: Vec<nostr::prelude::Tag>,
+        text: FrameText,
+        stream: Option<&str>,
+        lane: Option<&str>,
+    ) -> EventId {
+        let (text, chunk) = text.into_parts();
+        let recorded = stream.and_then(|id| self.store.record(id, &text));
+        if let Some(seq) = recorded {
             tags.push(stream_tag(stream.expect("recorded"), seq, None));
         }
         let event = self.core.sign(client, reply_to, tags, text, self.now);
+        // A client reads an event of a resumable stream the general way, never taking it.
+        if recorded.is_none() {
+            sent_chunks::remember(&event, chunk);
+        }
         match lane {
             Some(lane) => self.core.publish_in_lane(lane, event, self.now),
             None => self.core.publish(event),
