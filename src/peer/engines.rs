@@ -19,8 +19,10 @@ use std::fmt;
 #[derive(Clone, Copy)]
 pub struct Implementation(&'static dyn EngineFactory<PublicKey>);
 
-/// relaysim's own engines.
-pub const RELAYSIM: Implementation = Implementation(&OwnEngines);
+/// relaysim's own engines; their CEP-22 receivers take the messages this thread's peers sent
+/// from `sent_messages` instead of parsing them again.
+pub const RELAYSIM: Implementation =
+    Implementation(&OwnEngines::knowing(super::sent_messages::take));
 
 impl Default for Implementation {
     fn default() -> Self {

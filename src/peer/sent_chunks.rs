@@ -15,13 +15,12 @@
 //! `Arc` never change). Entries go when taken or, oldest first, when they hold more than
 //! [`MAX_BYTES`] of data or [`MAX_ENTRIES`] chunks; a miss only costs the read.
 
+use super::kept::Kept;
 use crate::protocol::chunk_text::{self, ProgressFrame};
 use crate::protocol::open_stream::{StreamBody, StreamFrame};
 use crate::protocol::oversized::{TransferBody, TransferFrame};
 use nostr::prelude::Event;
-use rustc_hash::FxHashMap;
 use std::cell::RefCell;
-use std::collections::VecDeque;
 use std::sync::Arc;
 
 /// Chunk data kept at most, in bytes: far more than a send window holds in flight.
@@ -77,36 +76,34 @@ pub fn remember(event: &Arc<Event>, chunk: Option<ProgressFrame>) {
         Some(&chunk),
         "a remembered chunk is what its text reads as"
     );
-    SENT.with(|s| s.borrow_mut().keep(Arc::clone(event), chunk));
+    let size = data_len(&chunk);
+    SENT.with(|s| {
+        s.borrow_mut()
+            .keep(address(event), (Arc::clone(event), chunk), size)
+    });
 }
 
 /// The chunk frame `event` carries, if its content is a chunk in relaysim's shape: the
 /// remembered frame when this is the very event it was signed into, else read from the text.
 /// Always what [`chunk_text::read`] of the content returns.
 pub fn read_event(event: &Event) -> Option<ProgressFrame> {
-    SENT.with(|s| s.borrow_mut().take(event))
+    SENT.with(|s| s.borrow_mut().take(&address(event)))
+        .map(|(_, chunk)| chunk)
         .or_else(|| chunk_text::read(&event.content))
 }
 
 /// Forgets every chunk, for tests of the read path.
 #[cfg(test)]
 pub(crate) fn forget_all() {
-    SENT.with(|s| *s.borrow_mut() = Sent::default());
+    SENT.with(|s| *s.borrow_mut() = Kept::new(MAX_BYTES, MAX_ENTRIES));
 }
 
 thread_local! {
-    static SENT: RefCell<Sent> = RefCell::new(Sent::default());
+    static SENT: RefCell<Kept<usize, (Arc<Event>, ProgressFrame)>> =
+        RefCell::new(Kept::new(MAX_BYTES, MAX_ENTRIES));
 }
 
-#[derive(Default)]
-struct Sent {
-    /// By the address of the event, with the event (which keeps the address its own).
-    chunks: FxHashMap<usize, (Arc<Event>, ProgressFrame)>,
-    /// Addresses, oldest first; some may have been taken already.
-    order: VecDeque<usize>,
-    bytes: usize,
-}
-
+/// The key of an event: its address, its own while the entry holds the event.
 fn address(event: &Event) -> usize {
     std::ptr::from_ref(event) as usize
 }
@@ -122,39 +119,6 @@ fn data_len(chunk: &ProgressFrame) -> usize {
             ..
         }) => data.len(),
         _ => 0,
-    }
-}
-
-impl Sent {
-    fn keep(&mut self, event: Arc<Event>, chunk: ProgressFrame) {
-        let at = address(&event);
-        self.bytes += data_len(&chunk);
-        if let Some((_, old)) = self.chunks.insert(at, (event, chunk)) {
-            // The same event remembered twice: the newer frame is the same frame.
-            self.bytes -= data_len(&old);
-        } else {
-            self.order.push_back(at);
-        }
-        while self.bytes > MAX_BYTES || self.chunks.len() > MAX_ENTRIES {
-            let Some(oldest) = self.order.pop_front() else {
-                break;
-            };
-            if let Some((_, gone)) = self.chunks.remove(&oldest) {
-                self.bytes -= data_len(&gone);
-            }
-        }
-        // Taken entries leave their addresses behind; drop them once they outnumber the rest.
-        if self.order.len() > 2 * self.chunks.len() + 64 {
-            let chunks = &self.chunks;
-            self.order.retain(|at| chunks.contains_key(at));
-        }
-    }
-
-    fn take(&mut self, event: &Event) -> Option<ProgressFrame> {
-        let at = address(event);
-        let (_, chunk) = self.chunks.remove(&at)?;
-        self.bytes -= data_len(&chunk);
-        Some(chunk)
     }
 }
 
@@ -187,18 +151,14 @@ mod tests {
         let expected = chunk_text::read(&event.content);
         assert!(expected.is_some());
         assert_eq!(kept, expected);
-        assert_eq!(SENT.with(|s| s.borrow().chunks.len()), 1);
+        assert_eq!(SENT.with(|s| s.borrow().held().0), 1);
         // A copy at another address is read from its text.
         let copy = Event::clone(&event);
         assert_eq!(read_event(&copy), expected);
-        assert_eq!(
-            SENT.with(|s| s.borrow().chunks.len()),
-            1,
-            "not taken by a copy"
-        );
+        assert_eq!(SENT.with(|s| s.borrow().held().0), 1, "not taken by a copy");
         // The very event takes it; a second delivery reads the text.
         assert_eq!(read_event(&event), expected);
-        assert_eq!(SENT.with(|s| s.borrow().chunks.len()), 0, "taken");
+        assert_eq!(SENT.with(|s| s.borrow().held().0), 0, "taken");
         assert_eq!(read_event(&event), expected);
     }
 
@@ -241,10 +201,10 @@ mod tests {
             .collect();
         SENT.with(|s| {
             let s = s.borrow();
-            assert_eq!(s.chunks.len(), 3, "three quarters fit, a fourth would not");
-            assert!(s.bytes <= MAX_BYTES);
-            assert!(!s.chunks.contains_key(&address(&events[0])));
-            assert!(s.chunks.contains_key(&address(&events[4])));
+            assert_eq!(s.held().0, 3, "three quarters fit, a fourth would not");
+            assert!(s.held().1 <= MAX_BYTES);
+            assert!(!s.holds(&address(&events[0])));
+            assert!(s.holds(&address(&events[4])));
         });
         // The forgotten ones still read from their text.
         assert_eq!(read_event(&events[0]), chunk_text::read(&events[0].content));

@@ -12,8 +12,8 @@ use super::open_stream::{
     WriteError, WriterConfig, WriterState,
 };
 use super::oversized::{
-    ChunkingError, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
-    SenderState, TransferFrame,
+    ChunkingError, KnownMessage, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent,
+    SenderConfig, SenderState, TransferFrame,
 };
 use std::time::Duration;
 
@@ -42,14 +42,28 @@ pub trait EngineFactory<P>: Send + Sync {
 
 /// relaysim's own engines.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OwnEngines;
+pub struct OwnEngines {
+    known: Option<KnownMessage>,
+}
+
+impl OwnEngines {
+    /// relaysim's engines, whose CEP-22 receivers ask `known` for the message of a text they
+    /// reassembled and verified before parsing it ([`OversizedReceiver::knowing`]).
+    pub const fn knowing(known: KnownMessage) -> Self {
+        OwnEngines { known: Some(known) }
+    }
+}
 
 impl<P: Clone + Ord + Send + 'static> EngineFactory<P> for OwnEngines {
     fn name(&self) -> &'static str {
         "relaysim"
     }
     fn transfer_receiver(&self, config: ReceiverConfig) -> Box<dyn TransferReceiving<P>> {
-        Box::new(OversizedReceiver::new(config))
+        let receiver = OversizedReceiver::new(config);
+        Box::new(match self.known {
+            Some(known) => receiver.knowing(known),
+            None => receiver,
+        })
     }
     fn transfer_sender(
         &self,

@@ -211,6 +211,8 @@ struct Outgoing {
     resumable: Option<String>,
     /// Its frames out and not yet answered: its next frame waits for room.
     window: send_window::SendWindow,
+    /// The message being sent, until its `start` frame names its digest (`sent_messages`).
+    typed: Option<Message>,
 }
 
 /// A ContextVM server with the simulated tools.

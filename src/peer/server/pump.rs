@@ -6,10 +6,11 @@ use super::{codes, error, lane_of, ContextVmServer, Job, ServerEvent, MIN_BUDGET
 use crate::peer::behaviour::PublishWait;
 use crate::peer::core::PublishOutcome;
 use crate::peer::sent_chunks::FrameText;
+use crate::peer::sent_messages;
 use crate::peer::tools::text_result;
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken};
 use crate::protocol::open_stream::{StreamBody, WriterState};
-use crate::protocol::oversized::ReceiverEvent;
+use crate::protocol::oversized::{ReceiverEvent, TransferBody};
 use nostr::prelude::{EventId, PublicKey};
 use serde_json::Value;
 
@@ -28,7 +29,7 @@ impl ContextVmServer {
                 // The relays' limit is below this event's size, and we do not know by how
                 // much: retry (and from now on send) with half of it.
                 self.budget = self.budget.min(direct.published_size / 2).max(MIN_BUDGET);
-                self.send_oversized(direct.call, direct.text);
+                self.send_oversized(direct.call, direct.text, None);
             }
         }
         // Oversized requests that completed are requests like any other.
@@ -99,6 +100,17 @@ impl ContextVmServer {
                     break;
                 };
                 let lane = lanes.then(|| lane_of(&o.client, &frame.token));
+                if let TransferBody::Start {
+                    digest,
+                    total_bytes,
+                    ..
+                } = &frame.body
+                {
+                    if let Some(message) = o.typed.take() {
+                        let len = usize::try_from(*total_bytes).unwrap_or(usize::MAX);
+                        sent_messages::remember(*digest, len, message);
+                    }
+                }
                 let text = FrameText::transfer(frame);
                 room = room.saturating_sub(text.text.len());
                 frames -= 1;

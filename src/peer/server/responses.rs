@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::peer::sent_chunks::{self, FrameText};
+use crate::peer::sent_messages;
 use crate::protocol::envelope::Envelope;
 
 impl ContextVmServer {
@@ -86,8 +87,12 @@ impl ContextVmServer {
             },
         };
         let text = message.to_json();
-        // A large result is now text; its value would only double what is held.
-        drop(message);
+        // A receiver in this process takes the message rather than parse it again, if it goes
+        // as CEP-22 from relaysim's own sender (`peer::sent_messages`); a message too large to
+        // keep is now text, and its value would only double what is held.
+        let typed = (self.config.implementation == crate::peer::RELAYSIM
+            && sent_messages::fits(text.len()))
+        .then_some(message);
         let tags = self.capability_tags(call.client);
         let room = if call.stream.is_some() {
             STREAM_TAG_ROOM
@@ -104,7 +109,7 @@ impl ContextVmServer {
             .reply_envelope
             .published_size_exceeds(&text, (self.budget + 9).saturating_sub(room))
         {
-            self.send_oversized(call, text);
+            self.send_oversized(call, text, typed);
             return;
         }
         let event = self.core.sign(
@@ -149,11 +154,13 @@ impl ContextVmServer {
                 mode: ResponseMode::Direct,
             });
         } else {
-            self.send_oversized(call, text);
+            self.send_oversized(call, text, typed);
         }
     }
 
-    pub(super) fn send_oversized(&mut self, call: Call, text: String) {
+    /// Sends `text`, the serialised response to `call`, as a CEP-22 transfer; `typed`, the
+    /// message it serialises, is kept for the receiver by the digest its `start` announces.
+    pub(super) fn send_oversized(&mut self, call: Call, text: String, typed: Option<Message>) {
         let client = call.client;
         let Some(token) = call.token.clone() else {
             self.publish_error(
@@ -196,6 +203,7 @@ impl ContextVmServer {
                         sender,
                         resumable: call.stream.clone(),
                         window: Default::default(),
+                        typed,
                     },
                 );
                 self.events.push_back(ServerEvent::Responded {
