@@ -4,7 +4,9 @@
 //! Reports, for a 10 MiB escape-heavy CEP-22 transfer at a 48,000-byte budget: chunk planning
 //! (sender construction) and reassembly (receiver, digest and JSON-RPC validation included) in
 //! MB/s of payload; CEP-41 writer → session frames per second; and reading JSON text with
-//! `nip01::json_read` beside `serde_json`, on plain, mixed and escape-heavy 1 MiB strings.
+//! `nip01::json_read` beside `serde_json`, on plain, mixed and escape-heavy 1 MiB strings; and
+//! writing it with `nip01::json_text` beside `serde_json` on the same strings and on randomly
+//! drawn escape-heavy text.
 //! Library code on the system allocator, as a library user's program runs it by default.
 
 mod common;
@@ -93,6 +95,7 @@ fn main() {
     );
 
     json_read_beside_serde_json();
+    json_write_beside_serde_json();
 }
 
 /// `nip01::json_read::parse` and `serde_json::from_str` on the same documents: a JSON-RPC
@@ -120,4 +123,39 @@ fn json_read_beside_serde_json() {
             theirs.as_secs_f64() / ours.as_secs_f64()
         );
     }
+}
+
+/// `nip01::json_text::to_string` and `serde_json::to_string` on the same values: a JSON-RPC
+/// result whose text is 1 MiB of plain, mixed, escape-heavy or randomly drawn escape-heavy
+/// characters (where branches on each character's kind cannot be predicted).
+fn json_write_beside_serde_json() {
+    use rand::{Rng, SeedableRng};
+    use relaysim::nip01::json_text;
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(1);
+    let drawn: String = (0..1 << 20)
+        .map(|_| ['"', '\\', 'a', '\n'][rng.random_range(0..4)])
+        .collect();
+    for (name, text) in [
+        ("plain", cycled("abcdefghij klmnopqrstuvwxyz")),
+        ("mixed", cycled("ab\"c\\dé€😀\n")),
+        ("escape-heavy", cycled("\"\\\"\\a\n\"\"\\a\\")),
+        ("drawn escapes", drawn),
+    ] {
+        let value = serde_json::json!({"jsonrpc": "2.0", "id": 1, "result": {"content": [{"type": "text", "text": text}]}});
+        let mb = text.len() as f64 / 1e6;
+        let (ours, a) = best_of(5, || json_text::to_string(&value));
+        let (theirs, b) = best_of(5, || serde_json::to_string(&value).unwrap());
+        assert_eq!(a, b);
+        println!(
+            "json write {name:<13} {:>7.0} MB/s, serde_json {:>7.0} MB/s: {:.2}x",
+            mb / ours.as_secs_f64(),
+            mb / theirs.as_secs_f64(),
+            theirs.as_secs_f64() / ours.as_secs_f64()
+        );
+    }
+}
+
+/// 1 MiB of `alphabet`'s characters, over and over.
+fn cycled(alphabet: &str) -> String {
+    alphabet.chars().cycle().take(1 << 20).collect()
 }

@@ -183,7 +183,10 @@ mod tests {
                     words.extend([biased, u32::MAX, biased, 0, 7, biased - 1]);
                 }
             }
-            assert!(words.len() >= 6 * (len as usize / 2), "most multiples give a biased word");
+            assert!(
+                words.len() >= 6 * (len as usize / 2),
+                "most multiples give a biased word"
+            );
             let size = words.len();
             let mut ours = Scripted(words.clone().into_iter());
             let mut theirs = Scripted(words.into_iter());
