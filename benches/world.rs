@@ -28,6 +28,10 @@ struct Count {
 }
 
 impl Observer for Count {
+    fn wants_event_json(&self) -> bool {
+        false
+    }
+
     fn observe(&mut self, _at: Duration, o: &Observation) {
         match o {
             Observation::Published { .. } => self.published += 1,

@@ -9,10 +9,73 @@
 //! Keyed by event id alone: an id is the hash of the event's content, so one id is one event.
 //! Bounded by count and bytes, oldest first out; a miss only costs the serialisation again, so
 //! the bound never changes a result.
+//!
+//! The JSON is `nostr`'s `Event::as_json`, byte for byte, written by [`text`] with
+//! `json_text`'s escaper; [`len`] and [`len_of_parts`] give its length without writing it (the
+//! signer and the relays need only that, unless a trace stores events whole).
 
 use nostr::prelude::{Event, EventId};
 use std::collections::VecDeque;
 use std::sync::Arc;
+
+/// `event`'s JSON, `{"id":…,"pubkey":…,"created_at":…,"kind":…,"tags":…,"content":…,"sig":…}`,
+/// as `Event::as_json` writes it.
+pub(crate) fn text(event: &Event) -> String {
+    use std::io::Write as _;
+    let tags = serde_json::to_string(&event.tags).expect("tags serialize");
+    let mut json = Vec::with_capacity(len_of_parts(
+        event.created_at.as_secs(),
+        event.kind.as_u16(),
+        tags.len(),
+        super::json_text::escaped_len(&event.content) + 2,
+    ));
+    write!(
+        json,
+        "{{\"id\":\"{}\",\"pubkey\":\"{}\",\"created_at\":{},\"kind\":{},\"tags\":{tags},\"content\":",
+        event.id.to_hex(),
+        event.pubkey.to_hex(),
+        event.created_at.as_secs(),
+        event.kind.as_u16()
+    )
+    .expect("writing to memory");
+    super::json_text::write_escaped(&mut json, &event.content);
+    write!(
+        json,
+        ",\"sig\":\"{}\"}}",
+        hex::encode::<&[u8]>(event.sig.as_ref())
+    )
+    .expect("writing to memory");
+    String::from_utf8(json).expect("escaped JSON keeps UTF-8 whole")
+}
+
+/// The length of `event`'s JSON ([`text`]), counted rather than written.
+pub(crate) fn len(event: &Event) -> usize {
+    let tags = serde_json::to_string(&event.tags).expect("tags serialize");
+    len_of_parts(
+        event.created_at.as_secs(),
+        event.kind.as_u16(),
+        tags.len(),
+        super::json_text::escaped_len(&event.content) + 2,
+    )
+}
+
+/// The length of the JSON of an event made at `created_at`, of `kind`, whose tags' JSON is
+/// `tags_len` bytes long and whose content escaped (quotes included) is `content_len`.
+pub(crate) fn len_of_parts(
+    created_at: u64,
+    kind: u16,
+    tags_len: usize,
+    content_len: usize,
+) -> usize {
+    const FIXED: usize =
+        r#"{"id":"","pubkey":"","created_at":,"kind":,"tags":,"content":,"sig":""}"#.len();
+    FIXED + 64 + 64 + 128 + digits(created_at) + digits(u64::from(kind)) + tags_len + content_len
+}
+
+/// Decimal digits of `n`.
+fn digits(n: u64) -> usize {
+    n.checked_ilog10().map_or(1, |d| d as usize + 1)
+}
 
 /// Events whose JSON is kept at most.
 const MAX_EVENTS: usize = 100_000;
@@ -33,12 +96,7 @@ impl EventJson {
         if let Some(json) = self.by_id.get(&event.id) {
             return json.clone();
         }
-        // Its signer may have made it already (escaping the content once for both); the
-        // verification memo keeps that, so it is not kept here too.
-        if let Some(json) = super::verified::json_of(event) {
-            return json;
-        }
-        let json: Arc<str> = event.as_json().into();
+        let json: Arc<str> = text(event).into();
         self.bytes += json.len();
         self.by_id.insert(event.id, json.clone());
         self.order.push_back(event.id);
@@ -51,6 +109,15 @@ impl EventJson {
             }
         }
         json
+    }
+
+    /// The length of `event`'s JSON, without making it: the kept JSON's, its signer's count
+    /// when this thread signed it, or counted ([`len`]).
+    pub(crate) fn len_of(&self, event: &Event) -> usize {
+        match self.by_id.get(&event.id) {
+            Some(json) => json.len(),
+            None => super::verified::json_len(event),
+        }
     }
 
     /// Events held.

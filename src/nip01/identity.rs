@@ -106,33 +106,16 @@ impl Identity {
         let kind = Kind::from(kind);
         let tags = Tags::from_list(tags);
         let tags_json = serde_json::to_string(&tags).expect("tags serialize");
-        // The JSON, `{"id":…,"pubkey":…,"created_at":…,"kind":…,"tags":…,"content":…,"sig":…}`,
-        // is written first with the id left blank, and the id's serialisation,
-        // `[0,pubkey,created_at,kind,tags,content]`, is hashed from its pieces: the content is
-        // escaped once, straight into the JSON.
-        // Room for the content escaped as `write_escaped` reserves it, so it never grows.
-        let content_room = content.len() + content.len().min(super::json_text::SEGMENT) + 2;
-        let mut json = Vec::with_capacity(content_room + tags_json.len() + 330);
-        json.extend_from_slice(b"{\"id\":\"");
-        let id_at = json.len();
-        json.extend_from_slice(&[b'0'; 64]);
-        json.extend_from_slice(b"\",\"pubkey\":\"");
-        let pubkey_at = json.len();
-        json.extend_from_slice(&[b'0'; 64]);
-        hex::encode_to_slice(pubkey.to_bytes(), &mut json[pubkey_at..pubkey_at + 64])
+        // The id hashes `[0,pubkey,created_at,kind,tags,content]`, hashed from its pieces with
+        // the content escaped a piece at a time straight into the hash: the JSON is not
+        // written (only its length is counted) until something asks for it whole
+        // (`event_json`), which only a trace storing events whole does.
+        let mut pubkey_hex = [0u8; 64];
+        hex::encode_to_slice(pubkey.to_bytes(), &mut pubkey_hex)
             .expect("64 hex digits for 32 bytes");
-        write!(
-            json,
-            "\",\"created_at\":{},\"kind\":{},\"tags\":{tags_json},\"content\":",
-            created_at.as_secs(),
-            kind.as_u16()
-        )
-        .expect("writing to memory");
-        let content_at = json.len();
-        super::json_text::write_escaped(&mut json, &content);
         let mut hash = Sha256::new();
         hash.update(b"[0,\"");
-        hash.update(&json[pubkey_at..pubkey_at + 64]);
+        hash.update(pubkey_hex);
         write!(
             hash,
             "\",{},{},{tags_json},",
@@ -140,26 +123,23 @@ impl Identity {
             kind.as_u16()
         )
         .expect("hashing never fails");
-        hash.update(&json[content_at..]);
+        let content_len = super::json_text::escaped_in_pieces(&content, |piece| hash.update(piece));
         hash.update(b"]");
         let id = EventId::from_byte_array(hash.finalize().into());
-        hex::encode_to_slice(id.as_bytes(), &mut json[id_at..id_at + 64])
-            .expect("64 hex digits for 32 bytes");
         let sig = if self.defers {
             super::deferred::placeholder(&id)
         } else {
             schnorr(&self.keys, &id)
         };
-        json.extend_from_slice(b",\"sig\":\"");
-        let sig_at = json.len();
-        json.extend_from_slice(&[b'0'; 128]);
-        hex::encode_to_slice(sig.as_bytes(), &mut json[sig_at..sig_at + 128])
-            .expect("128 hex digits for 64 bytes");
-        json.extend_from_slice(b"\"}");
-        let json = String::from_utf8(json).expect("escaped JSON keeps UTF-8 whole");
+        let json_len = super::event_json::len_of_parts(
+            created_at.as_secs(),
+            kind.as_u16(),
+            tags_json.len(),
+            content_len,
+        );
         let event = Arc::new(Event::new(id, pubkey, created_at, kind, tags, content, sig));
         // Made here, so good: relays of this process need not verify it again.
-        super::verified::vouch_with_json(&event, json.into());
+        super::verified::vouch_with_json_len(&event, json_len);
         event
     }
 }
@@ -188,8 +168,8 @@ mod tests {
                 // nostr recomputes the id its own way, and checks the signature.
                 assert!(e.verify_id());
                 assert!(e.verify().is_ok());
-                let json = crate::nip01::verified::json_of(&e).expect("left by the signer");
-                assert_eq!(&*json, e.as_json());
+                assert_eq!(crate::nip01::verified::json_len(&e), e.as_json().len());
+                assert_eq!(crate::nip01::event_json::text(&e), e.as_json());
             }
         }
     }
@@ -207,8 +187,9 @@ mod tests {
             let tags = vec![Tag::parse(["t", value.as_str()]).unwrap()];
             let e = me.sign(kind, at, tags, content);
             proptest::prop_assert!(e.verify_id());
-            let json = crate::nip01::verified::json_of(&e).expect("left by the signer");
-            proptest::prop_assert_eq!(&*json, e.as_json());
+            proptest::prop_assert_eq!(crate::nip01::verified::json_len(&e), e.as_json().len());
+            proptest::prop_assert_eq!(crate::nip01::event_json::len(&e), e.as_json().len());
+            proptest::prop_assert_eq!(crate::nip01::event_json::text(&e), e.as_json());
         }
     }
 

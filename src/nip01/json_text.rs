@@ -113,6 +113,28 @@ pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
+/// Escapes `s` as [`write_escaped`] does, quotes included, handing the output to `piece` a
+/// few KiB at a time instead of keeping it whole, and returns its length: for hashing an
+/// escaped text without writing all of it out (the signer's event id), which keeps the
+/// output in cache and allocates no more than a piece.
+pub(crate) fn escaped_in_pieces(s: &str, mut piece: impl FnMut(&[u8])) -> usize {
+    const PIECE: usize = 16 << 10;
+    let mut buf = Vec::with_capacity(2 * PIECE + 2);
+    let mut total = 0;
+    buf.push(b'"');
+    for part in s.as_bytes().chunks(PIECE) {
+        // Escaping is independent per byte, so the text is cut anywhere (as into segments).
+        write_escaped_segment(&mut buf, part);
+        total += buf.len();
+        piece(&buf);
+        buf.clear();
+    }
+    buf.push(b'"');
+    total += buf.len();
+    piece(&buf);
+    total
+}
+
 /// Appends the escaped bytes of `bytes` (no quotes) to `out`.
 fn write_escaped_segment(out: &mut Vec<u8>, bytes: &[u8]) {
     let mut at = out.len();
@@ -282,6 +304,17 @@ mod tests {
                     .prop_map(|kv| Value::Object(kv.into_iter().collect())),
             ]
         })
+    }
+
+    #[test]
+    fn escaping_in_pieces_hands_over_the_whole_escape_in_order() {
+        let long: String = "ab\"\\\u{1}é😀\n".chars().cycle().take(100_000).collect();
+        for s in ["", "plain", "\"", long.as_str()] {
+            let mut pieces = Vec::new();
+            let len = escaped_in_pieces(s, |p| pieces.extend_from_slice(p));
+            assert_eq!(pieces, escaped(s).into_bytes());
+            assert_eq!(len, pieces.len());
+        }
     }
 
     proptest! {

@@ -18,9 +18,9 @@
 //!   at that address. Any other copy is compared field by field.
 //!
 //! Any other event is verified in full, so a tampered event fails as it would without the
-//! memo. The signer also leaves the event's JSON with its fields (it escapes the content once
-//! for the id and the JSON together), and [`json_of`] hands it to whoever serialises that
-//! very event (same fields, compared) next. The memo is per thread (a world runs on one thread) and bounded: when full it forgets,
+//! memo. The signer also leaves the length of the event's JSON with its fields (it counts it
+//! while hashing the id, without writing the JSON), and [`json_len`] hands it to whoever
+//! measures that very event (same fields, compared) next. The memo is per thread (a world runs on one thread) and bounded: when full it forgets,
 //! which costs only speed. Whether an event is in it never changes a verdict, so it cannot
 //! reach a run's output.
 
@@ -39,11 +39,11 @@ const FIELD_BYTES: usize = 16 << 20;
 /// An event's id and signature, side by side.
 type Pair = [u8; 96];
 
-/// A vouched event (whose fields are what its id hashes), and its JSON when the signer made
-/// it.
+/// A vouched event (whose fields are what its id hashes), and its JSON's length when the
+/// signer counted it.
 struct Fields {
     event: Arc<Event>,
-    json: Option<Arc<str>>,
+    json_len: Option<usize>,
 }
 
 impl Fields {
@@ -56,7 +56,7 @@ impl Fields {
             .iter()
             .map(|t| 24 + t.as_slice().iter().map(|s| s.len() + 24).sum::<usize>())
             .sum();
-        256 + tags + self.event.content.len() + self.json.as_ref().map_or(0, |j| j.len())
+        256 + tags + self.event.content.len()
     }
 
     /// Whether `event` has the vouched event's fields: it is that very copy (see the module
@@ -82,7 +82,7 @@ struct Memo {
 }
 
 impl Memo {
-    fn vouch(&mut self, event: &Arc<Event>, json: Option<Arc<str>>) {
+    fn vouch(&mut self, event: &Arc<Event>, json_len: Option<usize>) {
         let key = pair(event);
         // A deferred signature's placeholder is checked without the pair (`deferred`).
         if !super::deferred::is_placeholder(event) {
@@ -93,7 +93,7 @@ impl Memo {
         }
         let fields = Fields {
             event: event.clone(),
-            json,
+            json_len,
         };
         let size = fields.bytes();
         if size > FIELD_BYTES || self.fields.contains_key(&key) {
@@ -132,24 +132,10 @@ pub(crate) fn vouch(event: &Event) {
     MEMO.with(|m| m.borrow_mut().vouch(&shared, None));
 }
 
-/// As [`vouch`], for the signer's shared copy of the event, leaving its JSON `json` (which must
-/// be `event.as_json()`) for [`json_of`].
-pub(crate) fn vouch_with_json(event: &Arc<Event>, json: Arc<str>) {
-    MEMO.with(|m| m.borrow_mut().vouch(event, Some(json)));
-}
-
-/// The JSON its signer left for `event`, if this very event (same id, signature and fields)
-/// was signed on this thread recently.
-pub(crate) fn json_of(event: &Event) -> Option<Arc<str>> {
-    MEMO.with(|m| {
-        let m = m.borrow();
-        let f = m.fields.get(&pair(event))?;
-        if f.are_of(event) {
-            f.json.clone()
-        } else {
-            None
-        }
-    })
+/// As [`vouch`], for the signer's shared copy of the event, with the length of its JSON
+/// (`event_json::text(event).len()`) for [`json_len`].
+pub(crate) fn vouch_with_json_len(event: &Arc<Event>, json_len: usize) {
+    MEMO.with(|m| m.borrow_mut().vouch(event, Some(json_len)));
 }
 
 /// Empties this thread's memo, for tests of what happens once it has forgotten.
@@ -158,10 +144,19 @@ pub(crate) fn forget_all() {
     MEMO.with(|m| *m.borrow_mut() = Memo::default());
 }
 
-/// The length of `event`'s JSON: from the JSON its signer left when there is one, else by
-/// serialising it.
+/// The length of `event`'s JSON: its signer's count when this very event (same id, signature
+/// and fields) was signed on this thread recently, else counted (`event_json::len`).
 pub(crate) fn json_len(event: &Event) -> usize {
-    json_of(event).map_or_else(|| event.as_json().len(), |json| json.len())
+    let signed = MEMO.with(|m| {
+        let m = m.borrow();
+        let f = m.fields.get(&pair(event))?;
+        if f.are_of(event) {
+            f.json_len
+        } else {
+            None
+        }
+    });
+    signed.unwrap_or_else(|| super::event_json::len(event))
 }
 
 /// Why an event fails verification.
@@ -251,8 +246,8 @@ mod tests {
         assert_eq!(verify(&shared), Ok(()));
         let copy = Event::clone(&shared);
         assert_eq!(verify(&copy), Ok(()));
-        assert_eq!(json_of(&copy), json_of(&shared));
-        assert_eq!(json_of(&copy).as_deref(), Some(copy.as_json().as_str()));
+        assert_eq!(json_len(&copy), copy.as_json().len());
+        assert_eq!(json_len(&shared), shared.as_json().len());
         // A copy changed after signing is another event: not the memo's, and caught.
         assert_eq!(verify(&with_content(&shared, "changed")), Err(Invalid::Id));
     }

@@ -164,4 +164,8 @@ impl<A: crate::sim::world::Observer, B: crate::sim::world::Observer> crate::sim:
         self.0.observe(at, o);
         self.1.observe(at, o);
     }
+
+    fn wants_event_json(&self) -> bool {
+        self.0.wants_event_json() || self.1.wants_event_json()
+    }
 }

@@ -256,6 +256,11 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
 }
 
 impl Observer for Collector {
+    /// Statistics count an event's bytes, never read its JSON.
+    fn wants_event_json(&self) -> bool {
+        false
+    }
+
     fn observe(&mut self, at: Duration, o: &Observation) {
         match o {
             Observation::Published { bytes, .. } => {

@@ -132,6 +132,11 @@ impl TraceWriter {
 }
 
 impl Observer for TraceWriter {
+    /// Only a trace that stores events whole reads their JSON.
+    fn wants_event_json(&self) -> bool {
+        matches!(self.events, EventsMode::Full)
+    }
+
     fn observe(&mut self, at: Duration, o: &Observation) {
         let t = us(at);
         let n = &self.names;
@@ -149,11 +154,14 @@ impl Observer for TraceWriter {
                 id: event.to_hex(),
                 bytes: *bytes,
                 event: match self.events {
-                    EventsMode::Full => serde_json::from_str(json).ok().map(|mut e| {
-                        crate::nip01::deferred::complete_json(&mut e);
-                        crate::peer::streams::redact_event_json(&mut e);
-                        e
-                    }),
+                    EventsMode::Full => json
+                        .as_deref()
+                        .and_then(|json| serde_json::from_str(json).ok())
+                        .map(|mut e: serde_json::Value| {
+                            crate::nip01::deferred::complete_json(&mut e);
+                            crate::peer::streams::redact_event_json(&mut e);
+                            e
+                        }),
                     EventsMode::Ids => None,
                 },
             },

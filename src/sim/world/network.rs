@@ -314,7 +314,7 @@ impl World {
                     Intake::Concurrent { .. }
                 ) =>
             {
-                self.event_json.of(e).len()
+                self.event_json.len_of(e)
             }
             _ => CONTROL_BYTES,
         };
@@ -351,7 +351,7 @@ impl World {
                 self.publish_seq += 1;
                 let seq = self.publish_seq;
                 self.published_at.entry(e.id).or_insert((self.now, seq));
-                Some(self.event_json.of(e).len())
+                Some(self.event_json.len_of(e))
             }
             _ => None,
         };
@@ -398,12 +398,16 @@ impl World {
         let Some(link) = self.links.get(&(relay, peer)).copied() else {
             return;
         };
+        let wants_json = self.observer.as_ref().is_some_and(|o| o.wants_event_json());
         let event = match &message {
-            ClientMessage::Event(e) => Some((e.id, self.event_json.of(e))),
+            ClientMessage::Event(e) => Some((
+                e.id,
+                self.event_json.len_of(e),
+                wants_json.then(|| self.event_json.of(e)),
+            )),
             _ => None,
         };
-        let event = event.map(|(id, json)| {
-            let bytes = json.len();
+        let event = event.map(|(id, bytes, json)| {
             self.observe(Observation::Published {
                 peer,
                 relay,
@@ -462,7 +466,7 @@ impl World {
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
         let bytes = match (&message, direction.bandwidth) {
             (RelayMessage::Event { event, sub }, Some(_)) => {
-                self.event_json.of(event).len() + sub.len() + EVENT_FRAMING
+                self.event_json.len_of(event) + sub.len() + EVENT_FRAMING
             }
             _ => CONTROL_BYTES,
         };

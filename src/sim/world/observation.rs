@@ -44,11 +44,12 @@ pub enum Observation {
         event: EventId,
         /// Its serialized size.
         bytes: usize,
-        /// The event's JSON (for traces that store events whole). Its `sig` is the deferred
+        /// The event's JSON (for traces that store events whole), made only when the world's
+        /// observer wants it ([`Observer::wants_event_json`]). Its `sig` is the deferred
         /// signature's placeholder: an observer that writes the event out puts the real one in
         /// with [`crate::nip01::deferred::complete_json`] during the run, as the trace writer
         /// does.
-        json: std::sync::Arc<str>,
+        json: Option<std::sync::Arc<str>>,
     },
     /// What a link did with one message: the delays of its copies (none: lost). The n-th
     /// message on a (relay, peer, way) link; schedule replays reuse these.
@@ -223,6 +224,14 @@ pub enum Observation {
 pub trait Observer {
     /// One observation.
     fn observe(&mut self, at: Duration, observation: &Observation);
+
+    /// Whether this observer reads a published event's JSON (`Observation::Published`'s
+    /// `json`): the world writes an event's JSON only for an observer that does, since
+    /// escaping a large event is the costliest thing done with it. Yes unless an observer says
+    /// otherwise.
+    fn wants_event_json(&self) -> bool {
+        true
+    }
 }
 
 /// An observer that keeps everything.
@@ -242,5 +251,9 @@ impl Observer for Recorder {
 impl<O: Observer> Observer for std::rc::Rc<std::cell::RefCell<O>> {
     fn observe(&mut self, at: Duration, observation: &Observation) {
         self.borrow_mut().observe(at, observation);
+    }
+
+    fn wants_event_json(&self) -> bool {
+        self.borrow().wants_event_json()
     }
 }
