@@ -139,7 +139,7 @@ mod tests {
         let e = me.sign(1, 0, vec![], "x".repeat(1 << 20));
         assert_eq!(&*memo.of(&e), e.as_json());
         assert!(Arc::ptr_eq(&memo.of(&e), &memo.of(&e)), "made once");
-        // Events the signer left no JSON for (parsed ones, say) are serialised once and kept.
+        // Events of another signer (parsed ones, say) are serialised once and kept too.
         let parsed = Event::from_json(e.as_json()).unwrap();
         crate::nip01::verified::forget_all();
         assert_eq!(&*memo.of(&parsed), e.as_json());
@@ -155,5 +155,18 @@ mod tests {
         }
         assert!(memo.bytes <= MAX_BYTES);
         assert_eq!(memo.by_id.len(), memo.order.len());
+    }
+
+    #[test]
+    fn the_counted_length_is_the_json_s_at_the_edges_of_each_number() {
+        let me = Identity::derive(2, "b");
+        for created_at in [0, 9, 10, 99, 100, 1_700_000_000, u64::from(u32::MAX)] {
+            for kind in [0u16, 9, 10, 25910, u16::MAX] {
+                let e = me.sign(kind, created_at, vec![], "c\"\u{1}é".into());
+                assert_eq!(len(&e), e.as_json().len(), "{created_at} {kind}");
+                assert_eq!(text(&e), e.as_json());
+                assert_eq!(EventJson::default().len_of(&e), e.as_json().len());
+            }
+        }
     }
 }

@@ -9,9 +9,12 @@ use std::hash::Hash;
 
 /// Values by key, with their sizes, within `max_bytes` and `max_entries`.
 pub(crate) struct Kept<K, V> {
-    values: FxHashMap<K, (V, usize)>,
-    /// Keys, oldest first; some may have been taken already.
-    order: VecDeque<K>,
+    /// Each value, its size, and the number it was kept under (see `order`).
+    values: FxHashMap<K, (V, usize, u64)>,
+    /// Keys with the number their value was kept under, oldest first. A key whose value was
+    /// taken, or kept again since, is left behind; the number tells it from the live entry.
+    order: VecDeque<(K, u64)>,
+    kept: u64,
     bytes: usize,
     max_bytes: usize,
     max_entries: usize,
@@ -23,6 +26,7 @@ impl<K: Hash + Eq + Clone, V> Kept<K, V> {
         Kept {
             values: FxHashMap::default(),
             order: VecDeque::new(),
+            kept: 0,
             bytes: 0,
             max_bytes,
             max_entries,
@@ -32,31 +36,42 @@ impl<K: Hash + Eq + Clone, V> Kept<K, V> {
     /// Keeps `value`, of `size` bytes, under `key` (replacing what was there), then drops the
     /// oldest values until both bounds hold again.
     pub(crate) fn keep(&mut self, key: K, value: V, size: usize) {
+        self.kept += 1;
         self.bytes += size;
-        match self.values.insert(key.clone(), (value, size)) {
-            Some((_, old)) => self.bytes -= old,
-            None => self.order.push_back(key),
+        if let Some((_, old, _)) = self.values.insert(key.clone(), (value, size, self.kept)) {
+            self.bytes -= old;
         }
+        self.order.push_back((key, self.kept));
         while self.bytes > self.max_bytes || self.values.len() > self.max_entries {
-            let Some(oldest) = self.order.pop_front() else {
+            let Some((oldest, number)) = self.order.pop_front() else {
                 break;
             };
-            if let Some((_, gone)) = self.values.remove(&oldest) {
-                self.bytes -= gone;
+            if self.values.get(&oldest).is_some_and(|v| v.2 == number) {
+                if let Some((_, gone, _)) = self.values.remove(&oldest) {
+                    self.bytes -= gone;
+                }
             }
         }
-        // Taken values leave their keys behind; drop those once they outnumber the rest.
+        // Keys left behind pile up; drop them once they outnumber the live ones.
         if self.order.len() > 2 * self.values.len() + 64 {
             let values = &self.values;
-            self.order.retain(|k| values.contains_key(k));
+            self.order
+                .retain(|(k, number)| values.get(k).is_some_and(|v| v.2 == *number));
         }
     }
 
     /// The value under `key`, which is kept no longer.
     pub(crate) fn take(&mut self, key: &K) -> Option<V> {
-        let (value, size) = self.values.remove(key)?;
+        let (value, size, _) = self.values.remove(key)?;
         self.bytes -= size;
         Some(value)
+    }
+
+    /// Forgets every value.
+    pub(crate) fn clear(&mut self) {
+        self.values.clear();
+        self.order.clear();
+        self.bytes = 0;
     }
 
     /// Whether a value is kept under `key`.
@@ -102,6 +117,19 @@ mod tests {
             "a value kept again replaces the old one's size"
         );
         assert_eq!(kept.take(&4), Some("d2"));
+    }
+
+    #[test]
+    fn a_key_kept_again_after_being_taken_is_as_new() {
+        let mut kept = Kept::new(usize::MAX, 2);
+        kept.keep(1, "a", 0);
+        assert_eq!(kept.take(&1), Some("a"));
+        kept.keep(2, "b", 0);
+        kept.keep(1, "a again", 0);
+        // The third value passes the entry bound: the oldest live one (2) goes, not 1's new
+        // value behind 1's stale place at the front.
+        kept.keep(3, "c", 0);
+        assert!(kept.holds(&1) && !kept.holds(&2) && kept.holds(&3));
     }
 
     #[test]

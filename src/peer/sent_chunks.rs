@@ -17,13 +17,15 @@
 
 use super::kept::Kept;
 use crate::protocol::chunk_text::{self, ProgressFrame};
+use crate::protocol::cvm::MAX_SAFE_INTEGER;
 use crate::protocol::open_stream::{StreamBody, StreamFrame};
 use crate::protocol::oversized::{TransferBody, TransferFrame};
 use nostr::prelude::Event;
 use std::cell::RefCell;
 use std::sync::Arc;
 
-/// Chunk data kept at most, in bytes: far more than a send window holds in flight.
+/// Bytes kept at most, counting each chunk's data and the content of the event kept with it:
+/// more than a server's send window (16 MiB of frames) holds in flight.
 pub const MAX_BYTES: usize = 64 << 20;
 
 /// Chunks kept at most.
@@ -43,19 +45,25 @@ impl FrameText {
         FrameText { text, chunk: None }
     }
 
-    /// A CEP-22 frame's text, keeping the frame when it is a chunk.
+    /// A CEP-22 frame's text, keeping the frame when it is a chunk [`chunk_text::read`] reads.
     pub fn transfer(frame: TransferFrame) -> Self {
         let text = frame.to_json();
-        let chunk = (matches!(frame.body, TransferBody::Chunk { .. }) && frame.message.is_none())
-            .then_some(ProgressFrame::Transfer(frame));
+        let readable = matches!(frame.body, TransferBody::Chunk { .. })
+            && frame.message.is_none()
+            && frame.progress <= MAX_SAFE_INTEGER;
+        let chunk = readable.then_some(ProgressFrame::Transfer(frame));
         FrameText { text, chunk }
     }
 
-    /// A CEP-41 frame's text, keeping the frame when it is a chunk.
+    /// A CEP-41 frame's text, keeping the frame when it is a chunk [`chunk_text::read`] reads.
     pub fn stream(frame: StreamFrame) -> Self {
         let text = frame.to_json();
-        let chunk = (matches!(frame.body, StreamBody::Chunk { .. }) && frame.message.is_none())
-            .then_some(ProgressFrame::Stream(frame));
+        let readable = matches!(
+            frame.body,
+            StreamBody::Chunk { chunk_index, .. } if chunk_index <= MAX_SAFE_INTEGER
+        ) && frame.message.is_none()
+            && frame.progress <= MAX_SAFE_INTEGER;
+        let chunk = readable.then_some(ProgressFrame::Stream(frame));
         FrameText { text, chunk }
     }
 
@@ -68,7 +76,7 @@ impl FrameText {
 /// Keeps `chunk` as the frame `event` carries; `event` must be the one signed with the
 /// chunk's [`FrameText`] text as its content. Nothing is kept for `None`.
 pub fn remember(event: &Arc<Event>, chunk: Option<ProgressFrame>) {
-    let Some(chunk) = chunk else {
+    let Some(chunk) = chunk.filter(|_| super::memo_scope::is_open()) else {
         return;
     };
     debug_assert_eq!(
@@ -76,7 +84,8 @@ pub fn remember(event: &Arc<Event>, chunk: Option<ProgressFrame>) {
         Some(&chunk),
         "a remembered chunk is what its text reads as"
     );
-    let size = data_len(&chunk);
+    // The data kept, and the event's content it keeps alive.
+    let size = data_len(&chunk) + event.content.len();
     SENT.with(|s| {
         s.borrow_mut()
             .keep(address(event), (Arc::clone(event), chunk), size)
@@ -92,10 +101,9 @@ pub fn read_event(event: &Event) -> Option<ProgressFrame> {
         .or_else(|| chunk_text::read(&event.content))
 }
 
-/// Forgets every chunk, for tests of the read path.
-#[cfg(test)]
+/// Forgets every chunk.
 pub(crate) fn forget_all() {
-    SENT.with(|s| *s.borrow_mut() = Kept::new(MAX_BYTES, MAX_ENTRIES));
+    SENT.with(|s| s.borrow_mut().clear());
 }
 
 thread_local! {
@@ -126,6 +134,7 @@ fn data_len(chunk: &ProgressFrame) -> usize {
 mod tests {
     use super::*;
     use crate::nip01::Identity;
+    use crate::peer::memo_scope::SentMemos;
     use crate::protocol::jsonrpc::RequestId;
 
     fn chunk(data: &str) -> TransferFrame {
@@ -145,7 +154,7 @@ mod tests {
 
     #[test]
     fn the_receiver_of_the_very_event_takes_the_frame_once_and_reads_any_other_copy() {
-        forget_all();
+        let _world = SentMemos::open();
         let (event, kept) = signed(FrameText::transfer(chunk("a \"quoted\" \\ chunk")));
         remember(&event, kept.clone());
         let expected = chunk_text::read(&event.content);
@@ -190,8 +199,10 @@ mod tests {
 
     #[test]
     fn the_oldest_chunks_go_once_the_data_kept_passes_its_bound() {
-        forget_all();
-        let big = "x".repeat(MAX_BYTES / 4 + 1);
+        let _world = SentMemos::open();
+        // Each entry counts its data and its event's content (the data and the frame around
+        // it): a little over a quarter of the bound.
+        let big = "x".repeat(MAX_BYTES / 8);
         let events: Vec<Arc<Event>> = (0..5)
             .map(|_| {
                 let (event, kept) = signed(FrameText::transfer(chunk(&big)));
@@ -208,6 +219,49 @@ mod tests {
         });
         // The forgotten ones still read from their text.
         assert_eq!(read_event(&events[0]), chunk_text::read(&events[0].content));
-        forget_all();
+    }
+
+    #[test]
+    fn nothing_is_kept_outside_a_world_and_all_is_forgotten_when_it_ends() {
+        let (event, kept) = signed(FrameText::transfer(chunk("c")));
+        remember(&event, kept.clone());
+        assert_eq!(SENT.with(|s| s.borrow().held().0), 0, "no world open");
+        let world = SentMemos::open();
+        remember(&event, kept);
+        assert_eq!(SENT.with(|s| s.borrow().held().0), 1);
+        drop(world);
+        assert_eq!(
+            SENT.with(|s| s.borrow().held().0),
+            0,
+            "forgotten with the world"
+        );
+    }
+
+    #[test]
+    fn a_chunk_whose_numbers_json_would_not_read_exactly_is_not_kept() {
+        let unsafe_progress = TransferFrame {
+            progress: MAX_SAFE_INTEGER + 1,
+            ..chunk("x")
+        };
+        assert!(FrameText::transfer(unsafe_progress)
+            .into_parts()
+            .1
+            .is_none());
+        let unsafe_index = StreamFrame {
+            token: RequestId::Number(7),
+            progress: 2,
+            message: None,
+            body: StreamBody::Chunk {
+                chunk_index: MAX_SAFE_INTEGER + 1,
+                data: "d".into(),
+            },
+        };
+        let (event, kept) = signed(FrameText::stream(unsafe_index));
+        assert!(kept.is_none());
+        assert_eq!(
+            chunk_text::read(&event.content),
+            None,
+            "read refuses it too"
+        );
     }
 }

@@ -6,14 +6,17 @@
 //! The receiver still reassembles the text, checks its length and its SHA-256 against the
 //! announced digest, and only then asks for the message ([`take`], the hook its engine is built
 //! with): a text with the digest of the one the sender serialised is that text, and parsing
-//! the serialisation of a message gives the message back (`jsonrpc`'s round-trip property
-//! test). So taking it changes nothing the receiver does; a message not kept here (sent by
-//! another thread or implementation, dropped for the bounds, taken already) is parsed as
-//! before.
+//! the serialisation of a message gives the message back — for the messages kept here, which
+//! hold no floating-point number and nest less than `json_read::MAX_DEPTH` deep ([`round_trips`];
+//! the property test below checks it). So taking it changes nothing the receiver does; a
+//! message not kept here (sent by another thread or implementation, not round-tripping,
+//! dropped for the bounds, taken already) is parsed as before.
 
 use super::kept::Kept;
+use crate::nip01::json_read::MAX_DEPTH;
 use crate::protocol::jsonrpc::Message;
 use crate::protocol::oversized::Digest;
+use serde_json::Value;
 use std::cell::RefCell;
 
 /// Text bytes of the messages kept at most. A larger message is not kept: its typed value
@@ -32,11 +35,43 @@ pub fn fits(text_len: usize) -> bool {
     text_len <= MAX_BYTES
 }
 
-/// Keeps `message`, whose serialisation (`text_len` bytes) has `digest`.
+/// Keeps `message`, whose serialisation (`text_len` bytes) has `digest`, if it is worth keeping
+/// and surely parses back as itself.
 pub fn remember(digest: Digest, text_len: usize, message: Message) {
-    if fits(text_len) {
+    if fits(text_len) && super::memo_scope::is_open() && round_trips(&message) {
         SENT.with(|s| s.borrow_mut().keep(digest, message, text_len));
     }
+}
+
+/// Whether parsing `message`'s serialisation surely gives `message` back. Not with params
+/// that are neither an object nor an array, nor with a
+/// floating-point number (`serde_json`, which reads them, may read one back a unit in the last
+/// place off), nor with values nested as deep as `json_read::MAX_DEPTH` (past which the text
+/// goes to `serde_json`, which refuses nesting past 128).
+pub fn round_trips(message: &Message) -> bool {
+    // The message's own object is one level, its params, result or error another.
+    fn plain(value: &Value, depth: usize) -> bool {
+        match value {
+            _ if depth >= MAX_DEPTH => false,
+            Value::Number(n) => !n.is_f64(),
+            Value::Array(items) => items.iter().all(|v| plain(v, depth + 1)),
+            Value::Object(map) => map.values().all(|v| plain(v, depth + 1)),
+            Value::Null | Value::Bool(_) | Value::String(_) => true,
+        }
+    }
+    match message {
+        // Params other than an object or an array are written but not read (JSON-RPC).
+        Message::Request { params, .. } | Message::Notification { params, .. } => params
+            .as_ref()
+            .is_none_or(|p| matches!(p, Value::Object(_) | Value::Array(_)) && plain(p, 2)),
+        Message::Response { result, .. } => plain(result, 2),
+        Message::Error { error, .. } => error.data.as_ref().is_none_or(|d| plain(d, 3)),
+    }
+}
+
+/// Forgets every message.
+pub(crate) fn forget_all() {
+    SENT.with(|s| s.borrow_mut().clear());
 }
 
 /// The message kept for `digest`, if any, which is kept no longer. The receiver's hook:
@@ -49,10 +84,12 @@ pub fn take(digest: &Digest) -> Option<Message> {
 mod tests {
     use super::*;
     use crate::protocol::jsonrpc::RequestId;
+    use proptest::prelude::*;
     use serde_json::json;
 
     #[test]
     fn a_message_is_taken_once_by_its_digest_and_a_large_one_is_not_kept() {
+        let _world = crate::peer::memo_scope::SentMemos::open();
         let message = Message::Response {
             id: RequestId::Number(1),
             result: json!({"content": [{"type": "text", "text": "\"quoted\""}]}),
@@ -65,5 +102,75 @@ mod tests {
         assert_eq!(take(&digest), None, "taken");
         remember(digest, MAX_BYTES + 1, message);
         assert_eq!(take(&digest), None, "too large to keep");
+    }
+
+    #[test]
+    fn floats_and_deep_nesting_are_not_kept() {
+        let _world = crate::peer::memo_scope::SentMemos::open();
+        let float = Message::Response {
+            id: RequestId::Number(1),
+            result: json!({"x": 0.1}),
+        };
+        assert!(!round_trips(&float));
+        let mut deep = json!("leaf");
+        for _ in 0..MAX_DEPTH {
+            deep = json!([deep]);
+        }
+        let deep = Message::Notification {
+            method: "m".into(),
+            params: Some(deep),
+        };
+        assert!(!round_trips(&deep));
+        for message in [float, deep] {
+            let text = message.to_json();
+            let digest = Digest::of(&text);
+            remember(digest, text.len(), message);
+            assert_eq!(take(&digest), None);
+        }
+    }
+
+    fn any_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            any::<u64>().prop_map(Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(Value::from),
+            any::<String>().prop_map(Value::String),
+        ];
+        leaf.prop_recursive(6, 64, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::vec((any::<String>(), inner), 0..6)
+                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest! {
+        #[test]
+        fn a_message_kept_is_the_one_its_text_parses_as(
+            value in any_value(),
+            id in any::<i64>(),
+            kind in 0..3u8,
+        ) {
+            let message = match kind {
+                0 => Message::Response { id: RequestId::Number(id), result: value },
+                1 => Message::Notification { method: "m".into(), params: Some(value) },
+                _ => Message::Error {
+                    id: Some(RequestId::Number(id)),
+                    error: crate::protocol::jsonrpc::ErrorObject {
+                        code: -1,
+                        message: "e".into(),
+                        data: Some(value),
+                    },
+                },
+            };
+            if round_trips(&message) {
+                prop_assert_eq!(Message::parse(&message.to_json()).ok(), Some(message));
+            }
+        }
     }
 }

@@ -463,3 +463,66 @@ fn bandwidth_and_relay_processing_pace_a_transfer() {
     // 23 events at 50 ms each, one at a time: over a second.
     assert!(busy >= S(1), "{busy:?}");
 }
+
+/// Notes whether each published event came with its JSON.
+struct JsonSeen {
+    wants: bool,
+    seen: Vec<Option<String>>,
+}
+
+impl relaysim::sim::world::Observer for JsonSeen {
+    fn observe(&mut self, _at: Duration, o: &Observation) {
+        if let Observation::Published { json, .. } = o {
+            self.seen.push(json.as_deref().map(str::to_owned));
+        }
+    }
+
+    fn wants_event_json(&self) -> bool {
+        self.wants
+    }
+}
+
+#[test]
+fn an_event_s_json_is_made_only_for_an_observer_that_wants_it() {
+    for wants in [false, true] {
+        let mut w = World::new(1);
+        let seen = Rc::new(RefCell::new(JsonSeen {
+            wants,
+            seen: Vec::new(),
+        }));
+        w.set_observer(Box::new(seen.clone()));
+        let relay = w.add_relay("r", RelayProfile::ideal());
+        let server = w.add_server("server", &[relay], ServerConfig::default());
+        w.add_client("client", &[relay], server, |c| c.stateless = true);
+        w.schedule_call(
+            S(0),
+            0,
+            Call {
+                tool: ToolCall::Echo { text: "hi".into() },
+                progress: false,
+                workload: 0,
+                consume_every: None,
+            },
+        );
+        w.run_until(S(10));
+        let seen = &seen.borrow().seen;
+        assert!(!seen.is_empty());
+        for json in seen {
+            assert_eq!(json.is_some(), wants);
+            if let Some(json) = json {
+                let value: serde_json::Value = serde_json::from_str(json).expect("JSON");
+                for key in [
+                    "id",
+                    "pubkey",
+                    "created_at",
+                    "kind",
+                    "tags",
+                    "content",
+                    "sig",
+                ] {
+                    assert!(value.get(key).is_some(), "{key} in {json}");
+                }
+            }
+        }
+    }
+}

@@ -761,6 +761,11 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             return Err((TransferFailure::DigestMismatch, next));
         }
         if let Some(message) = known.and_then(|known| known(&t.digest)) {
+            debug_assert_eq!(
+                Message::parse(&t.assembled).ok().as_ref(),
+                Some(&message),
+                "a known message is what its text parses as"
+            );
             return Ok((t.assembled, message));
         }
         match Message::parse(&t.assembled) {

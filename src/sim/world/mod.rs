@@ -197,6 +197,9 @@ pub struct World {
     touched: touched::Touched,
     /// Each event's JSON, made once.
     event_json: crate::nip01::event_json::EventJson,
+    /// Its peers keep what they send for the peer that receives it, while the world lives
+    /// (`peer::memo_scope`).
+    _sent_memos: crate::peer::memo_scope::SentMemos,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -237,6 +240,7 @@ impl World {
             actions: 0,
             touched: touched::Touched::default(),
             event_json: crate::nip01::event_json::EventJson::default(),
+            _sent_memos: crate::peer::memo_scope::SentMemos::open(),
         }
     }
 
