@@ -1,10 +1,11 @@
-//! Each event's JSON, serialised once and shared by everything that needs it or its size.
+//! Each event's JSON, serialised once and shared by everything that needs it, and its size.
 //!
 //! Serialising a large escape-heavy event is the costliest thing a world does with it. The des
-//! world needs the JSON at several steps (the publish pipeline, the up link's observation, a
-//! concurrent intake's cost, the down link's bandwidth); a live relay sends the same event to
-//! every subscriber and again on every replay of its store (serialising it each time made JSON
-//! escaping half of `serve`'s CPU under load).
+//! world needs the size at several steps (the publish pipeline, the up link, a concurrent
+//! intake's cost, the down link's bandwidth) and the JSON itself only for a trace that stores
+//! events whole; a live relay sends the same event to every subscriber and again on every
+//! replay of its store (serialising it each time made JSON escaping half of `serve`'s CPU
+//! under load).
 //!
 //! Keyed by event id alone: an id is the hash of the event's content, so one id is one event.
 //! Bounded by count and bytes, oldest first out; a miss only costs the serialisation again, so

@@ -96,10 +96,10 @@ pub(crate) const SEGMENT: usize = 1 << 20;
 
 /// Appends `s` as a JSON string (quotes included) to `out`, as `serde_json` writes it.
 ///
-/// Eight bytes at a time: a block with nothing to escape joins a run copied whole; a block
-/// with something goes a byte at a time through the tables, every byte written and the output
+/// Eight bytes at a time: a block with nothing to escape is copied whole; a block with
+/// something goes a byte at a time through the table, every byte written and the output
 /// advanced by its length, with no branch on the byte's kind (a `\u00XX` escape, for a
-/// control character, is the one branch). Escaping is independent per byte, so the string is
+/// control character, is the one branch, taken out of line). Escaping is independent per byte, so the string is
 /// cut into segments anywhere; a segment's worst case is made room for up front, never the
 /// whole string's (a 1 GiB string must not touch 2 GiB).
 pub fn write_escaped(out: &mut Vec<u8>, s: &str) {

@@ -60,23 +60,3 @@ pub(crate) fn without<T>(f: impl FnOnce() -> T) -> T {
     SUPPRESSED.with(|s| s.set(false));
     result
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::scenario::Scenario;
-    use crate::trace::EventsMode;
-
-    #[test]
-    fn a_world_runs_the_same_with_its_memos_off() {
-        // Downloads (CEP-22 chunks and messages from the server), an upload (chunks from the
-        // client) and a stream (CEP-41 chunks), over jittery relays.
-        let scenario =
-            Scenario::from_toml_str(include_str!("../../scenarios/default.toml"), "default.toml")
-                .expect("the default scenario");
-        let (report, trace) = scenario.run_traced(1, EventsMode::Full);
-        let (report_off, trace_off) = without(|| scenario.run_traced(1, EventsMode::Full));
-        assert_eq!(format!("{report:?}"), format!("{report_off:?}"));
-        assert!(trace == trace_off, "the traces differ");
-    }
-}

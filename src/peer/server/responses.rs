@@ -89,7 +89,8 @@ impl ContextVmServer {
         let text = message.to_json();
         // A receiver in this process takes the message rather than parse it again, if it goes
         // as CEP-22 from relaysim's own sender (`peer::sent_messages`); a message too large to
-        // keep is now text, and its value would only double what is held.
+        // keep is dropped now that it is text, as its value would only double what is held (a
+        // small one kept for a direct response goes at the end of this call).
         let typed = (self.config.implementation == crate::peer::RELAYSIM
             && sent_messages::fits(text.len()))
         .then_some(message);
