@@ -258,7 +258,7 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use proptest::prelude::*;
 
@@ -286,7 +286,8 @@ mod tests {
         }
     }
 
-    fn any_value() -> impl Strategy<Value = Value> {
+    /// Any JSON value, floats and nesting included (other modules' property tests use it too).
+    pub(crate) fn any_value() -> impl Strategy<Value = Value> {
         let leaf = prop_oneof![
             Just(Value::Null),
             any::<bool>().prop_map(Value::Bool),

@@ -83,6 +83,7 @@ pub fn take(digest: &Digest) -> Option<Message> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::nip01::json_text::tests::any_value;
     use crate::protocol::jsonrpc::RequestId;
     use proptest::prelude::*;
     use serde_json::json;
@@ -127,26 +128,6 @@ mod tests {
             remember(digest, text.len(), message);
             assert_eq!(take(&digest), None);
         }
-    }
-
-    fn any_value() -> impl Strategy<Value = Value> {
-        let leaf = prop_oneof![
-            Just(Value::Null),
-            any::<bool>().prop_map(Value::Bool),
-            any::<i64>().prop_map(Value::from),
-            any::<u64>().prop_map(Value::from),
-            any::<f64>()
-                .prop_filter("finite", |f| f.is_finite())
-                .prop_map(Value::from),
-            any::<String>().prop_map(Value::String),
-        ];
-        leaf.prop_recursive(6, 64, 6, |inner| {
-            prop_oneof![
-                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
-                prop::collection::vec((any::<String>(), inner), 0..6)
-                    .prop_map(|kv| Value::Object(kv.into_iter().collect())),
-            ]
-        })
     }
 
     proptest! {

@@ -59,6 +59,16 @@ fn response_ok(events: &[ClientEvent]) -> bool {
     })
 }
 
+/// An echo call of "hi".
+fn echo() -> Call {
+    Call {
+        tool: ToolCall::Echo { text: "hi".into() },
+        progress: false,
+        workload: 0,
+        consume_every: None,
+    }
+}
+
 fn stream(chunks: u64, interval: Duration) -> Call {
     Call {
         tool: ToolCall::Stream {
@@ -86,16 +96,7 @@ fn chunks_read(rec: &Rc<RefCell<Recorder>>) -> Vec<u64> {
 #[test]
 fn an_ideal_world_runs_every_tool() {
     let (mut w, rec) = world(1, RelayProfile::ideal());
-    w.schedule_call(
-        S(0),
-        0,
-        Call {
-            tool: ToolCall::Echo { text: "hi".into() },
-            progress: false,
-            workload: 0,
-            consume_every: None,
-        },
-    );
+    w.schedule_call(S(0), 0, echo());
     w.schedule_call(S(1), 0, stream(10, MS(10)));
     w.schedule_call(
         S(2),
@@ -494,16 +495,7 @@ fn an_event_s_json_is_made_only_for_an_observer_that_wants_it() {
         let relay = w.add_relay("r", RelayProfile::ideal());
         let server = w.add_server("server", &[relay], ServerConfig::default());
         w.add_client("client", &[relay], server, |c| c.stateless = true);
-        w.schedule_call(
-            S(0),
-            0,
-            Call {
-                tool: ToolCall::Echo { text: "hi".into() },
-                progress: false,
-                workload: 0,
-                consume_every: None,
-            },
-        );
+        w.schedule_call(S(0), 0, echo());
         w.run_until(S(10));
         let seen = &seen.borrow().seen;
         assert!(!seen.is_empty());
