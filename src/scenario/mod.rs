@@ -315,6 +315,29 @@ mod tests {
     }
 
     #[test]
+    fn an_unknown_implementation_is_named_with_a_suggestion() {
+        let d = err("impl = \"relaysm\"\n");
+        assert!(
+            d.message.contains("unknown implementation"),
+            "{}",
+            d.message
+        );
+        assert_eq!(d.suggestion.as_deref(), Some("relaysim"));
+    }
+
+    #[cfg(not(feature = "contextvm-sdk"))]
+    #[test]
+    fn an_implementation_this_build_lacks_is_explained_without_suggesting_itself() {
+        let d = err("impl = \"contextvm-sdk\"\n");
+        assert!(
+            d.message.contains("--features contextvm-sdk"),
+            "{}",
+            d.message
+        );
+        assert_eq!(d.suggestion, None);
+    }
+
+    #[test]
     fn an_unknown_workload_kind_is_named_with_a_suggestion() {
         let d = err("[[workloads]]\nkind = \"strem\"\nchunks = 3\n");
         assert_eq!(d.key, "workloads[0].kind");

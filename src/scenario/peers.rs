@@ -270,12 +270,14 @@ fn implementation(
             }),
         None => Ok(Implementation::default()),
         Some(s) => crate::implementations::parse(s.get_ref()).map_err(|e| {
-            ctx.spanned(
-                s,
-                key,
-                e.to_string(),
-                closest(s.get_ref(), crate::implementations::NAMES),
-            )
+            // A name this build lacks is spelled right: suggesting it again would mislead.
+            let suggestion = match e {
+                crate::implementations::ImplementationError::Unknown(_) => {
+                    closest(s.get_ref(), crate::implementations::NAMES)
+                }
+                crate::implementations::ImplementationError::NotBuilt => None,
+            };
+            ctx.spanned(s, key, e.to_string(), suggestion)
         }),
     }
 }
