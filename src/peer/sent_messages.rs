@@ -30,15 +30,16 @@ thread_local! {
     static SENT: RefCell<Kept<Digest, Message>> = RefCell::new(Kept::new(MAX_BYTES, MAX_ENTRIES));
 }
 
-/// Whether a message whose text is `text_len` bytes long is worth keeping.
+/// Whether a message whose text is `text_len` bytes long is worth keeping: small enough, and
+/// a des world is open to receive it (`memo_scope`), so a sender elsewhere drops it at once.
 pub fn fits(text_len: usize) -> bool {
-    text_len <= MAX_BYTES
+    text_len <= MAX_BYTES && super::memo_scope::is_open()
 }
 
 /// Keeps `message`, whose serialisation (`text_len` bytes) has `digest`, if it is worth keeping
 /// and surely parses back as itself.
 pub fn remember(digest: Digest, text_len: usize, message: Message) {
-    if fits(text_len) && super::memo_scope::is_open() && round_trips(&message) {
+    if fits(text_len) && round_trips(&message) {
         SENT.with(|s| s.borrow_mut().keep(digest, message, text_len));
     }
 }
