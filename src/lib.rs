@@ -62,7 +62,7 @@
 //!     receiver.handle_frame(&"server", frame, now);
 //! }
 //! let delivered = std::iter::from_fn(|| receiver.poll_event()).find_map(|e| match e {
-//!     ReceiverEvent::Completed { message, .. } => Some(message),
+//!     ReceiverEvent::Completed { message, .. } => message,
 //!     _ => None,
 //! });
 //! assert_eq!(delivered, Some(message));
@@ -89,6 +89,7 @@ pub mod live;
 #[cfg(feature = "live")]
 pub mod live_engine;
 pub mod nip01;
+pub mod pages;
 pub mod parallel;
 pub mod peer;
 pub mod protocol;

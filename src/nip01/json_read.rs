@@ -16,21 +16,61 @@
 //! tests check all of this against `serde_json` for any value and any text.
 
 use serde_json::{Map, Number, Value};
+use std::ops::Range;
 
 /// Nesting read here before handing over to `serde_json` (whose own limit is 128).
 pub const MAX_DEPTH: usize = 100;
 
 /// Reads `text` as one JSON value, exactly as `serde_json::from_str::<Value>` would.
 pub fn parse(text: &str) -> serde_json::Result<Value> {
-    let mut reader = Reader {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-        depth: 0,
-    };
+    let mut reader = Reader::new(text, usize::MAX);
     match reader.document() {
         Some(value) => Ok(value),
         None => serde_json::from_str(text),
+    }
+}
+
+/// Strings at least this long are taken from the text by [`parse_owned`] rather than copied.
+pub const STEAL_FROM: usize = 1 << 20;
+
+/// As [`parse`], consuming `text`: the first string value of at least [`STEAL_FROM`] bytes with
+/// nothing to unescape becomes the text's own buffer, its bytes moved to the front, instead of
+/// a copy. A 1 GiB result (a string in a few bytes of JSON) is then read without a second
+/// gigabyte.
+pub fn parse_owned(text: String) -> serde_json::Result<Value> {
+    parse_owned_stealing_from(text, STEAL_FROM)
+}
+
+/// [`parse_owned`] with the length from which a string is taken.
+fn parse_owned_stealing_from(text: String, steal_from: usize) -> serde_json::Result<Value> {
+    let (mut value, stolen) = {
+        let mut reader = Reader::new(&text, steal_from);
+        match reader.document() {
+            Some(value) => (value, reader.stolen),
+            // Whatever serde_json makes of it, from the text as it came.
+            None => return serde_json::from_str(&text),
+        }
+    };
+    // The placeholder is gone if a later duplicate key replaced it: then so is the string.
+    if let (Some(range), Some(slot)) = (stolen, placeholder(&mut value)) {
+        let mut bytes = text.into_bytes();
+        bytes.copy_within(range.clone(), 0);
+        bytes.truncate(range.len());
+        // SAFETY: these are the bytes of `text[range]`, a `&str` slice between two quotes
+        // (ASCII, so character boundaries).
+        *slot = unsafe { String::from_utf8_unchecked(bytes) };
+    }
+    Ok(value)
+}
+
+/// The placeholder a stolen string left in `value`: its only string with room but no bytes
+/// (every other string read here is either empty without room or holds something).
+fn placeholder(value: &mut Value) -> Option<&mut String> {
+    match value {
+        Value::String(s) if s.is_empty() && s.capacity() > 0 => Some(s),
+        Value::Array(items) => items.iter_mut().find_map(placeholder),
+        Value::Object(map) => map.values_mut().find_map(placeholder),
+        _ => None,
     }
 }
 
@@ -41,13 +81,8 @@ pub fn string_prefix(text: &str) -> Option<(String, &str)> {
     if !text.starts_with('"') {
         return None;
     }
-    let mut reader = Reader {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-        depth: 0,
-    };
-    let decoded = reader.string()?;
+    let mut reader = Reader::new(text, usize::MAX);
+    let decoded = reader.string(false)?;
     Some((decoded, &text[reader.at..]))
 }
 
@@ -119,9 +154,23 @@ struct Reader<'a> {
     bytes: &'a [u8],
     at: usize,
     depth: usize,
+    /// String values at least this long, with nothing to unescape, are left in the text
+    /// ([`parse_owned`]); the first becomes a placeholder and its place is `stolen`.
+    steal_from: usize,
+    stolen: Option<Range<usize>>,
 }
 
-impl Reader<'_> {
+impl<'a> Reader<'a> {
+    fn new(text: &'a str, steal_from: usize) -> Self {
+        Reader {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+            depth: 0,
+            steal_from,
+            stolen: None,
+        }
+    }
     /// The whole text: one value and nothing after it but whitespace.
     fn document(&mut self) -> Option<Value> {
         let value = self.value()?;
@@ -138,7 +187,7 @@ impl Reader<'_> {
     fn value(&mut self) -> Option<Value> {
         self.whitespace();
         match *self.bytes.get(self.at)? {
-            b'"' => self.string().map(Value::String),
+            b'"' => self.string(true).map(Value::String),
             b'{' => self.object(),
             b'[' => self.array(),
             b't' => self.literal(b"true", Value::Bool(true)),
@@ -238,7 +287,7 @@ impl Reader<'_> {
                 if r.bytes.get(r.at) != Some(&b'"') {
                     return None;
                 }
-                let key = r.string()?;
+                let key = r.string(false)?;
                 r.whitespace();
                 if r.bytes.get(r.at) != Some(&b':') {
                     return None;
@@ -272,13 +321,20 @@ impl Reader<'_> {
     /// advanced unless the byte opens an escape, with no branch on the byte's kind. The one
     /// branch per byte is on [`STOP`] (the closing quote, `\u`, anything invalid), which is
     /// rarely taken.
-    fn string(&mut self) -> Option<String> {
+    ///
+    /// A `value` (not a key) long enough to steal is not copied: it is a placeholder for now
+    /// (an empty string with room, which nothing else read here is) and its place is noted.
+    fn string(&mut self, value: bool) -> Option<String> {
         let bytes = self.bytes;
         let start = self.at + 1;
         let first = start + plain_run(bytes, start)?;
         if bytes[first] == b'"' {
-            // Nothing to unescape (most keys and short values): one copy.
+            // Nothing to unescape (most keys and short values): one copy, or none.
             self.at = first + 1;
+            if value && self.stolen.is_none() && first - start >= self.steal_from {
+                self.stolen = Some(start..first);
+                return Some(String::with_capacity(1));
+            }
             return Some(self.text[start..first].to_owned());
         }
         // Written at `j` into zeroed room made ahead; the room grows by at most 1 MiB at a
@@ -381,26 +437,59 @@ mod tests {
     use super::*;
     use proptest::prelude::*;
 
+    /// Reads `text` here, and consuming it (taking any string value, or those of 3 bytes and
+    /// more, from the text), and checks all three against serde_json.
     fn same_as_serde_json(text: &str) {
-        let ours = parse(text).map_err(|e| e.to_string());
         let theirs = serde_json::from_str::<Value>(text).map_err(|e| e.to_string());
-        assert_eq!(ours, theirs, "{text:?}");
-        if let (Ok(a), Ok(b)) = (&ours, &theirs) {
-            // Key order too (Value's equality ignores it).
-            assert_eq!(a.to_string(), b.to_string());
+        for (how, ours) in [
+            ("borrowed", parse(text)),
+            (
+                "any string taken",
+                parse_owned_stealing_from(text.into(), 0),
+            ),
+            (
+                "long strings taken",
+                parse_owned_stealing_from(text.into(), 3),
+            ),
+        ] {
+            let ours = ours.map_err(|e| e.to_string());
+            assert_eq!(ours, theirs, "{how}: {text:?}");
+            if let (Ok(a), Ok(b)) = (&ours, &theirs) {
+                // Key order too (Value's equality ignores it).
+                assert_eq!(a.to_string(), b.to_string(), "{how}");
+            }
         }
+    }
+
+    #[test]
+    fn a_long_string_is_taken_from_the_text_and_a_replaced_one_is_dropped() {
+        let long = "x".repeat(STEAL_FROM + 3);
+        let text = format!(r#"{{"id":1,"result":{{"a":"{long}","b":[15,"{long}"]}}}}"#);
+        same_as_serde_json(&text);
+        // A float sends the whole text to serde_json, which reads it as it came.
+        same_as_serde_json(&text.replace("15", "1.5"));
+        let owned = text.clone();
+        let buffer = owned.as_ptr();
+        let value = parse_owned(owned).unwrap();
+        let taken = value["result"]["a"].as_str().unwrap();
+        assert_eq!(taken, long);
+        assert_eq!(taken.as_ptr(), buffer, "the text's own buffer, not a copy");
+        assert_eq!(
+            value["result"]["b"][1],
+            long.as_str(),
+            "only the first is taken"
+        );
+        // The first long string's key comes again: the taken string is replaced, as serde_json
+        // replaces it, and the text is dropped.
+        same_as_serde_json(&format!(r#"{{"a":"{long}","a":2}}"#));
+        same_as_serde_json(&format!(r#"["", "{long}", "", "\"{long}"]"#));
     }
 
     #[test]
     fn the_common_shapes_are_read_here() {
         let text =
             r#" {"a":[1,-2,true,false,null,"x\"\\\/\b\f\n\r\t\u00e9\ud83d\ude00y"],"b":{}} "#;
-        let mut reader = Reader {
-            text,
-            bytes: text.as_bytes(),
-            at: 0,
-            depth: 0,
-        };
+        let mut reader = Reader::new(text, usize::MAX);
         let value = reader.document().expect("read without serde_json");
         assert_eq!(
             value,
@@ -489,7 +578,7 @@ mod tests {
         #[test]
         fn values_without_floats_are_read_here_without_serde_json(v in any_value_without_floats(), pretty in any::<bool>()) {
             let text = text_of(&v, pretty);
-            let mut reader = Reader { text: &text, bytes: text.as_bytes(), at: 0, depth: 0 };
+            let mut reader = Reader::new(&text, usize::MAX);
             prop_assert_eq!(reader.document(), Some(v));
         }
 

@@ -103,14 +103,36 @@ pub(crate) const SEGMENT: usize = 1 << 20;
 /// cut into segments anywhere; a segment's worst case is made room for up front, never the
 /// whole string's (a 1 GiB string must not touch 2 GiB).
 pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
-    // Room for the first segment escaped at worst and the rest as it is: one allocation for
-    // short strings, and for long ones with little to escape.
-    out.reserve(s.len() + s.len().min(SEGMENT) + 2);
+    reserve_escaped(out, s.len());
     out.push(b'"');
     for segment in s.as_bytes().chunks(SEGMENT) {
         write_escaped_segment(out, segment);
     }
     out.push(b'"');
+}
+
+/// As [`write_escaped`], consuming `s`: the memory of the part already written goes back to
+/// the system as the writing advances (`pages`), so a long string and its escaped text are
+/// not both whole at once.
+pub fn write_escaped_consuming(out: &mut Vec<u8>, s: String) {
+    let mut bytes = s.into_bytes();
+    let mut front = crate::pages::ReadOnce::default();
+    reserve_escaped(out, bytes.len());
+    out.push(b'"');
+    let mut at = 0;
+    while at < bytes.len() {
+        let end = bytes.len().min(at + SEGMENT);
+        write_escaped_segment(out, &bytes[at..end]);
+        front.read_up_to(&mut bytes, end);
+        at = end;
+    }
+    out.push(b'"');
+}
+
+/// Room in `out` for a string of `len` bytes escaped: its first segment at worst and the rest
+/// as it is (one allocation for short strings, and for long ones with little to escape).
+fn reserve_escaped(out: &mut Vec<u8>, len: usize) {
+    out.reserve(len + len.min(SEGMENT) + 2);
 }
 
 /// Escapes `s` as [`write_escaped`] does, quotes included, handing the output to `piece` a
@@ -232,29 +254,55 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
             serde_json::to_writer(&mut *out, n).expect("writing to a Vec cannot fail")
         }
         Value::String(s) => write_escaped(out, s),
-        Value::Array(items) => {
-            out.push(b'[');
-            for (i, item) in items.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_value(out, item);
-            }
-            out.push(b']');
-        }
-        Value::Object(map) => {
-            out.push(b'{');
-            for (i, (key, item)) in map.iter().enumerate() {
-                if i > 0 {
-                    out.push(b',');
-                }
-                write_escaped(out, key);
-                out.push(b':');
-                write_value(out, item);
-            }
-            out.push(b'}');
-        }
+        Value::Array(items) => write_array(out, items, write_value),
+        Value::Object(map) => write_object(out, map, write_value),
     }
+}
+
+/// As [`write_value`], consuming `value`: each string's memory goes back to the system as it
+/// is written (`write_escaped_consuming`), so a value holding a very large string and its text
+/// are not both whole at once.
+pub fn write_value_consuming(out: &mut Vec<u8>, value: Value) {
+    match value {
+        Value::String(s) => write_escaped_consuming(out, s),
+        Value::Array(items) => write_array(out, items, write_value_consuming),
+        Value::Object(map) => write_object(out, map, write_value_consuming),
+        scalar => write_value(out, &scalar),
+    }
+}
+
+/// Writes an array of `items`, each with `write`.
+fn write_array<T>(
+    out: &mut Vec<u8>,
+    items: impl IntoIterator<Item = T>,
+    mut write: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(out, item);
+    }
+    out.push(b']');
+}
+
+/// Writes an object of `entries` (in the map's order), each value with `write`.
+fn write_object<K: AsRef<str>, T>(
+    out: &mut Vec<u8>,
+    entries: impl IntoIterator<Item = (K, T)>,
+    mut write: impl FnMut(&mut Vec<u8>, T),
+) {
+    out.push(b'{');
+    for (i, (key, item)) in entries.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_escaped(out, key.as_ref());
+        out.push(b':');
+        write(out, item);
+    }
+    out.push(b'}');
 }
 
 #[cfg(test)]
@@ -268,6 +316,17 @@ pub(crate) mod tests {
         for alphabet in ["ab\"\\\u{1}é😀\n", "\u{1f}", "a", "é"] {
             let s: String = alphabet.chars().cycle().take(3 * SEGMENT + 5).collect();
             assert_eq!(escaped(&s), serde_json::to_string(&s).unwrap());
+        }
+    }
+
+    #[test]
+    fn a_long_string_consumed_is_escaped_as_when_borrowed() {
+        // Several segments, so pages of the string go back while later ones are still read.
+        for alphabet in ["ab\"\\\u{1}é😀\n", "plain text "] {
+            let s: String = alphabet.chars().cycle().take(5 * SEGMENT + 7).collect();
+            let mut consumed = Vec::new();
+            write_escaped_consuming(&mut consumed, s.clone());
+            assert_eq!(String::from_utf8(consumed).unwrap(), escaped(&s));
         }
     }
 
@@ -342,6 +401,13 @@ pub(crate) mod tests {
         #[test]
         fn any_value_is_written_as_serde_json_writes_it(v in any_value()) {
             prop_assert_eq!(to_string(&v), serde_json::to_string(&v).unwrap());
+        }
+
+        #[test]
+        fn a_value_consumed_is_written_as_when_borrowed(v in any_value()) {
+            let mut consumed = Vec::new();
+            write_value_consuming(&mut consumed, v.clone());
+            prop_assert_eq!(String::from_utf8(consumed).unwrap(), to_string(&v));
         }
     }
 }

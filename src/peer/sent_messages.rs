@@ -36,6 +36,43 @@ pub fn fits(text_len: usize) -> bool {
     text_len <= MAX_BYTES && super::memo_scope::is_open()
 }
 
+/// Whether `message` may be worth keeping, asked before it is serialised: a des world is open
+/// and its strings alone do not pass [`MAX_BYTES`]. A message that surely does not fit is
+/// serialised consuming it (`Message::into_json`), so it and its text are never both whole.
+pub fn may_fit(message: &Message) -> bool {
+    /// Bytes of the strings in `value`, at least; counting stops past [`MAX_BYTES`].
+    fn string_bytes(value: &Value, mut sum: usize) -> usize {
+        match value {
+            Value::String(s) => sum + s.len(),
+            Value::Array(items) => {
+                for item in items {
+                    sum = string_bytes(item, sum);
+                    if sum > MAX_BYTES {
+                        break;
+                    }
+                }
+                sum
+            }
+            Value::Object(map) => {
+                for (key, item) in map {
+                    sum = string_bytes(item, sum + key.len());
+                    if sum > MAX_BYTES {
+                        break;
+                    }
+                }
+                sum
+            }
+            Value::Null | Value::Bool(_) | Value::Number(_) => sum,
+        }
+    }
+    let body = match message {
+        Message::Request { params, .. } | Message::Notification { params, .. } => params.as_ref(),
+        Message::Response { result, .. } => Some(result),
+        Message::Error { error, .. } => error.data.as_ref(),
+    };
+    fits(body.map_or(0, |b| string_bytes(b, 0)))
+}
+
 /// Keeps `message`, whose serialisation (`text_len` bytes) has `digest`, if it is worth keeping
 /// and surely parses back as itself.
 pub fn remember(digest: Digest, text_len: usize, message: Message) {
@@ -104,6 +141,19 @@ mod tests {
         assert_eq!(take(&digest), None, "taken");
         remember(digest, MAX_BYTES + 1, message);
         assert_eq!(take(&digest), None, "too large to keep");
+    }
+
+    #[test]
+    fn a_message_whose_strings_alone_pass_the_bound_surely_does_not_fit() {
+        let response = |text: String| Message::Response {
+            id: RequestId::Number(1),
+            result: json!({"content": [{"type": "text", "text": text}]}),
+        };
+        assert!(!may_fit(&response(String::new())), "no des world open");
+        let _world = crate::peer::memo_scope::SentMemos::open();
+        assert!(may_fit(&response("small".into())));
+        assert!(may_fit(&response("x".repeat(MAX_BYTES - 100))));
+        assert!(!may_fit(&response("x".repeat(MAX_BYTES + 1))));
     }
 
     #[test]

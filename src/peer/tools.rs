@@ -345,7 +345,10 @@ pub fn digest_of(text: &str) -> String {
 /// Takes the text by value: a large result is moved into the value, not copied.
 pub fn digested_result(text: String) -> Value {
     let sha256 = digest_of(&text);
-    json!({ "content": [{ "type": "text", "text": text }], "isError": false, "_meta": { "sha256": sha256 } })
+    let mut result = json!({ "content": [{ "type": "text", "text": null }], "isError": false, "_meta": { "sha256": sha256 } });
+    // Put in afterwards: `json!` serialises what it is given, so `"text": text` would copy it.
+    result["content"][0]["text"] = Value::String(text);
+    result
 }
 
 /// The first text block of a tool result.

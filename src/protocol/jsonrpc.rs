@@ -148,6 +148,15 @@ impl Message {
         Self::from_value(value)
     }
 
+    /// As [`Message::parse`], consuming `text`: a long string in it becomes the message's
+    /// without being copied (`json_read::parse_owned`), so a very large message is not held
+    /// twice while it is read.
+    pub fn parse_owned(text: String) -> Result<Self, JsonRpcError> {
+        let value = crate::nip01::json_read::parse_owned(text)
+            .map_err(|e| JsonRpcError::Syntax(e.to_string()))?;
+        Self::from_value(value)
+    }
+
     /// Reads a JSON-RPC message from a parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, JsonRpcError> {
         let Value::Object(obj) = value else {
@@ -260,21 +269,50 @@ impl Message {
     /// JSON they are in. Written straight from the message, not through `to_value`, which
     /// would copy a large result whole.
     pub fn to_json(&self) -> String {
+        self.write_json(crate::nip01::json_text::write_value)
+    }
+
+    /// As [`Message::to_json`], consuming the message: the memory of its params, result or
+    /// error data goes back to the system as it is written, so a message holding a very large
+    /// string and its text are never both whole (`pages`).
+    pub fn into_json(mut self) -> String {
+        let body = self.body_mut().map(std::mem::take);
+        self.write_json(|out, _placeholder| {
+            if let Some(body) = body {
+                crate::nip01::json_text::write_value_consuming(out, body);
+            }
+        })
+    }
+
+    /// The message's one value that may be large: its params, result or error data.
+    fn body_mut(&mut self) -> Option<&mut Value> {
+        match self {
+            Message::Request { params, .. } | Message::Notification { params, .. } => {
+                params.as_mut()
+            }
+            Message::Response { result, .. } => Some(result),
+            Message::Error { error, .. } => error.data.as_mut(),
+        }
+    }
+
+    /// The message's text, its body (see [`Message::body_mut`]) written by `write_body`.
+    fn write_json(&self, write_body: impl FnOnce(&mut Vec<u8>, &Value)) -> String {
         use crate::nip01::json_text::{write_escaped, write_value};
         fn key(out: &mut Vec<u8>, name: &str) {
             out.extend_from_slice(b",\"");
             out.extend_from_slice(name.as_bytes());
             out.extend_from_slice(b"\":");
         }
-        fn call(out: &mut Vec<u8>, method: &str, params: Option<&Value>) {
+        let mut out = br#"{"jsonrpc":"2.0""#.to_vec();
+        let mut body = Some(write_body);
+        let mut call = |out: &mut Vec<u8>, method: &str, params: Option<&Value>| {
             key(out, "method");
             write_escaped(out, method);
             if let Some(p) = params {
                 key(out, "params");
-                write_value(out, p);
+                body.take().expect("one body")(out, p);
             }
-        }
-        let mut out = br#"{"jsonrpc":"2.0""#.to_vec();
+        };
         match self {
             Message::Request { id, method, params } => {
                 key(&mut out, "id");
@@ -286,7 +324,7 @@ impl Message {
                 key(&mut out, "id");
                 write_value(&mut out, &id.to_value());
                 key(&mut out, "result");
-                write_value(&mut out, result);
+                body.take().expect("one body")(&mut out, result);
             }
             Message::Error { id, error } => {
                 key(&mut out, "id");
@@ -300,7 +338,7 @@ impl Message {
                 write_escaped(&mut out, &error.message);
                 if let Some(d) = &error.data {
                     key(&mut out, "data");
-                    write_value(&mut out, d);
+                    body.take().expect("one body")(&mut out, d);
                 }
                 out.push(b'}');
             }
@@ -533,6 +571,11 @@ mod tests {
         #[test]
         fn to_json_writes_what_serde_json_writes_for_to_value(message in any_message()) {
             prop_assert_eq!(message.to_json(), serde_json::to_string(&message.to_value()).unwrap());
+        }
+
+        #[test]
+        fn into_json_writes_what_to_json_writes(message in any_message()) {
+            prop_assert_eq!(message.clone().into_json(), message.to_json());
         }
     }
 

@@ -12,6 +12,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("limits", 0),
     ("parallel", 0),
     ("chart", 0),
+    ("pages", 0),
     ("nip01", 1),
     ("protocol", 2),
     ("relay", 3),

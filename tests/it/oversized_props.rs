@@ -113,7 +113,7 @@ fn bounded_shuffle(
 
 fn delivered(event: &Option<ReceiverEvent<u8>>) -> Option<&str> {
     match event {
-        Some(ReceiverEvent::Completed { message, .. }) => Some(message),
+        Some(ReceiverEvent::Completed { message, .. }) => message.as_deref(),
         _ => None,
     }
 }
@@ -186,7 +186,7 @@ proptest! {
             keyed.into_iter().map(|(_, _, f)| f).collect()
         });
         match &event {
-            Some(ReceiverEvent::Completed { message, .. }) => prop_assert!(message == &payload),
+            Some(ReceiverEvent::Completed { message, .. }) => prop_assert!(message.as_deref() == Some(payload.as_str())),
             Some(ReceiverEvent::Failed { failure, .. }) => prop_assert!(!failure.cause().is_empty()),
             other => prop_assert!(false, "no outcome: {:?}", other.is_some()),
         }

@@ -57,7 +57,7 @@ impl<P: Clone + Ord + Send> TransferReceiving<P> for SdkTransferReceiver<P> {
                 self.events.push_back(ReceiverEvent::Completed {
                     peer: peer.clone(),
                     token: frame.token,
-                    message: text,
+                    message: Some(text),
                     parsed: serde_json::to_value(&message)
                         .ok()
                         .and_then(|v| Message::from_value(v).ok())

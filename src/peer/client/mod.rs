@@ -287,9 +287,12 @@ impl ContextVmClient {
             connected_once: BTreeSet::new(),
             awaiting_eose: BTreeSet::new(),
             stream_duplicates: 0,
-            downloads: config
-                .implementation
-                .transfer_receiver(config.oversized.clone()),
+            // Responses are read from their parsed messages only, so a large one is not held
+            // twice while it is parsed.
+            downloads: config.implementation.transfer_receiver(ReceiverConfig {
+                keep_text: false,
+                ..config.oversized.clone()
+            }),
             streams: config.implementation.stream_reader(StreamPolicy {
                 max_nonce_bytes: config.behaviour.nonce_limit.unwrap_or(usize::MAX),
                 ..config.stream_policy.clone()

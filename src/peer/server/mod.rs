@@ -274,8 +274,11 @@ impl ContextVmServer {
                 core.set_publish_wait(config.behaviour.publish_wait);
                 core
             },
+            // Requests are read from their parsed messages only, so a large one is not held
+            // twice while it is parsed.
             uploads: config.implementation.transfer_receiver(ReceiverConfig {
                 feed_accept: config.behaviour.feed_accept,
+                keep_text: false,
                 ..config.oversized.clone()
             }),
             budget: config.budget,

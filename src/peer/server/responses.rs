@@ -86,14 +86,19 @@ impl ContextVmServer {
                 error,
             },
         };
-        let text = message.to_json();
         // A receiver in this process takes the message rather than parse it again, if it goes
         // as CEP-22 from relaysim's own sender (`peer::sent_messages`); a message too large to
-        // keep is dropped now that it is text, as its value would only double what is held (a
+        // keep is serialised consuming it, as its value would only double what is held (a
         // small one kept for a direct response goes at the end of this call).
-        let typed = (self.config.implementation == crate::peer::RELAYSIM
-            && sent_messages::fits(text.len()))
-        .then_some(message);
+        let (text, typed) = if self.config.implementation == crate::peer::RELAYSIM
+            && sent_messages::may_fit(&message)
+        {
+            let text = message.to_json();
+            let typed = sent_messages::fits(text.len()).then_some(message);
+            (text, typed)
+        } else {
+            (message.into_json(), None)
+        };
         let tags = self.capability_tags(call.client);
         let room = if call.stream.is_some() {
             STREAM_TAG_ROOM

@@ -84,6 +84,12 @@ pub struct ReceiverConfig {
     pub orphan_ttl: Duration,
     /// How many ended transfers are remembered so their late frames are ignored.
     pub max_tombstones: usize,
+    /// Whether a completed transfer hands over its reassembled text beside the parsed
+    /// message. Without it the text is parsed consuming it (a long string in it becomes the
+    /// message's without a copy: `Message::parse_owned`), so a large transfer is held once,
+    /// not twice, while it is read. Only relaysim's own receiver heeds it; others always hand
+    /// the text over.
+    pub keep_text: bool,
 }
 
 impl Default for ReceiverConfig {
@@ -103,6 +109,7 @@ impl Default for ReceiverConfig {
             max_orphan_bytes: 16 * 1024 * 1024,
             orphan_ttl: Duration::from_secs(10),
             max_tombstones: 4096,
+            keep_text: true,
         }
     }
 }
@@ -224,8 +231,9 @@ pub enum ReceiverEvent<P> {
         peer: P,
         /// The transfer's token.
         token: ProgressToken,
-        /// The reassembled JSON-RPC text; byte length and digest verified.
-        message: String,
+        /// The reassembled JSON-RPC text, byte length and digest verified; `None` from a
+        /// receiver that does not keep it (`ReceiverConfig::keep_text`).
+        message: Option<String>,
         /// That text parsed, when it is a JSON-RPC message (always, from this receiver, which
         /// fails a transfer that is not): consumers need not parse it again.
         parsed: Option<Box<Message>>,
@@ -718,7 +726,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                     .remove(&key)
                     .expect("finalizing an active transfer");
                 let (peer, token) = key.clone();
-                let result = Self::validate(t, self.known);
+                let result = Self::validate(t, self.known, self.config.keep_text);
                 self.bury(key);
                 match result {
                     Ok((message, parsed)) => self.events.push_back(ReceiverEvent::Completed {
@@ -743,7 +751,8 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
     fn validate(
         t: Transfer,
         known: Option<KnownMessage>,
-    ) -> Result<(String, Message), (TransferFailure, u64)> {
+        keep_text: bool,
+    ) -> Result<(Option<String>, Message), (TransferFailure, u64)> {
         let next = t.highest_progress + 1;
         if t.chunk_count() != t.total_chunks || !t.waiting.is_empty() {
             return Err((
@@ -766,12 +775,14 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                 Some(&message),
                 "a known message is what its text parses as"
             );
-            return Ok((t.assembled, message));
+            return Ok((keep_text.then_some(t.assembled), message));
         }
-        match Message::parse(&t.assembled) {
-            Ok(parsed) => Ok((t.assembled, parsed)),
-            Err(e) => Err((TransferFailure::InvalidMessage(e.to_string()), next)),
-        }
+        let parsed = if keep_text {
+            Message::parse(&t.assembled).map(|m| (Some(t.assembled), m))
+        } else {
+            Message::parse_owned(t.assembled).map(|m| (None, m))
+        };
+        parsed.map_err(|e| (TransferFailure::InvalidMessage(e.to_string()), next))
     }
 
     fn fail(&mut self, key: (P, ProgressToken), failure: TransferFailure) {

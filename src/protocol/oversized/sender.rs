@@ -12,6 +12,7 @@
 
 use super::chunking::{plan_chunks, ChunkingError};
 use super::frame::{Digest, TransferBody, TransferFrame, COMPLETION_MODE_RENDER};
+use crate::pages::ReadOnce;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::ProgressToken;
 use std::ops::Range;
@@ -109,7 +110,12 @@ pub enum SenderState {
 #[derive(Debug)]
 pub struct OversizedSender {
     token: ProgressToken,
-    payload: String,
+    /// The message's text (UTF-8), read once, chunk after chunk: the part sent goes back to
+    /// the system as sending advances (`pages`), so a 1 GiB response is not held whole beside
+    /// the receiver's reassembly of it. Its pages handed back read as zeros.
+    payload: Vec<u8>,
+    /// What of `payload` has been handed back.
+    sent: ReadOnce,
     ranges: Vec<Range<usize>>,
     digest: Digest,
     config: SenderConfig,
@@ -134,7 +140,8 @@ impl OversizedSender {
         let sender = OversizedSender {
             next_progress: config.first_progress,
             token,
-            payload,
+            payload: payload.into_bytes(),
+            sent: ReadOnce::default(),
             ranges,
             digest,
             config,
@@ -236,7 +243,13 @@ impl OversizedSender {
                 Some(start)
             }
             SenderState::Sending { next } => {
-                let data = self.payload[self.ranges[next].clone()].to_owned();
+                let range = self.ranges[next].clone();
+                let data = std::str::from_utf8(&self.payload[range.clone()])
+                    .expect("chunks are planned on character boundaries and not yet released")
+                    .to_owned();
+                // Chunks go in order and none is sent twice: what precedes this one's end
+                // will not be read again.
+                self.sent.read_up_to(&mut self.payload, range.end);
                 let chunk = self.frame(TransferBody::Chunk { data });
                 self.state = self.after_chunk(next + 1);
                 Some(chunk)

@@ -49,7 +49,7 @@ fn events(r: &mut OversizedReceiver<&'static str>) -> Vec<ReceiverEvent<&'static
 
 fn completed(r: &mut OversizedReceiver<&'static str>) -> Option<String> {
     events(r).into_iter().find_map(|e| match e {
-        ReceiverEvent::Completed { message, .. } => Some(message),
+        ReceiverEvent::Completed { message, .. } => message,
         _ => None,
     })
 }
@@ -58,7 +58,7 @@ fn completed(r: &mut OversizedReceiver<&'static str>) -> Option<String> {
 fn assert_delivered(r: &mut OversizedReceiver<&'static str>, payload: &str) {
     let evs = events(r);
     let got = evs.iter().find_map(|e| match e {
-        ReceiverEvent::Completed { message, .. } => Some(message),
+        ReceiverEvent::Completed { message, .. } => message.as_ref(),
         _ => None,
     });
     match got {
@@ -77,7 +77,12 @@ fn assert_delivered(r: &mut OversizedReceiver<&'static str>, payload: &str) {
 
 fn short(e: &ReceiverEvent<&'static str>) -> String {
     match e {
-        ReceiverEvent::Completed { message, .. } => format!("Completed({} bytes)", message.len()),
+        ReceiverEvent::Completed { message, .. } => {
+            format!(
+                "Completed({} bytes)",
+                message.as_ref().map_or(0, String::len)
+            )
+        }
         other => format!("{other:?}"),
     }
 }
@@ -449,7 +454,11 @@ fn receiver_must_track_transfers_by_token_and_sending_peer() {
     let mut done: Vec<(&str, String)> = events(&mut r)
         .into_iter()
         .filter_map(|e| match e {
-            ReceiverEvent::Completed { peer, message, .. } => Some((peer, message)),
+            ReceiverEvent::Completed {
+                peer,
+                message: Some(message),
+                ..
+            } => Some((peer, message)),
             _ => None,
         })
         .collect();
@@ -872,4 +881,42 @@ fn a_known_message_is_taken_only_after_the_text_is_verified() {
     let mut r = receiver(false).knowing(|_| None);
     feed(&mut r, frames);
     assert_eq!(parsed(&mut r), Message::parse(&payload).ok());
+}
+
+#[test]
+fn a_receiver_not_keeping_text_hands_over_the_message_alone() {
+    let plain = |text: String| {
+        Message::Response {
+            id: RequestId::Number(1),
+            result: serde_json::json!({ "content": [{ "type": "text", "text": text }] }),
+        }
+        .to_json()
+    };
+    // Escapes, a long string with none (its buffer taken from the text) and one with some.
+    let long = "abc ".repeat(crate::nip01::json_read::STEAL_FROM / 2);
+    for payload in [
+        message(3000),
+        plain(long.clone()),
+        plain(format!("\"{long}")),
+    ] {
+        let frames = drain(&mut sender(&payload, 48_000, false));
+        let mut r = OversizedReceiver::new(ReceiverConfig {
+            keep_text: false,
+            max_total_chunks: 100_000,
+            ..ReceiverConfig::default()
+        });
+        feed(&mut r, frames);
+        let done = events(&mut r).into_iter().find_map(|e| match e {
+            ReceiverEvent::Completed {
+                message, parsed, ..
+            } => Some((message, parsed.map(|p| *p))),
+            _ => None,
+        });
+        // Not assert_eq: a failure would print megabytes.
+        assert!(
+            done == Some((None, Message::parse(&payload).ok())),
+            "{} bytes",
+            payload.len()
+        );
+    }
 }
