@@ -15,6 +15,7 @@
 use super::world::PeerId;
 use nostr::prelude::EventId;
 use rustc_hash::FxHashMap;
+use smallvec::SmallVec;
 use std::collections::BTreeMap;
 
 /// The mechanism behind an out-of-order or duplicate delivery.
@@ -103,16 +104,14 @@ struct Stages {
 /// `P`: the des world's [`PeerId`], or whatever a live relay knows a connection by.
 #[derive(Debug)]
 pub struct OrderTracker<P = PeerId> {
-    // The maps by event are only looked up, never iterated into output, so they hash (ids are
-    // SHA-256 outputs); the des world keeps an entry per event for the whole run.
-    /// Author and the ordinal at which the author made it.
-    made: FxHashMap<EventId, (P, u64)>,
-    /// By event, then relay (so forgetting an event is one removal); an event meets few relays.
-    stages: FxHashMap<EventId, Vec<(usize, Stages)>>,
-    /// The relay whose copy each reader took first.
-    first_copy: FxHashMap<EventId, Readers<P>>,
-    /// Entries in `first_copy`: one per event and reader, what grows fastest when one event
-    /// reaches many readers.
+    /// What is known of each event. Only looked up, never iterated into output, so it hashes
+    /// (ids are SHA-256 outputs). The des world keeps an entry per event for the whole run:
+    /// one entry holding all of it, not a map per fact, so following an event through a stage
+    /// is one lookup (with 10,000 clients the maps were larger than any cache, and each
+    /// lookup a miss), and forgetting it one removal.
+    events: FxHashMap<EventId, Track<P>>,
+    /// Readers' first copies in all: one per event and reader, what grows fastest when one
+    /// event reaches many readers.
     copies: usize,
     /// Per reader, then author: the latest-made event delivered so far, through which relay,
     /// and its stages there when it was delivered (a later pass must not rewrite what it
@@ -123,6 +122,28 @@ pub struct OrderTracker<P = PeerId> {
     newest_entries: usize,
     pruned_at: usize,
     counter: u64,
+}
+
+/// What is known of one event.
+#[derive(Debug)]
+struct Track<P> {
+    /// Its author and the ordinal at which the author made it (`None`: not made in this
+    /// world, such as a recording's foreign event, or not yet).
+    made: Option<(P, u64)>,
+    /// Its stages at each relay it met: most events meet one, held inline.
+    relays: SmallVec<[(usize, Stages); 1]>,
+    /// The relay whose copy each reader took first.
+    readers: Readers<P>,
+}
+
+impl<P> Default for Track<P> {
+    fn default() -> Self {
+        Track {
+            made: None,
+            relays: SmallVec::new(),
+            readers: Readers::default(),
+        }
+    }
 }
 
 /// One copy of an event a relay sent: the event's stages as they were when it left the relay.
@@ -150,9 +171,7 @@ struct Newest {
 impl<P> Default for OrderTracker<P> {
     fn default() -> Self {
         OrderTracker {
-            made: FxHashMap::default(),
-            stages: FxHashMap::default(),
-            first_copy: FxHashMap::default(),
+            events: FxHashMap::default(),
             copies: 0,
             newest: BTreeMap::new(),
             newest_entries: 0,
@@ -163,17 +182,17 @@ impl<P> Default for OrderTracker<P> {
 }
 
 /// The readers that took a copy of one event, with the relay of their first copy: a short list
-/// while few (most events have one reader), a map once many (one event broadcast to many
-/// subscribers of a live relay).
+/// while few (most events have one reader, held inline), a map once many (one event broadcast
+/// to many subscribers of a live relay).
 #[derive(Debug)]
 enum Readers<P> {
-    Few(Vec<(P, usize)>),
+    Few(SmallVec<[(P, usize); 1]>),
     Many(BTreeMap<P, usize>),
 }
 
 impl<P> Default for Readers<P> {
     fn default() -> Self {
-        Readers::Few(Vec::new())
+        Readers::Few(SmallVec::new())
     }
 }
 
@@ -222,11 +241,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     fn stage(&mut self, relay: usize, event: EventId) -> &mut Stages {
-        // Most events meet one relay: room for one, not the four a first push makes.
-        let relays = self
-            .stages
-            .entry(event)
-            .or_insert_with(|| Vec::with_capacity(1));
+        let relays = &mut self.events.entry(event).or_default().relays;
         let at = match relays.iter().position(|(r, _)| *r == relay) {
             Some(at) => at,
             None => {
@@ -244,12 +259,9 @@ impl<P: Ord + Copy> OrderTracker<P> {
     // Only live relays run long enough to need it.
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
     pub fn forget(&mut self, event: EventId) -> Option<P> {
-        let author = self.made.remove(&event).map(|(author, _)| author);
-        self.stages.remove(&event);
-        if let Some(readers) = self.first_copy.remove(&event) {
-            self.copies -= readers.len();
-        }
-        author
+        let track = self.events.remove(&event)?;
+        self.copies -= track.readers.len();
+        track.made.map(|(author, _)| author)
     }
 
     /// Forgets `reader`, which will read nothing more (a live connection that ended; its
@@ -270,7 +282,11 @@ impl<P: Ord + Copy> OrderTracker<P> {
         if self.newest_entries <= 2 * self.pruned_at + 1024 {
             return;
         }
-        let floor = self.made.values().map(|(_, made)| *made).min();
+        let floor = self
+            .events
+            .values()
+            .filter_map(|t| t.made.map(|(_, made)| made))
+            .min();
         let mut entries = 0;
         self.newest.retain(|_, authors| {
             authors.retain(|_, n| floor.is_some_and(|f| n.made >= f));
@@ -289,9 +305,11 @@ impl<P: Ord + Copy> OrderTracker<P> {
 
     /// `author` made `event` (the first time only: a re-send keeps its place).
     pub fn made(&mut self, author: P, event: EventId) {
-        if !self.made.contains_key(&event) {
-            let n = self.tick();
-            self.made.insert(event, (author, n));
+        let next = self.counter + 1;
+        let track = self.events.entry(event).or_default();
+        if track.made.is_none() {
+            track.made = Some((author, next));
+            self.counter = next;
         }
     }
 
@@ -345,7 +363,8 @@ impl<P: Ord + Copy> OrderTracker<P> {
         replay: bool,
         datagram: bool,
     ) -> Arrival {
-        if let Some(&first) = self.first_copy.get(&event).and_then(|m| m.get(&reader)) {
+        let track = self.events.entry(event).or_default();
+        if let Some(&first) = track.readers.get(&reader) {
             let via = if first != relay {
                 Via::OtherRelay
             } else if replay {
@@ -361,15 +380,10 @@ impl<P: Ord + Copy> OrderTracker<P> {
                 via: Some(via),
             };
         }
-        if self
-            .first_copy
-            .entry(event)
-            .or_default()
-            .insert_first(reader, relay)
-        {
+        if track.readers.insert_first(reader, relay) {
             self.copies += 1;
         }
-        let Some(&(author, made)) = self.made.get(&event) else {
+        let Some((author, made)) = track.made else {
             // Not made in this world (a recording's foreign event): nothing to compare.
             return Arrival {
                 duplicate: false,
@@ -421,7 +435,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     fn stages_at(&self, relay: usize, event: EventId) -> Option<Stages> {
-        let relays = self.stages.get(&event)?;
+        let relays = &self.events.get(&event)?.relays;
         relays.iter().find(|(r, _)| *r == relay).map(|(_, s)| *s)
     }
 
@@ -572,16 +586,14 @@ mod tests {
         through(&mut t, 0, [1, 2], [1, 2], [1, 2]);
         deliver(&mut t, 0, 1, false, false);
         t.forget(id(1));
-        assert!(!t.made.contains_key(&id(1)));
-        assert!(!t.stages.contains_key(&id(1)));
-        assert!(!t.first_copy.contains_key(&id(1)));
+        assert!(!t.events.contains_key(&id(1)));
         assert_eq!(t.copies(), 0, "its one reader's first copy went with it");
         // Event 2 is still followed: its first delivery is neither a copy nor a reordering.
         let a = deliver(&mut t, 0, 2, false, false);
         assert_eq!((a.duplicate, a.reordered), (false, false));
         deliver(&mut t, 0, 2, false, false); // a duplicate adds no first copy
         assert_eq!(t.copies(), 1);
-        assert!(t.stages.contains_key(&id(2)));
+        assert!(t.events.get(&id(2)).is_some_and(|t| !t.relays.is_empty()));
     }
 
     #[test]
