@@ -163,7 +163,8 @@ async fn write_lines(
                     if let (Ok(event_id), Some(author)) =
                         (EventId::from_hex(&id), event["pubkey"].as_str())
                     {
-                        order.made(ordinal(format!("key:{author}")), event_id);
+                        let at = std::time::Duration::from_micros(t);
+                        order.made(ordinal(format!("key:{author}")), event_id, at);
                     }
                     out.push(Line::Published {
                         t,

@@ -24,7 +24,7 @@
 //! which costs only speed. Whether an event is in it never changes a verdict, so it cannot
 //! reach a run's output.
 
-use nostr::prelude::Event;
+use nostr::prelude::{Event, EventId};
 use rustc_hash::{FxHashMap, FxHashSet};
 use std::cell::RefCell;
 use std::collections::VecDeque;
@@ -59,6 +59,11 @@ impl Fields {
         256 + tags + self.event.content.len()
     }
 
+    /// Whether `event` has the vouched event's signature (its id is the key it was found by).
+    fn signs(&self, event: &Event) -> bool {
+        std::ptr::eq(&*self.event, event) || self.event.sig == event.sig
+    }
+
     /// Whether `event` has the vouched event's fields: it is that very copy (see the module
     /// documentation), or its fields are equal.
     fn are_of(&self, event: &Event) -> bool {
@@ -76,25 +81,28 @@ impl Fields {
 /// placeholder (which is checked without the pair), a key of `fields`: a pair kept with its
 /// fields is not in `pairs` as well, and goes there when its fields are forgotten. With
 /// 10,000 clients the memo is larger than any cache, so every lookup it saves is a miss saved.
+///
+/// Fields are found by the event's id alone (their event holds the signature): a third of the
+/// key, and of the table, a 96-byte pair would make.
 #[derive(Default)]
 struct Memo {
     pairs: FxHashSet<Pair>,
-    fields: FxHashMap<Pair, Fields>,
-    /// Pairs with fields, oldest first, and their content bytes in all.
-    order: VecDeque<Pair>,
+    /// At most one vouched event per id; another pair with that id goes to `pairs`.
+    fields: FxHashMap<EventId, Fields>,
+    /// Ids with fields, oldest first, and their content bytes in all.
+    order: VecDeque<EventId>,
     bytes: usize,
 }
 
 impl Memo {
     fn vouch(&mut self, event: &Arc<Event>, json_len: Option<usize>) {
-        let key = pair(event);
         let fields = Fields {
             event: event.clone(),
             json_len,
         };
         let size = fields.bytes();
-        if size > FIELD_BYTES || self.fields.contains_key(&key) {
-            self.vouch_pair(key, event);
+        if size > FIELD_BYTES || self.fields.contains_key(&event.id) {
+            self.vouch_pair(event);
             return;
         }
         while self.bytes + size > FIELD_BYTES || self.order.len() >= CAPACITY {
@@ -103,31 +111,36 @@ impl Memo {
             };
             if let Some(f) = self.fields.remove(&old) {
                 self.bytes -= f.bytes();
-                self.vouch_pair(old, &f.event);
+                self.vouch_pair(&f.event);
             }
         }
         self.bytes += size;
-        self.order.push_back(key);
-        self.fields.insert(key, fields);
+        self.order.push_back(event.id);
+        self.fields.insert(event.id, fields);
     }
 
-    /// Keeps `key`, the pair of `event`, in `pairs`.
-    fn vouch_pair(&mut self, key: Pair, event: &Event) {
+    /// Keeps the pair of `event` in `pairs`.
+    fn vouch_pair(&mut self, event: &Event) {
         // A deferred signature's placeholder is checked without the pair (`deferred`).
         if !super::deferred::is_placeholder(event) {
             if self.pairs.len() >= CAPACITY {
                 self.pairs.clear();
             }
-            self.pairs.insert(key);
+            self.pairs.insert(pair(event));
         }
+    }
+
+    /// The vouched fields kept for `event`'s pair, if any.
+    fn fields_of(&self, event: &Event) -> Option<&Fields> {
+        self.fields.get(&event.id).filter(|f| f.signs(event))
     }
 
     /// Whether `event` is a vouched event itself (equal fields), and whether its pair is
     /// vouched for.
-    fn knows(&self, event: &Event, key: &Pair) -> (bool, bool) {
-        match self.fields.get(key) {
+    fn knows(&self, event: &Event) -> (bool, bool) {
+        match self.fields_of(event) {
             Some(f) => (f.are_of(event), !super::deferred::is_placeholder(event)),
-            None => (false, self.pairs.contains(key)),
+            None => (false, self.pairs.contains(&pair(event))),
         }
     }
 }
@@ -168,7 +181,7 @@ pub(crate) fn forget_all() {
 pub(crate) fn json_len(event: &Event) -> usize {
     let signed = MEMO.with(|m| {
         let m = m.borrow();
-        let f = m.fields.get(&pair(event))?;
+        let f = m.fields_of(event)?;
         if f.are_of(event) {
             f.json_len
         } else {
@@ -194,8 +207,7 @@ pub enum Invalid {
 /// `(id, signature)` pair was vouched for or is a deferred signature's placeholder
 /// ([`super::deferred`]).
 pub fn verify(event: &Event) -> Result<(), Invalid> {
-    let key = pair(event);
-    let (same_fields, vouched_pair) = MEMO.with(|m| m.borrow().knows(event, &key));
+    let (same_fields, vouched_pair) = MEMO.with(|m| m.borrow().knows(event));
     if same_fields {
         return Ok(());
     }
@@ -252,7 +264,7 @@ mod tests {
         let held = MEMO.with(|m| {
             m.borrow()
                 .fields
-                .get(&pair(&shared))
+                .get(&shared.id)
                 .is_some_and(|f| Arc::ptr_eq(&f.event, &shared))
         });
         assert!(held, "the memo shares the signer's event, not a copy");
@@ -271,7 +283,7 @@ mod tests {
         forget_all();
         assert_eq!(verify(&good), Ok(()));
         assert_eq!(
-            MEMO.with(|m| m.borrow().knows(&good, &pair(&good))),
+            MEMO.with(|m| m.borrow().knows(&good)),
             (true, true)
         );
     }
@@ -297,7 +309,7 @@ mod tests {
             assert!(m.bytes <= FIELD_BYTES && m.fields.len() == m.order.len());
             assert!(m.fields.len() <= CAPACITY);
             assert_eq!(
-                m.knows(&first, &pair(&first)),
+                m.knows(&first),
                 (false, true),
                 "its fields are forgotten, its pair still vouched for"
             );
@@ -314,10 +326,10 @@ mod tests {
             let m = m.borrow();
             assert!(m.bytes <= FIELD_BYTES);
             assert!(
-                !m.fields.contains_key(&pair(&events[0])),
+                !m.fields.contains_key(&events[0].id),
                 "the oldest is forgotten"
             );
-            assert!(m.fields.contains_key(&pair(&events[3])));
+            assert!(m.fields.contains_key(&events[3].id));
         });
         // Forgotten fields only cost speed: the event still verifies.
         assert_eq!(verify(&events[0]), Ok(()));

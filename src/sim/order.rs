@@ -17,6 +17,7 @@ use nostr::prelude::EventId;
 use rustc_hash::FxHashMap;
 use smallvec::SmallVec;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 /// The mechanism behind an out-of-order or duplicate delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -130,6 +131,8 @@ struct Track<P> {
     /// Its author and the ordinal at which the author made it (`None`: not made in this
     /// world, such as a recording's foreign event, or not yet).
     made: Option<(P, u64)>,
+    /// When it was made (meaningful with `made`).
+    made_at: Duration,
     /// Its stages at each relay it met: most events meet one, held inline.
     relays: SmallVec<[(usize, Stages); 1]>,
     /// The relay whose copy each reader took first.
@@ -140,6 +143,7 @@ impl<P> Default for Track<P> {
     fn default() -> Self {
         Track {
             made: None,
+            made_at: Duration::ZERO,
             relays: SmallVec::new(),
             readers: Readers::default(),
         }
@@ -303,14 +307,22 @@ impl<P: Ord + Copy> OrderTracker<P> {
         self.copies
     }
 
-    /// `author` made `event` (the first time only: a re-send keeps its place).
-    pub fn made(&mut self, author: P, event: EventId) {
+    /// `author` made `event` at `at` (the first time only: a re-send keeps its place and
+    /// its time).
+    pub fn made(&mut self, author: P, event: EventId, at: Duration) {
         let next = self.counter + 1;
         let track = self.events.entry(event).or_default();
         if track.made.is_none() {
             track.made = Some((author, next));
+            track.made_at = at;
             self.counter = next;
         }
+    }
+
+    /// When `event` was made, if it was made here.
+    pub fn made_at(&self, event: &EventId) -> Option<Duration> {
+        let track = self.events.get(event)?;
+        track.made.map(|_| track.made_at)
     }
 
     /// `event` was written on the uplink to `relay` over connection `conn`; the copy travels
@@ -515,8 +527,8 @@ mod tests {
     }
 
     fn made(t: &mut OrderTracker) {
-        t.made(AUTHOR, id(1));
-        t.made(AUTHOR, id(2));
+        t.made(AUTHOR, id(1), Duration::ZERO);
+        t.made(AUTHOR, id(2), Duration::ZERO);
     }
 
     #[test]
@@ -616,7 +628,7 @@ mod tests {
         let reader = 0;
         let event = |n: u64| EventId::from_byte_array(Sha256::digest(n.to_le_bytes()).into());
         for n in 1..=10_000u64 {
-            t.made(n, event(n));
+            t.made(n, event(n), Duration::ZERO);
             t.delivered(reader, 0, (event(n), SentCopy::default()), false, false);
             if n > 10 {
                 t.forget(event(n - 10));
@@ -629,8 +641,8 @@ mod tests {
         );
         // Author 10,001 makes two events; the later-made one arrives first.
         let (a, b) = (event(20_001), event(20_002));
-        t.made(10_001, a);
-        t.made(10_001, b);
+        t.made(10_001, a, Duration::ZERO);
+        t.made(10_001, b, Duration::ZERO);
         t.delivered(reader, 0, (b, SentCopy::default()), false, false);
         let late = t.delivered(reader, 0, (a, SentCopy::default()), false, false);
         assert!(late.reordered);

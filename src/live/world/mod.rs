@@ -546,7 +546,7 @@ impl World {
                 // so a frame reusing a remembered id under another key makes no entry.
                 let author = self.ordinals.author(&event.pubkey.to_hex());
                 self.ordinals.published(author);
-                self.order.made(author, event.id);
+                self.order.made(author, event.id, now);
                 self.published_at.insert(event.id, now);
                 self.publication_order.push_back(event.id);
             }

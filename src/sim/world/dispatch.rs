@@ -147,12 +147,14 @@ impl World {
             } => {
                 self.relays[relay].relay.restart();
                 self.relays[relay].down_until = Some(now + down_for);
-                let peers: Vec<PeerId> = self
+                let mut peers: Vec<PeerId> = self
                     .links
                     .keys()
                     .filter(|(r, _)| *r == relay)
                     .map(|(_, p)| *p)
                     .collect();
+                // In peer order, whatever the map's.
+                peers.sort_unstable();
                 for peer in peers {
                     if let Some(link) = self.links.get_mut(&(relay, peer)) {
                         if link.connected {
@@ -203,11 +205,7 @@ impl World {
     ) {
         match message {
             RelayMessage::Event { event, .. } => {
-                let (published, _) = self
-                    .published_at
-                    .get(&event.id)
-                    .copied()
-                    .unwrap_or((self.now, 0));
+                let published = self.order.made_at(&event.id).unwrap_or(self.now);
                 let impairments = &self.relays[relay].impairments;
                 let datagram = impairments.relay_to_peer.ordering == Ordering::Datagram
                     || impairments.peer_to_relay.ordering == Ordering::Datagram;

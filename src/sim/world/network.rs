@@ -347,10 +347,7 @@ impl World {
     pub(super) fn emit(&mut self, relay: usize, peer: PeerId, message: ClientMessage) {
         let bytes = match &message {
             ClientMessage::Event(e) => {
-                self.order.made(peer, e.id);
-                self.publish_seq += 1;
-                let seq = self.publish_seq;
-                self.published_at.entry(e.id).or_insert((self.now, seq));
+                self.order.made(peer, e.id, self.now);
                 Some(self.event_json.len_of(e))
             }
             _ => None,
@@ -528,7 +525,7 @@ impl World {
             event,
             median: direction.delay.median(),
             recipient: self.peer_keys.get(&peer).copied(),
-            published: event.and_then(|e| self.published_at.get(&e).map(|(t, _)| *t)),
+            published: event.and_then(|e| self.order.made_at(&e)),
             now: self.now,
         };
         // A planner's exact plan (a recording's) already includes every queue its copies

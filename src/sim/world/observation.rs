@@ -17,7 +17,7 @@ pub enum PeerId {
 }
 
 /// Which way a message travels.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Way {
     /// Peer → relay.
     Up,
