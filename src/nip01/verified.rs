@@ -282,10 +282,7 @@ mod tests {
         let good = Identity::derive(2, "b").sign(1, 0, vec![], "x".into());
         forget_all();
         assert_eq!(verify(&good), Ok(()));
-        assert_eq!(
-            MEMO.with(|m| m.borrow().knows(&good)),
-            (true, true)
-        );
+        assert_eq!(MEMO.with(|m| m.borrow().knows(&good)), (true, true));
     }
 
     #[test]
