@@ -79,6 +79,7 @@ pub use sweep::{Sweep, SweepError};
 pub use trace::{EventsMode, Trace, TraceError};
 
 pub mod adapter;
+pub mod allocator;
 #[cfg(feature = "plots")]
 pub mod chart;
 pub mod compare;

@@ -17,6 +17,7 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
+    relaysim::allocator::tune();
     quiet_on_closed_pipe();
     match cli::run() {
         Ok(Exit::Success) => ExitCode::SUCCESS,

@@ -13,6 +13,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("parallel", 0),
     ("chart", 0),
     ("pages", 0),
+    ("allocator", 0),
     ("nip01", 1),
     ("protocol", 2),
     ("relay", 3),

@@ -31,6 +31,7 @@ mod dispatch;
 pub(crate) mod network;
 pub mod observation;
 mod touched;
+mod tracking;
 
 pub use network::ReconnectPolicy;
 pub use observation::{Observation, Observer, PeerId, Recorder, Way};
