@@ -13,7 +13,7 @@ const PURGE_DELAY: libmimalloc_sys::mi_option_t = 15;
 /// kernel zeroing every page): `relaysim run` of 10,000 clients took 28,000 page faults, and
 /// `benches/clients.rs`, which runs three such worlds in a row, paid for the memory anew in
 /// each (0.4 s of its 4.1 s at 10,000 clients). With a second, the next world reuses it:
-/// 640 faults, and 3.7 s. Memory still goes back a second after it is freed, so a long
+/// about 680 faults, and 3.8 s. Memory still goes back a second after it is freed, so a long
 /// `serve` does not keep its peak. (Measured on 2 cores of a shared VM; see README,
 /// Performance.)
 pub const PURGE_DELAY_MS: i64 = 1000;

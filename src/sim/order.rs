@@ -19,12 +19,6 @@ use smallvec::SmallVec;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// First copies (one per event and reader) a world's order tracker remembers. With a few
-/// readers this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with hundreds of
-/// readers per event (the hostile-client test's fan-out) fewer, as each event costs an entry
-/// per reader. An entry costs about 80 bytes with its share of the maps, so this is ~20 MB.
-pub const MAX_TRACKED_COPIES: usize = 250_000;
-
 /// The mechanism behind an out-of-order or duplicate delivery.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Via {
@@ -112,10 +106,10 @@ struct Stages {
 #[derive(Debug)]
 pub struct OrderTracker<P = PeerId> {
     /// What is known of each event. Only looked up, never iterated into output, so it hashes
-    /// (ids are SHA-256 outputs). One entry holding all of it, not a map per fact, so
-    /// following an event through a stage is one lookup (with 10,000 clients the maps were
-    /// larger than any cache, and each lookup a miss), and forgetting it one removal. Worlds
-    /// keep the latest events only ([`OrderTracker::forget`]).
+    /// (ids are SHA-256 outputs). The des world keeps an entry per event for the whole run:
+    /// one entry holding all of it, not a map per fact, so following an event through a stage
+    /// is one lookup (with 10,000 clients the maps were larger than any cache, and each
+    /// lookup a miss), and forgetting it one removal.
     events: FxHashMap<EventId, Track<P>>,
     /// Readers' first copies in all: one per event and reader, what grows fastest when one
     /// event reaches many readers.
@@ -262,12 +256,12 @@ impl<P: Ord + Copy> OrderTracker<P> {
         &mut relays[at].1
     }
 
-    /// Forgets `event`: a world keeps only the latest events (at most
-    /// [`crate::relay::MAX_STORED_EVENTS`], and [`MAX_TRACKED_COPIES`] first copies), so its
-    /// memory stays bounded however long it runs. A disturbance involving a forgotten event
-    /// names no mechanism, and a late copy of it is neither a duplicate nor reordered; with
-    /// that many events kept, it takes a delivery overtaken by a hundred thousand later
-    /// publications.
+    /// Forgets `event`: a long-running live relay keeps only the latest events' stages, so
+    /// its memory stays bounded. A disturbance involving a forgotten event names no
+    /// mechanism; with [`crate::relay::MAX_STORED_EVENTS`] events kept, that takes a delivery
+    /// overtaken by a hundred thousand later publications.
+    // Only live relays run long enough to need it.
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
     pub fn forget(&mut self, event: EventId) -> Option<P> {
         let track = self.events.remove(&event)?;
         self.copies -= track.readers.len();
@@ -308,22 +302,21 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     /// How many (event, reader) first copies are remembered.
+    #[cfg_attr(not(feature = "live"), allow(dead_code))]
     pub fn copies(&self) -> usize {
         self.copies
     }
 
     /// `author` made `event` at `at` (the first time only: a re-send keeps its place and
-    /// its time); whether this was the first time.
-    pub fn made(&mut self, author: P, event: EventId, at: Duration) -> bool {
+    /// its time).
+    pub fn made(&mut self, author: P, event: EventId, at: Duration) {
         let next = self.counter + 1;
         let track = self.events.entry(event).or_default();
-        let first = track.made.is_none();
-        if first {
+        if track.made.is_none() {
             track.made = Some((author, next));
             track.made_at = at;
             self.counter = next;
         }
-        first
     }
 
     /// When `event` was made, if it was made here.

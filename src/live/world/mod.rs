@@ -37,7 +37,7 @@ use crate::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::{Direction, LinkState, Pipe};
 use crate::relay::{ConnId, FrameOversizeReaction};
 use crate::rng::SeededStreams;
-use crate::sim::order::{OrderTracker, UpCopy, MAX_TRACKED_COPIES};
+use crate::sim::order::{OrderTracker, UpCopy};
 use crate::stats::rpc_pairs::RpcPairs;
 use nostr::prelude::EventId;
 use outages::Outage;
@@ -213,6 +213,12 @@ pub(crate) struct World {
     partitions: Vec<(usize, Option<String>, Duration)>,
     feed: Option<record::TraceFeed>,
 }
+
+/// First copies (one per event and reader) the order tracker remembers. With a few readers
+/// this keeps the latest [`crate::relay::MAX_STORED_EVENTS`] events; with hundreds of readers
+/// per event (the hostile-client test's fan-out) fewer, as each event costs an entry per
+/// reader. An entry costs about 80 bytes with its share of the maps, so this is ~20 MB.
+const MAX_TRACKED_COPIES: usize = 250_000;
 
 /// A client frame, parsed.
 #[derive(Debug)]

@@ -31,7 +31,6 @@ mod dispatch;
 pub(crate) mod network;
 pub mod observation;
 mod touched;
-mod tracking;
 
 pub use network::ReconnectPolicy;
 pub use observation::{Observation, Observer, PeerId, Recorder, Way};
@@ -49,9 +48,8 @@ use crate::relay::impair::{LinkState, OutageKind};
 use crate::relay::{ConnId, Relay, RelayProfile};
 use crate::rng::SeededStreams;
 use network::{Link, RelaySlot};
-use nostr::prelude::EventId;
 use rustc_hash::FxHashMap;
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
 
 /// A workload call scheduled in the world.
@@ -178,8 +176,6 @@ pub struct World {
     outage_rng: FxHashMap<(usize, Option<PeerId>), LinkState>,
     next_conn: ConnId,
     order: OrderTracker,
-    /// The events `order` follows, oldest made first (see `track_made`).
-    made_order: VecDeque<EventId>,
     publish: FxHashMap<PeerId, PublishPipeline>,
     /// Per peer and relay: the pipeline's draws and when its last message reached the wire.
     publish_state: FxHashMap<(PeerId, usize), (LinkState, Duration)>,
@@ -226,7 +222,6 @@ impl World {
             outage_rng: FxHashMap::default(),
             next_conn: 1,
             order: OrderTracker::default(),
-            made_order: VecDeque::new(),
             publish: FxHashMap::default(),
             publish_state: FxHashMap::default(),
             open_streams: BTreeSet::new(),

@@ -347,9 +347,7 @@ impl World {
     pub(super) fn emit(&mut self, relay: usize, peer: PeerId, message: ClientMessage) {
         let bytes = match &message {
             ClientMessage::Event(e) => {
-                if self.order.made(peer, e.id, self.now) {
-                    self.track_made(e.id);
-                }
+                self.order.made(peer, e.id, self.now);
                 Some(self.event_json.len_of(e))
             }
             _ => None,
