@@ -20,10 +20,14 @@ pub const PURGE_DELAY_MS: i64 = 1000;
 
 /// Applies the settings above; call it first thing in `main`, before other threads start.
 /// Does nothing without feature `mimalloc`. An environment variable `MIMALLOC_PURGE_DELAY`
-/// still wins, so the setting can be compared with others without a rebuild.
+/// (or its older name, `MIMALLOC_RESET_DELAY`) still wins, so the setting can be compared
+/// with others without a rebuild.
 pub fn tune() {
     #[cfg(feature = "mimalloc")]
-    if std::env::var_os("MIMALLOC_PURGE_DELAY").is_none() {
+    if ["MIMALLOC_PURGE_DELAY", "MIMALLOC_RESET_DELAY"]
+        .iter()
+        .all(|name| std::env::var_os(name).is_none())
+    {
         // SAFETY: sets one integer option, before other threads start (mimalloc's option
         // setters are not synchronised).
         unsafe { libmimalloc_sys::mi_option_set(PURGE_DELAY, PURGE_DELAY_MS as _) };

@@ -72,7 +72,8 @@ pub fn release(bytes: &mut [u8]) -> usize {
         // pages read as zeros after MADV_DONTNEED — the same as writing zeros through `bytes`.
         // An error (an unusual mapping) leaves the memory as it was, which is just as correct.
         unsafe {
-            libc::madvise(first as *mut libc::c_void, end - first, libc::MADV_DONTNEED);
+            let at = bytes.as_mut_ptr().add(first - start);
+            libc::madvise(at.cast::<libc::c_void>(), end - first, libc::MADV_DONTNEED);
         }
         end - start
     }

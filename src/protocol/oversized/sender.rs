@@ -107,7 +107,6 @@ pub enum SenderState {
 }
 
 /// One CEP-22 transfer, sending side.
-#[derive(Debug)]
 pub struct OversizedSender {
     token: ProgressToken,
     /// The message's text (UTF-8), read once, chunk after chunk: the part sent goes back to
@@ -122,6 +121,23 @@ pub struct OversizedSender {
     next_progress: u64,
     state: SenderState,
     pending_abort: Option<TransferFrame>,
+}
+
+/// Without the payload's bytes: a transfer's text can be a gigabyte, and what was sent of it
+/// has been handed back (zeros).
+impl std::fmt::Debug for OversizedSender {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("OversizedSender")
+            .field("token", &self.token)
+            .field("payload_bytes", &self.payload.len())
+            .field("chunks", &self.ranges.len())
+            .field("digest", &self.digest)
+            .field("config", &self.config)
+            .field("next_progress", &self.next_progress)
+            .field("state", &self.state)
+            .field("pending_abort", &self.pending_abort)
+            .finish()
+    }
 }
 
 impl OversizedSender {
