@@ -395,12 +395,14 @@ impl World {
         let Some(link) = self.links.get(&(relay, peer)).copied() else {
             return;
         };
-        let wants_json = self.observer.as_ref().is_some_and(|o| o.wants_event_json());
         let event = match &message {
             ClientMessage::Event(e) => Some((
                 e.id,
                 self.event_json.len_of(e),
-                wants_json.then(|| self.event_json.of(e)),
+                self.observer
+                    .as_ref()
+                    .is_some_and(|o| o.wants_event_json())
+                    .then(|| self.event_json.of(e)),
             )),
             _ => None,
         };
