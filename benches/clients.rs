@@ -55,7 +55,6 @@ fn thread_cpu() -> Option<Duration> {
 const SAMPLES: usize = 3;
 
 fn main() {
-    relaysim::allocator::tune();
     let mut sizes = vec![100, 300, 1000, 3000];
     if std::env::args().any(|a| a == "10000") {
         sizes.push(10_000);

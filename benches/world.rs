@@ -98,7 +98,6 @@ fn shipped_scenarios() {
 }
 
 fn main() {
-    relaysim::allocator::tune();
     shipped_scenarios();
     let mut profile = RelayProfile::strfry();
     profile.impairments.relay_to_peer = Direction {

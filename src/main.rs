@@ -1,6 +1,9 @@
 //! The `relaysim` command: a thin front end over the library (`src/cli/`, one file per
 //! subcommand). It is not part of the library, so a library user does not build it.
 
+// Safe code only, but for restoring SIGPIPE's default action (`quiet_on_closed_pipe`).
+#![deny(unsafe_code)]
+
 mod cli;
 
 use cli::Exit;
@@ -17,7 +20,6 @@ use std::process::ExitCode;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> ExitCode {
-    relaysim::allocator::tune();
     quiet_on_closed_pipe();
     match cli::run() {
         Ok(Exit::Success) => ExitCode::SUCCESS,
@@ -31,6 +33,7 @@ fn main() -> ExitCode {
 
 /// Rust ignores SIGPIPE, so writing to a closed pipe (`relaysim compare … | head`) makes
 /// `println!` panic. A command-line tool should end quietly instead, as the default action does.
+#[allow(unsafe_code)]
 fn quiet_on_closed_pipe() {
     #[cfg(unix)]
     // SAFETY: called first thing in `main`, before any thread exists; setting a signal's

@@ -241,7 +241,7 @@ mod tests {
                 sub: sub.into(),
                 event: std::sync::Arc::new(event.clone()),
             });
-            let outgoing = Outgoing::event(sub, memo.of(&event));
+            let outgoing = Outgoing::event(sub, memo.of(&event, &Default::default()));
             assert_eq!(outgoing.text(), expected);
             assert_eq!(outgoing.len(), expected.len());
             assert_eq!(
@@ -250,7 +250,10 @@ mod tests {
             );
         }
         // One JSON, shared (the signer's, which its memo keeps).
-        assert!(std::sync::Arc::ptr_eq(&memo.of(&event), &memo.of(&event)));
+        assert!(std::sync::Arc::ptr_eq(
+            &memo.of(&event, &Default::default()),
+            &memo.of(&event, &Default::default())
+        ));
     }
 
     fn text(bytes: usize) -> Outgoing {

@@ -15,6 +15,7 @@
 //! `json_text`'s escaper; [`len`] and [`len_of_parts`] give its length without writing it (the
 //! signer and the relays need only that, unless a trace stores events whole).
 
+use super::Signatures;
 use nostr::prelude::{Event, EventId};
 use std::collections::VecDeque;
 use std::sync::Arc;
@@ -93,12 +94,20 @@ pub(crate) struct EventJson {
 }
 
 impl EventJson {
-    /// `event`'s JSON, made on first use.
-    pub(crate) fn of(&mut self, event: &Event) -> Arc<str> {
+    /// `event`'s JSON, made on first use, with the real signature in place of a deferred
+    /// one's placeholder (made then by `signatures`, the world's).
+    pub(crate) fn of(&mut self, event: &Event, signatures: &Signatures) -> Arc<str> {
         if let Some(json) = self.by_id.get(&event.id) {
             return json.clone();
         }
-        let json: Arc<str> = text(event).into();
+        let json: Arc<str> = match signatures.real_signature_of(event) {
+            Some(sig) => {
+                let mut signed = event.clone();
+                signed.sig = sig;
+                text(&signed).into()
+            }
+            None => text(event).into(),
+        };
         self.bytes += json.len();
         self.by_id.insert(event.id, json.clone());
         self.order.push_back(event.id);
@@ -114,11 +123,11 @@ impl EventJson {
     }
 
     /// The length of `event`'s JSON, without making it: the kept JSON's, its signer's count
-    /// when this thread signed it, or counted ([`len`]).
-    pub(crate) fn len_of(&self, event: &Event) -> usize {
+    /// when the world (`signatures`) remembers it, or counted ([`len`]).
+    pub(crate) fn len_of(&self, event: &Event, signatures: &Signatures) -> usize {
         match self.by_id.get(&event.id) {
             Some(json) => json.len(),
-            None => super::verified::json_len(event),
+            None => signatures.json_len(event),
         }
     }
 
@@ -139,18 +148,30 @@ mod tests {
         let me = Identity::derive(1, "a");
         let mut memo = EventJson::default();
         let e = me.sign(1, 0, vec![], "x".repeat(1 << 20));
-        assert_eq!(&*memo.of(&e), e.as_json());
-        assert!(Arc::ptr_eq(&memo.of(&e), &memo.of(&e)), "made once");
+        assert_eq!(&*memo.of(&e, &Default::default()), e.as_json());
+        assert!(
+            Arc::ptr_eq(
+                &memo.of(&e, &Default::default()),
+                &memo.of(&e, &Default::default())
+            ),
+            "made once"
+        );
         // Events of another signer (parsed ones, say) are serialised once and kept too.
         let parsed = Event::from_json(e.as_json()).unwrap();
-        assert_eq!(&*memo.of(&parsed), e.as_json());
+        assert_eq!(&*memo.of(&parsed, &Default::default()), e.as_json());
         assert!(
-            Arc::ptr_eq(&memo.of(&parsed), &memo.of(&parsed)),
+            Arc::ptr_eq(
+                &memo.of(&parsed, &Default::default()),
+                &memo.of(&parsed, &Default::default())
+            ),
             "made once"
         );
         assert_eq!(memo.len(), 1);
         for i in 0..40u64 {
-            memo.of(&me.sign(1, i, vec![], "y".repeat(1 << 20)));
+            memo.of(
+                &me.sign(1, i, vec![], "y".repeat(1 << 20)),
+                &Default::default(),
+            );
         }
         assert!(memo.bytes <= MAX_BYTES);
         assert_eq!(memo.by_id.len(), memo.order.len());
@@ -164,7 +185,10 @@ mod tests {
                 let e = me.sign(kind, created_at, vec![], "c\"\u{1}é".into());
                 assert_eq!(len(&e), e.as_json().len(), "{created_at} {kind}");
                 assert_eq!(text(&e), e.as_json());
-                assert_eq!(EventJson::default().len_of(&e), e.as_json().len());
+                assert_eq!(
+                    EventJson::default().len_of(&e, &Default::default()),
+                    e.as_json().len()
+                );
             }
         }
     }

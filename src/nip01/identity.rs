@@ -5,6 +5,7 @@
 //! value, so the same run produces byte-identical events. Nothing here reads the wall clock or
 //! the OS random source (`nostr`'s `Keys::generate`, `Timestamp::now` and `sign_schnorr` do).
 
+use super::signatures::Signatures;
 use nostr::event::Signature;
 use nostr::prelude::{Event, EventId, Keys, Kind, PublicKey, SecretKey, Tag, Tags, Timestamp};
 use secp256k1::{Secp256k1, SignOnly};
@@ -23,7 +24,9 @@ static SIGNER: LazyLock<Secp256k1<SignOnly>> = LazyLock::new(Secp256k1::signing_
 #[derive(Debug, Clone)]
 pub struct Identity {
     keys: Arc<Keys>,
-    /// Whether its events carry a placeholder until their signature is read (`deferred`).
+    /// The world whose relays it vouches to for the events it signs, if any.
+    world: Option<Signatures>,
+    /// Whether its events carry a placeholder until their signature is read (`signatures`).
     defers: bool,
 }
 
@@ -47,6 +50,7 @@ impl Identity {
             if let Ok(secret) = SecretKey::from_slice(&h.finalize()) {
                 return Identity {
                     keys: Arc::new(Keys::new(secret)),
+                    world: None,
                     defers: false,
                 };
             }
@@ -54,14 +58,35 @@ impl Identity {
         unreachable!("a valid secret key is found long before the counter wraps")
     }
 
-    /// This identity, signing its events with a placeholder that stands for the signature
-    /// until something reads it ([`super::deferred`]): for the `des` world, where nothing but a
-    /// trace storing events whole reads signatures, and where signing is a small event's
-    /// largest cost.
-    pub fn deferring_signatures(mut self) -> Self {
-        super::deferred::register(&self.keys);
-        self.defers = true;
+    /// This identity as a peer of the world whose signature state is `world`: each event it
+    /// signs is vouched for there, so the world's relays need not verify it again.
+    pub fn vouching_to(mut self, world: &Signatures) -> Self {
+        self.world = Some(world.clone());
         self
+    }
+
+    /// This identity as a peer of `world` ([`Identity::vouching_to`]), signing its events with
+    /// a placeholder that stands for the signature until something reads it
+    /// ([`super::signatures`]): for the `des` world, where nothing but a trace storing events
+    /// whole reads signatures, and where signing is a small event's largest cost.
+    pub fn deferring_signatures(mut self, world: &Signatures) -> Self {
+        world.register_deferring(&self.keys);
+        self.defers = true;
+        self.vouching_to(world)
+    }
+
+    /// The length of the JSON of `event`, which this identity signed: its count at signing
+    /// when the world still remembers it, else counted.
+    pub fn json_len(&self, event: &Event) -> usize {
+        match &self.world {
+            Some(world) => world.json_len(event),
+            None => super::event_json::len(event),
+        }
+    }
+
+    /// The secret key, for a program that signs as this identity itself (a hosted peer).
+    pub fn secret_key_hex(&self) -> String {
+        self.keys.secret_key().to_secret_hex()
     }
 
     /// The public key.
@@ -85,9 +110,9 @@ impl Identity {
     /// (byte for byte what `EventId::compute` and `Event::as_json` write; tests check both),
     /// and the JSON is left with the vouched event for whoever serialises it next.
     ///
-    /// The event is a copy of the one the verification memo holds; [`Identity::sign_shared`]
-    /// returns that one itself, which a relay of this process then recognises without
-    /// comparing its fields.
+    /// The event is a copy of the one the world's verification memo holds;
+    /// [`Identity::sign_shared`] returns that one itself, which a relay of the world then
+    /// recognises without comparing its fields.
     pub fn sign(&self, kind: u16, created_at: u64, tags: Vec<Tag>, content: String) -> Event {
         Event::clone(&self.sign_shared(kind, created_at, tags, content))
     }
@@ -127,7 +152,7 @@ impl Identity {
         hash.update(b"]");
         let id = EventId::from_byte_array(hash.finalize().into());
         let sig = if self.defers {
-            super::deferred::placeholder(&id)
+            super::signatures::placeholder(&id)
         } else {
             schnorr(&self.keys, &id)
         };
@@ -138,8 +163,10 @@ impl Identity {
             content_len,
         );
         let event = Arc::new(Event::new(id, pubkey, created_at, kind, tags, content, sig));
-        // Made here, so good: relays of this process need not verify it again.
-        super::verified::vouch_with_json_len(&event, json_len);
+        // Made here, so good: the world's relays need not verify it again.
+        if let Some(world) = &self.world {
+            world.vouch(&event, Some(json_len));
+        }
         event
     }
 }
@@ -150,7 +177,8 @@ mod tests {
 
     #[test]
     fn a_signed_event_has_nostrs_id_and_json_byte_for_byte() {
-        let me = Identity::derive(1, "a");
+        let world = Signatures::default();
+        let me = Identity::derive(1, "a").vouching_to(&world);
         let contents = [
             String::new(),
             "plain".to_owned(),
@@ -168,7 +196,8 @@ mod tests {
                 // nostr recomputes the id its own way, and checks the signature.
                 assert!(e.verify_id());
                 assert!(e.verify().is_ok());
-                assert_eq!(crate::nip01::verified::json_len(&e), e.as_json().len());
+                assert_eq!(world.json_len(&e), e.as_json().len());
+                assert_eq!(me.json_len(&e), e.as_json().len());
                 assert_eq!(crate::nip01::event_json::text(&e), e.as_json());
             }
         }
@@ -183,11 +212,12 @@ mod tests {
             kind in proptest::prelude::any::<u16>(),
             at in 0u64..4_000_000_000,
         ) {
-            let me = Identity::derive(9, "p");
+            let world = Signatures::default();
+            let me = Identity::derive(9, "p").vouching_to(&world);
             let tags = vec![Tag::parse(["t", value.as_str()]).unwrap()];
             let e = me.sign(kind, at, tags, content);
             proptest::prop_assert!(e.verify_id());
-            proptest::prop_assert_eq!(crate::nip01::verified::json_len(&e), e.as_json().len());
+            proptest::prop_assert_eq!(world.json_len(&e), e.as_json().len());
             proptest::prop_assert_eq!(crate::nip01::event_json::len(&e), e.as_json().len());
             proptest::prop_assert_eq!(crate::nip01::event_json::text(&e), e.as_json());
         }

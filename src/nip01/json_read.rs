@@ -56,9 +56,7 @@ fn parse_owned_stealing_from(text: String, steal_from: usize) -> serde_json::Res
         let mut bytes = text.into_bytes();
         bytes.copy_within(range.clone(), 0);
         bytes.truncate(range.len());
-        // SAFETY: these are the bytes of `text[range]`, a `&str` slice between two quotes
-        // (ASCII, so character boundaries).
-        *slot = unsafe { String::from_utf8_unchecked(bytes) };
+        *slot = String::from_utf8(bytes).expect("the bytes of a `&str` slice between two quotes");
     }
     Ok(value)
 }
@@ -381,14 +379,9 @@ impl<'a> Reader<'a> {
                 (0, b'"') => {
                     out.truncate(j);
                     self.at = at + 1;
-                    debug_assert!(std::str::from_utf8(&out).is_ok());
-                    // SAFETY: `out` is valid UTF-8 by construction, so checking it again (a
-                    // pass as long as the string, slow on non-ASCII text) is skipped. It holds
-                    // runs of the input, which is a `&str`, cut only at ASCII bytes (a
-                    // backslash and the escape after it), the ASCII characters of the short
-                    // escapes (`DECODE`), and `char::encode_utf8` of each `\u` escape. The
-                    // property tests compare every result with `serde_json`'s.
-                    return Some(unsafe { String::from_utf8_unchecked(out) });
+                    return Some(String::from_utf8(out).expect(
+                        "runs of a `&str` cut at ASCII bytes, ASCII escapes and encoded characters",
+                    ));
                 }
                 (1, b'u') => {
                     let ch = self.unicode_escape(at - 1)?;

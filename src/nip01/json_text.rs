@@ -14,6 +14,7 @@
 //!
 //! Reading is [`super::json_read`]'s.
 
+use crate::segmented::{SegmentWriter, Segmented, SEGMENT};
 use serde_json::Value;
 
 /// For each byte: the escape letter after `\` (`0`: written as is; `u`: `\u00XX`).
@@ -90,10 +91,6 @@ fn block_needs_escape(x: u64) -> bool {
         != 0
 }
 
-/// Input bytes escaped per segment: room for a segment escaped at worst is made (and zeroed)
-/// up front, so a long string touches at most this much more memory than its escaped length.
-pub(crate) const SEGMENT: usize = 1 << 20;
-
 /// Appends `s` as a JSON string (quotes included) to `out`, as `serde_json` writes it.
 ///
 /// Eight bytes at a time: a block with nothing to escape is copied whole; a block with
@@ -111,22 +108,26 @@ pub fn write_escaped(out: &mut Vec<u8>, s: &str) {
     out.push(b'"');
 }
 
-/// As [`write_escaped`], consuming `s`: the memory of the part already written goes back to
-/// the system as the writing advances (`pages`), so a long string and its escaped text are
-/// not both whole at once.
-pub fn write_escaped_consuming(out: &mut Vec<u8>, s: String) {
-    let mut bytes = s.into_bytes();
-    let mut front = crate::pages::ReadOnce::default();
-    reserve_escaped(out, bytes.len());
-    out.push(b'"');
-    let mut at = 0;
-    while at < bytes.len() {
-        let end = bytes.len().min(at + SEGMENT);
-        write_escaped_segment(out, &bytes[at..end]);
-        front.read_up_to(&mut bytes, end);
-        at = end;
+/// As [`write_escaped`], into a segmented text and consuming `text`: each of its segments is
+/// freed once written, and the output is closed into segments as it grows, so a long string and
+/// its escaped text are never both whole at once (`segmented`).
+pub fn write_escaped_segmented(out: &mut SegmentWriter, mut text: Segmented) {
+    reserve_escaped(out.current(), text.len().min(SEGMENT));
+    out.current().push(b'"');
+    while let Some(segment) = text.pop_front() {
+        let mut rest = segment.as_str();
+        while !rest.is_empty() {
+            // A piece of at most a segment, ending on a character boundary.
+            let mut end = rest.len().min(SEGMENT);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            write_escaped_segment(out.current(), &rest.as_bytes()[..end]);
+            out.boundary();
+            rest = &rest[end..];
+        }
     }
-    out.push(b'"');
+    out.current().push(b'"');
 }
 
 /// Room in `out` for a string of `len` bytes escaped: its first segment at worst and the rest
@@ -158,6 +159,7 @@ pub(crate) fn escaped_in_pieces(s: &str, mut piece: impl FnMut(&[u8])) -> usize 
 }
 
 /// Appends the escaped bytes of `bytes` (no quotes) to `out`.
+#[allow(unsafe_code)]
 fn write_escaped_segment(out: &mut Vec<u8>, bytes: &[u8]) {
     let mut at = out.len();
     // Room for every byte escaped to two; a `\u00XX` escape makes more room when it needs
@@ -259,18 +261,6 @@ pub fn write_value(out: &mut Vec<u8>, value: &Value) {
     }
 }
 
-/// As [`write_value`], consuming `value`: each string's memory goes back to the system as it
-/// is written (`write_escaped_consuming`), so a value holding a very large string and its text
-/// are not both whole at once.
-pub fn write_value_consuming(out: &mut Vec<u8>, value: Value) {
-    match value {
-        Value::String(s) => write_escaped_consuming(out, s),
-        Value::Array(items) => write_array(out, items, write_value_consuming),
-        Value::Object(map) => write_object(out, map, write_value_consuming),
-        scalar => write_value(out, &scalar),
-    }
-}
-
 /// Writes an array of `items`, each with `write`.
 fn write_array<T>(
     out: &mut Vec<u8>,
@@ -320,13 +310,19 @@ pub(crate) mod tests {
     }
 
     #[test]
-    fn a_long_string_consumed_is_escaped_as_when_borrowed() {
-        // Several segments, so pages of the string go back while later ones are still read.
+    fn a_segmented_string_is_escaped_as_when_whole() {
+        // Several segments in and out, cut inside multi-byte characters' neighbourhoods.
         for alphabet in ["ab\"\\\u{1}é😀\n", "plain text "] {
             let s: String = alphabet.chars().cycle().take(5 * SEGMENT + 7).collect();
-            let mut consumed = Vec::new();
-            write_escaped_consuming(&mut consumed, s.clone());
-            assert_eq!(String::from_utf8(consumed).unwrap(), escaped(&s));
+            let mut input = Segmented::new();
+            let (head, tail) = s.split_at(s.char_indices().nth(SEGMENT / 3).unwrap().0);
+            input.push(head.to_owned());
+            input.push(tail.to_owned());
+            let mut out = SegmentWriter::new();
+            write_escaped_segmented(&mut out, input);
+            let out = out.finish();
+            assert!(out.segments().count() > 1, "the output is segmented");
+            assert_eq!(out.into_string(), escaped(&s));
         }
     }
 
@@ -401,13 +397,6 @@ pub(crate) mod tests {
         #[test]
         fn any_value_is_written_as_serde_json_writes_it(v in any_value()) {
             prop_assert_eq!(to_string(&v), serde_json::to_string(&v).unwrap());
-        }
-
-        #[test]
-        fn a_value_consumed_is_written_as_when_borrowed(v in any_value()) {
-            let mut consumed = Vec::new();
-            write_value_consuming(&mut consumed, v.clone());
-            prop_assert_eq!(String::from_utf8(consumed).unwrap(), to_string(&v));
         }
     }
 }

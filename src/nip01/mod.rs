@@ -1,13 +1,13 @@
 //! Nostr only: deterministic identities, signed events and NIP-01 messages as values. Nothing
 //! here knows ContextVM; the layers above build on it.
 
-pub mod deferred;
 pub(crate) mod event_json;
 pub(crate) mod identity;
 pub mod json_read;
 pub mod json_text;
 pub(crate) mod message;
-pub mod verified;
+pub mod signatures;
 
 pub use identity::{Identity, EPOCH_SECS};
 pub use message::{is_size_rejection, ClientMessage, RelayMessage, RelayName};
+pub use signatures::{Invalid, Signatures};

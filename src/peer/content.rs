@@ -1,5 +1,6 @@
 //! Payload text of the content classes workloads and tools use.
 
+use crate::segmented::{Segmented, SEGMENT};
 use rand::Rng;
 use std::fmt;
 use std::str::FromStr;
@@ -45,25 +46,43 @@ impl fmt::Display for ContentClass {
 
 /// About `size` bytes of text of a content class, drawn from `rng`.
 pub fn payload_text(content: ContentClass, size: usize, rng: &mut impl Rng) -> String {
+    payload_segments(content, size, rng).into_string()
+}
+
+/// [`payload_text`] in segments of about [`SEGMENT`] bytes, so a very large payload can be
+/// freed a segment at a time as it is serialised (the same text, drawn the same way).
+pub fn payload_segments(content: ContentClass, size: usize, rng: &mut impl Rng) -> Segmented {
     // One loop per class, so the class is not matched again for every character; the ASCII
     // classes push bytes. Every class draws from `rng` exactly as it always has, so a seed's
     // payload is the same text.
     match content {
-        ContentClass::Ascii => ascii_text(
+        ContentClass::Ascii => ascii_segments(
             b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 ",
             size,
             rng,
         ),
-        ContentClass::EscapeHeavy => ascii_text(b"\"\\\"\\a\n", size, rng),
-        ContentClass::Utf8 => chars_text(size, || {
+        ContentClass::EscapeHeavy => ascii_segments(b"\"\\\"\\a\n", size, rng),
+        ContentClass::Utf8 => chars_segments(size, || {
             ['é', 'ß', '€', '中', '😀', '🦀'][rng.random_range(0..6)]
         }),
-        ContentClass::Random => chars_text(size, || loop {
+        ContentClass::Random => chars_segments(size, || loop {
             if let Some(c) = char::from_u32(rng.random_range(0..0x11_0000)) {
                 break c;
             }
         }),
     }
+}
+
+/// [`ascii_text`] of `size` bytes, a segment at a time.
+fn ascii_segments(alphabet: &[u8], size: usize, rng: &mut impl Rng) -> Segmented {
+    let mut text = Segmented::new();
+    let mut left = size;
+    while left > 0 {
+        let piece = left.min(SEGMENT);
+        text.push(ascii_text(alphabet, piece, rng));
+        left -= piece;
+    }
+    text
 }
 
 /// `size` bytes drawn uniformly from the ASCII `alphabet`.
@@ -90,12 +109,24 @@ fn ascii_text(alphabet: &[u8], size: usize, rng: &mut impl Rng) -> String {
     String::from_utf8(text).expect("an ASCII alphabet")
 }
 
-/// Characters from `draw` until the text holds at least `size` bytes.
-fn chars_text(size: usize, mut draw: impl FnMut() -> char) -> String {
-    let mut text = String::with_capacity(size + 4);
-    while text.len() < size {
-        text.push(draw());
+/// Characters from `draw` until the text holds at least `size` bytes, in segments of about
+/// [`SEGMENT`] bytes.
+fn chars_segments(size: usize, mut draw: impl FnMut() -> char) -> Segmented {
+    let mut text = Segmented::new();
+    let mut segment = String::with_capacity(size.min(SEGMENT) + 4);
+    let mut total = 0;
+    while total < size {
+        let ch = draw();
+        segment.push(ch);
+        total += ch.len_utf8();
+        if segment.len() >= SEGMENT {
+            text.push(std::mem::replace(
+                &mut segment,
+                String::with_capacity((size - total).min(SEGMENT) + 4),
+            ));
+        }
     }
+    text.push(segment);
     text
 }
 
@@ -137,7 +168,7 @@ mod tests {
             ContentClass::Utf8,
             ContentClass::Random,
         ] {
-            for (seed, size) in [(1, 0), (2, 1), (3, 7), (4, 4096)] {
+            for (seed, size) in [(1, 0), (2, 1), (3, 7), (4, 4096), (5, 2 * SEGMENT + 5)] {
                 let mut a = ChaCha8Rng::seed_from_u64(seed);
                 let mut b = ChaCha8Rng::seed_from_u64(seed);
                 assert_eq!(

@@ -344,6 +344,11 @@ impl PeerCore {
             .sign_shared(CONTEXTVM_KIND, self.unix_secs(now), tags, content)
     }
 
+    /// The length of the JSON of `event`, which this peer signed.
+    pub fn json_len(&self, event: &Event) -> usize {
+        self.identity.json_len(event)
+    }
+
     /// Publishes `event` to every relay and starts tallying their verdicts.
     pub fn publish(&mut self, event: Arc<Event>) -> EventId {
         let id = event.id;

@@ -11,6 +11,7 @@ use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::ProgressToken;
 use crate::protocol::open_stream::{StreamPolicy, WriterConfig};
 use crate::protocol::oversized::{ChunkingError, ReceiverConfig, SenderConfig};
+use crate::segmented::Segmented;
 use nostr::prelude::PublicKey;
 use std::cmp::Ordering;
 use std::fmt;
@@ -19,10 +20,8 @@ use std::fmt;
 #[derive(Clone, Copy)]
 pub struct Implementation(&'static dyn EngineFactory<PublicKey>);
 
-/// relaysim's own engines; their CEP-22 receivers take the messages this thread's peers sent
-/// from `sent_messages` instead of parsing them again.
-pub const RELAYSIM: Implementation =
-    Implementation(&OwnEngines::knowing(super::sent_messages::take));
+/// relaysim's own engines.
+pub const RELAYSIM: Implementation = Implementation(&OwnEngines);
 
 impl Default for Implementation {
     fn default() -> Self {
@@ -54,7 +53,7 @@ impl Implementation {
     pub fn transfer_sender(
         &self,
         token: ProgressToken,
-        payload: String,
+        payload: Segmented,
         config: SenderConfig,
         envelope: &dyn Envelope,
     ) -> Result<Box<dyn TransferSending>, ChunkingError> {

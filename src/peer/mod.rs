@@ -33,10 +33,6 @@ pub(crate) mod engines;
 
 pub use engines::{Implementation, RELAYSIM};
 pub mod event;
-pub(crate) mod kept;
-pub mod memo_scope;
-pub(crate) mod sent_chunks;
-pub(crate) mod sent_messages;
 pub mod server;
 pub mod streams;
 pub mod tools;

@@ -6,7 +6,10 @@
 //! carries out a handler's [`ToolAction`]s (answer now, answer later with progress, stream)
 //! over the ContextVM transport without knowing which tool asked for them.
 
-use super::content::{payload_text, ContentClass};
+use super::content::{payload_segments, payload_text, ContentClass};
+use crate::protocol::jsonrpc::RequestId;
+use crate::protocol::oversized::Digest;
+use crate::segmented::{SegmentWriter, Segmented};
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -232,6 +235,15 @@ impl ToolCall {
 pub enum ToolAction {
     /// Answer now: a result, or a JSON-RPC error (code, message).
     Respond(Result<Value, (i64, String)>),
+    /// Answer now with a result of one text block ([`text_result`]), the text given in
+    /// segments — a large result, each of whose segments is freed as it is serialised — and
+    /// `meta` as the result's `_meta` when given.
+    RespondText {
+        /// The text.
+        text: Segmented,
+        /// The result's `_meta`.
+        meta: Option<Value>,
+    },
     /// Answer `result` after `after`, sending MCP progress notifications every
     /// `progress_every` meanwhile when the call has a progress token.
     Later {
@@ -297,9 +309,14 @@ impl ToolHandler for SimulatedTools {
         match ToolCall::parse(params) {
             Err(e) => respond(Err((INVALID_PARAMS, e.to_string()))),
             Ok(ToolCall::Echo { text }) => respond(Ok(text_result(&text))),
-            Ok(ToolCall::LargeResult { bytes, content }) => respond(Ok(digested_result(
-                payload_text(content, bytes, &mut self.rng),
-            ))),
+            Ok(ToolCall::LargeResult { bytes, content }) => {
+                let text = payload_segments(content, bytes, &mut self.rng);
+                let meta = json!({ "sha256": Digest::of_parts(text.segments()).to_wire() });
+                ToolAction::RespondText {
+                    text,
+                    meta: Some(meta),
+                }
+            }
             Ok(ToolCall::Upload { data }) => respond(Ok(text_result(&digest_of(&data)))),
             Ok(ToolCall::Fail { reason }) => respond(Err((TOOL_FAILED, reason))),
             Ok(ToolCall::Slow {
@@ -337,18 +354,35 @@ pub fn text_result(text: &str) -> Value {
 
 /// `sha256:<hex>` of a text's UTF-8 bytes: how tools let the other side check integrity.
 pub fn digest_of(text: &str) -> String {
-    crate::protocol::oversized::Digest::of(text).to_wire()
+    Digest::of(text).to_wire()
 }
 
 /// A text result that also carries the text's digest in `_meta.sha256`, so the receiver can
-/// verify end to end what it got.
-/// Takes the text by value: a large result is moved into the value, not copied.
-pub fn digested_result(text: String) -> Value {
-    let sha256 = digest_of(&text);
-    let mut result = json!({ "content": [{ "type": "text", "text": null }], "isError": false, "_meta": { "sha256": sha256 } });
-    // Put in afterwards: `json!` serialises what it is given, so `"text": text` would copy it.
-    result["content"][0]["text"] = Value::String(text);
-    result
+/// verify end to end what it got (what `large_result` answers).
+pub fn digested_result(text: &str) -> Value {
+    json!({ "content": [{ "type": "text", "text": text }], "isError": false, "_meta": { "sha256": digest_of(text) } })
+}
+
+/// The JSON text of a response to `id` whose result is a [`text_result`] of `text` with
+/// `meta` as its `_meta` (as [`digested_result`] makes it): the bytes of
+/// `Message::Response { id, result }.to_json()`, written a segment at a time and consuming
+/// `text`, so a very large result and its serialisation are never both whole.
+pub fn text_response_json(id: &RequestId, text: Segmented, meta: Option<&Value>) -> Segmented {
+    use crate::nip01::json_text::{write_escaped_segmented, write_value};
+    let mut out = SegmentWriter::new();
+    out.current()
+        .extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    write_value(out.current(), &id.to_value());
+    out.current()
+        .extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
+    write_escaped_segmented(&mut out, text);
+    out.current().extend_from_slice(br#"}],"isError":false"#);
+    if let Some(meta) = meta {
+        out.current().extend_from_slice(br#","_meta":"#);
+        write_value(out.current(), meta);
+    }
+    out.current().extend_from_slice(b"}}");
+    out.finish()
 }
 
 /// The first text block of a tool result.
@@ -477,6 +511,33 @@ mod tests {
                 Ok(call)
             );
         }
+    }
+
+    #[test]
+    fn a_segmented_text_response_is_the_message_serialised_whole() {
+        for text in ["", "plain", "q\"uo\\te\u{1}é😀"] {
+            for meta in [None, Some(json!({ "sha256": digest_of(text) }))] {
+                for id in [RequestId::Number(7), RequestId::String("r\"1".into())] {
+                    let mut result = text_result(text);
+                    if let Some(m) = &meta {
+                        result["_meta"] = m.clone();
+                    }
+                    let whole = crate::protocol::jsonrpc::Message::Response {
+                        id: id.clone(),
+                        result,
+                    }
+                    .to_json();
+                    let segmented =
+                        text_response_json(&id, Segmented::from(text.to_owned()), meta.as_ref());
+                    assert_eq!(segmented.into_string(), whole);
+                }
+            }
+        }
+        let text = "x".repeat(10);
+        assert_eq!(
+            digested_result(&text)["_meta"]["sha256"],
+            Digest::of_parts(Segmented::from(text.clone()).segments()).to_wire()
+        );
     }
 
     #[test]

@@ -12,9 +12,10 @@ use super::open_stream::{
     WriteError, WriterConfig, WriterState,
 };
 use super::oversized::{
-    ChunkingError, KnownMessage, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent,
-    SenderConfig, SenderState, TransferFrame,
+    ChunkingError, OversizedReceiver, OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig,
+    SenderState, TransferFrame,
 };
+use crate::segmented::Segmented;
 use std::time::Duration;
 
 /// Builds one implementation's CEP-22 and CEP-41 engines for peers keyed by `P`, so a peer
@@ -30,7 +31,7 @@ pub trait EngineFactory<P>: Send + Sync {
     fn transfer_sender(
         &self,
         token: ProgressToken,
-        payload: String,
+        payload: Segmented,
         config: SenderConfig,
         envelope: &dyn Envelope,
     ) -> Result<Box<dyn TransferSending>, ChunkingError>;
@@ -42,33 +43,19 @@ pub trait EngineFactory<P>: Send + Sync {
 
 /// relaysim's own engines.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct OwnEngines {
-    known: Option<KnownMessage>,
-}
-
-impl OwnEngines {
-    /// relaysim's engines, whose CEP-22 receivers ask `known` for the message of a text they
-    /// reassembled and verified before parsing it ([`OversizedReceiver::knowing`]).
-    pub const fn knowing(known: KnownMessage) -> Self {
-        OwnEngines { known: Some(known) }
-    }
-}
+pub struct OwnEngines;
 
 impl<P: Clone + Ord + Send + 'static> EngineFactory<P> for OwnEngines {
     fn name(&self) -> &'static str {
         "relaysim"
     }
     fn transfer_receiver(&self, config: ReceiverConfig) -> Box<dyn TransferReceiving<P>> {
-        let receiver = OversizedReceiver::new(config);
-        Box::new(match self.known {
-            Some(known) => receiver.knowing(known),
-            None => receiver,
-        })
+        Box::new(OversizedReceiver::new(config))
     }
     fn transfer_sender(
         &self,
         token: ProgressToken,
-        payload: String,
+        payload: Segmented,
         config: SenderConfig,
         envelope: &dyn Envelope,
     ) -> Result<Box<dyn TransferSending>, ChunkingError> {

@@ -272,30 +272,7 @@ impl Message {
         self.write_json(crate::nip01::json_text::write_value)
     }
 
-    /// As [`Message::to_json`], consuming the message: the memory of its params, result or
-    /// error data goes back to the system as it is written, so a message holding a very large
-    /// string and its text are never both whole (`pages`).
-    pub fn into_json(mut self) -> String {
-        let body = self.body_mut().map(std::mem::take);
-        self.write_json(|out, _placeholder| {
-            if let Some(body) = body {
-                crate::nip01::json_text::write_value_consuming(out, body);
-            }
-        })
-    }
-
-    /// The message's one value that may be large: its params, result or error data.
-    fn body_mut(&mut self) -> Option<&mut Value> {
-        match self {
-            Message::Request { params, .. } | Message::Notification { params, .. } => {
-                params.as_mut()
-            }
-            Message::Response { result, .. } => Some(result),
-            Message::Error { error, .. } => error.data.as_mut(),
-        }
-    }
-
-    /// The message's text, its body (see [`Message::body_mut`]) written by `write_body`.
+    /// The message's text, its params, result or error data written by `write_body`.
     fn write_json(&self, write_body: impl FnOnce(&mut Vec<u8>, &Value)) -> String {
         use crate::nip01::json_text::{write_escaped, write_value};
         fn key(out: &mut Vec<u8>, name: &str) {
@@ -573,10 +550,6 @@ mod tests {
             prop_assert_eq!(message.to_json(), serde_json::to_string(&message.to_value()).unwrap());
         }
 
-        #[test]
-        fn into_json_writes_what_to_json_writes(message in any_message()) {
-            prop_assert_eq!(message.clone().into_json(), message.to_json());
-        }
     }
 
     fn roundtrip(text: &str) {

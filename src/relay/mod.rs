@@ -10,8 +10,8 @@ pub mod impair;
 pub(crate) mod profile;
 mod sub_index;
 
-use crate::nip01::EPOCH_SECS;
 use crate::nip01::{ClientMessage, RelayMessage};
+use crate::nip01::{Signatures, EPOCH_SECS};
 pub use describe::Fact;
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions, SingleLetterTag};
 pub use profile::{
@@ -92,6 +92,8 @@ pub struct Relay {
     counters: RelayCounters,
     /// Unix time at virtual time zero, for `created_at` checks.
     epoch_secs: u64,
+    /// The signature state of the world this relay is part of (its own unless given one).
+    signatures: Signatures,
 }
 
 fn prefix_of(message: &str) -> String {
@@ -122,7 +124,16 @@ impl Relay {
             outbox: VecDeque::new(),
             dropped: VecDeque::new(),
             counters: RelayCounters::default(),
+            signatures: Signatures::default(),
         }
+    }
+
+    /// This relay as part of the world whose signature state is `signatures`: events the
+    /// world's peers signed are known to be good without verifying them again, and the
+    /// placeholders of the world's deferring identities stand for their signatures
+    /// (`nip01::signatures`).
+    pub fn set_signatures(&mut self, signatures: Signatures) {
+        self.signatures = signatures;
     }
 
     /// Sets the Unix time that `now = 0` stands for (the live server uses the real clock; the
@@ -315,9 +326,9 @@ impl Relay {
     fn on_event(&mut self, conn: ConnId, event: Arc<Event>, now: Duration) {
         self.counters.received += 1;
         let id = event.id;
-        // The JSON its signer left (this very event, fields compared) saves serialising it
-        // only to measure it.
-        let json_len = crate::nip01::verified::json_len(&event);
+        // The length its signer counted (this very event, fields compared) saves serialising
+        // it only to measure it.
+        let json_len = self.signatures.json_len(&event);
         let message_len = json_len + r#"["EVENT",]"#.len();
         if let Some(max) = self.profile.max_message_bytes {
             if message_len > max {
@@ -347,7 +358,7 @@ impl Relay {
                 return;
             }
         }
-        if crate::nip01::verified::verify(&event).is_err() {
+        if self.signatures.verify(&event).is_err() {
             return self.refuse(conn, id, "invalid: bad event id or signature".into());
         }
         let kind = event.kind.as_u16();

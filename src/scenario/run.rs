@@ -169,24 +169,3 @@ impl<A: crate::sim::world::Observer, B: crate::sim::world::Observer> crate::sim:
         self.0.wants_event_json() || self.1.wants_event_json()
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use crate::peer::memo_scope;
-    use crate::scenario::Scenario;
-    use crate::trace::EventsMode;
-
-    #[test]
-    fn a_world_runs_the_same_with_its_peers_memos_off() {
-        // Downloads (CEP-22 chunks and messages from the server), an upload (chunks from the
-        // client) and a stream (CEP-41 chunks), over jittery relays.
-        let scenario =
-            Scenario::from_toml_str(include_str!("../../scenarios/default.toml"), "default.toml")
-                .expect("the default scenario");
-        let (report, trace) = scenario.run_traced(1, EventsMode::Full);
-        let (report_off, trace_off) =
-            memo_scope::without(|| scenario.run_traced(1, EventsMode::Full));
-        assert_eq!(format!("{report:?}"), format!("{report_off:?}"));
-        assert!(trace == trace_off, "the traces differ");
-    }
-}

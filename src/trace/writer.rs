@@ -158,7 +158,6 @@ impl Observer for TraceWriter {
                         .as_deref()
                         .and_then(|json| serde_json::from_str(json).ok())
                         .map(|mut e: serde_json::Value| {
-                            crate::nip01::deferred::complete_json(&mut e);
                             crate::peer::streams::redact_event_json(&mut e);
                             e
                         }),

@@ -64,6 +64,7 @@ use crate::protocol::oversized::{
     ChunkingError, ReceiverConfig, ReceiverEvent, SenderConfig, SenderFailure, SenderState,
     TransferBody, TransferFailure, TransferFrame,
 };
+use crate::segmented::Segmented;
 use contextvm_sdk::transport::open_stream::{
     FrameOutcome, KeepaliveAction, OpenStreamError, OpenStreamRegistry as SdkRegistry,
     OpenStreamRegistryPolicy, OpenStreamSession, OpenStreamWriter as SdkWriter,
@@ -99,12 +100,16 @@ impl EngineFactory<nostr::prelude::PublicKey> for SdkEngines {
     fn transfer_sender(
         &self,
         token: ProgressToken,
-        payload: String,
+        payload: Segmented,
         config: SenderConfig,
         envelope: &dyn Envelope,
     ) -> Result<Box<dyn TransferSending>, ChunkingError> {
+        // The SDK's sender takes the whole text.
         Ok(Box::new(SdkTransferSender::new(
-            token, payload, config, envelope,
+            token,
+            payload.into_string(),
+            config,
+            envelope,
         )?))
     }
     fn stream_writer(&self, token: ProgressToken, config: WriterConfig) -> Box<dyn StreamWriting> {

@@ -71,7 +71,7 @@ impl World {
         // connection's writer, not here.
         let (outgoing, event) = match message {
             RelayMessage::Event { sub, event } => (
-                Outgoing::event(&sub, self.event_json.of(&event)),
+                Outgoing::event(&sub, self.event_json.of(&event, &self.signatures)),
                 Some(event),
             ),
             other => (Outgoing::Message(Message::text(to_wire(&other))), None),

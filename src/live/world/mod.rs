@@ -202,6 +202,8 @@ pub(crate) struct World {
     publication_order: std::collections::VecDeque<EventId>,
     /// Each event's JSON, serialised once for all its deliveries.
     event_json: crate::nip01::event_json::EventJson,
+    /// Events its relays verified, so an event published to several is verified once.
+    signatures: crate::nip01::Signatures,
     pairs: RpcPairs,
     /// What live subscriptions hold, within one budget.
     subscription_bytes: subscriptions::SubscriptionBytes,
@@ -285,6 +287,7 @@ impl World {
             published_at: BTreeMap::new(),
             publication_order: std::collections::VecDeque::new(),
             event_json: crate::nip01::event_json::EventJson::default(),
+            signatures: crate::nip01::Signatures::default(),
             pairs: RpcPairs::default(),
             subscription_bytes: subscriptions::SubscriptionBytes::new(
                 config.subscription_budget.0,
@@ -297,6 +300,9 @@ impl World {
         };
         for index in 0..world.slots.len() {
             world.slots[index].relay.set_epoch_secs(epoch);
+            world.slots[index]
+                .relay
+                .set_signatures(world.signatures.clone());
             world.schedule_outages(index);
         }
         world

@@ -13,7 +13,6 @@ use super::capabilities::Capabilities;
 use super::core::{Clock, PeerCore, PublishOutcome};
 use super::engines::Implementation;
 use super::event::SignedEventEnvelope;
-use super::sent_chunks::{self, FrameText};
 use super::streams::stream_position;
 use super::Peer;
 use crate::nip01::{ClientMessage, RelayMessage, RelayName};
@@ -454,7 +453,7 @@ impl ContextVmClient {
         // Each frame, and the lane it waits in: an upload's frames wait for each other when the
         // behaviour says so (sdk-behaviour §2.3). An upload's `start` is the event the server
         // answers (its `e` tag), so its call remembers it.
-        let mut frames: Vec<(FrameText, Option<String>, Option<CallId>)> = Vec::new();
+        let mut frames: Vec<(String, Option<String>, Option<CallId>)> = Vec::new();
         let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
         for sender in self.uploads.values_mut() {
             while let Some(frame) = sender.poll_transmit(now) {
@@ -462,14 +461,14 @@ impl ContextVmClient {
                 let start = matches!(frame.body, TransferBody::Start { .. })
                     .then(|| self.by_token.get(&frame.token).copied())
                     .flatten();
-                frames.push((FrameText::transfer(frame), lane, start));
+                frames.push((frame.to_json(), lane, start));
             }
         }
         while let Some((_, frame)) = self.streams.poll_transmit() {
-            frames.push((FrameText::stream(frame), None, None));
+            frames.push((frame.to_json(), None, None));
         }
         while let Some((_, frame)) = self.downloads.poll_transmit() {
-            frames.push((FrameText::transfer(frame), None, None));
+            frames.push((frame.to_json(), None, None));
         }
         self.follower.handle_timeout(now);
         while let Some((attempt, request)) = self.follower.poll_transmit() {
@@ -489,13 +488,11 @@ impl ContextVmClient {
                     params: Some(r.to_params()),
                 },
             };
-            frames.push((FrameText::text(message.to_json()), None, None));
+            frames.push((message.to_json(), None, None));
         }
         for (text, lane, start_of) in frames {
             let tags = std::mem::take(&mut self.pending_tags);
-            let (text, chunk) = text.into_parts();
             let event = self.core.sign(&server, None, tags, text, now);
-            sent_chunks::remember(&event, chunk);
             let id = match lane {
                 Some(lane) => self.core.publish_in_lane(&lane, event, now),
                 None => self.core.publish(event),

@@ -2,7 +2,6 @@
 
 use super::*;
 use crate::peer::behaviour::CallRefresh;
-use crate::peer::sent_chunks;
 use crate::protocol::chunk_text::ProgressFrame;
 
 impl ContextVmClient {
@@ -53,7 +52,7 @@ impl ContextVmClient {
         }
         if stream_position(event).is_none() {
             // A chunk read straight from its text is the frame the general path reads.
-            if let Some(frame) = sent_chunks::read_event(event) {
+            if let Some(frame) = crate::protocol::chunk_text::read(&event.content) {
                 self.touch(frame.token());
                 self.on_frame(frame);
                 self.drain_engines();

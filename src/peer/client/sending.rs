@@ -92,7 +92,7 @@ impl ContextVmClient {
         }
         let server = self.config.server;
         let event = self.core.sign(&server, None, tags, text.clone(), now);
-        if crate::nip01::verified::json_len(&event) <= self.config.budget {
+        if self.core.json_len(&event) <= self.config.budget {
             let event_id = self.core.publish(event);
             let call = self.calls.get_mut(&id).expect("just inserted");
             call.request_event = Some(event_id);
@@ -123,7 +123,7 @@ impl ContextVmClient {
         };
         let sender = self.config.implementation.transfer_sender(
             token.clone(),
-            text,
+            text.into(),
             config,
             &self.frame_envelope,
         );

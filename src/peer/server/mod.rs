@@ -34,7 +34,6 @@ use super::client::PROTOCOL_VERSION;
 use super::core::{Clock, PeerCore};
 use super::engines::Implementation;
 use super::event::SignedEventEnvelope;
-use super::sent_chunks;
 use super::streams::{stream_tag, STREAM_TAG_ROOM};
 use super::tools::{stream_chunk_text, tool_codes, SimulatedTools, ToolAction, ToolHandler};
 use super::Peer;
@@ -211,8 +210,6 @@ struct Outgoing {
     resumable: Option<String>,
     /// Its frames out and not yet answered: its next frame waits for room.
     window: send_window::SendWindow,
-    /// The message being sent, until its `start` frame names its digest (`sent_messages`).
-    typed: Option<Message>,
 }
 
 /// A ContextVM server with the simulated tools.
@@ -340,7 +337,7 @@ impl ContextVmServer {
             .0
             .learn(advertised);
         // A chunk read straight from its text is the frame the general path reads.
-        if let Some(frame) = sent_chunks::read_event(event) {
+        if let Some(frame) = crate::protocol::chunk_text::read(&event.content) {
             return self.on_frame(client, event.id, frame);
         }
         match Message::parse(&event.content) {

@@ -5,12 +5,10 @@
 use super::{codes, error, lane_of, ContextVmServer, Job, ServerEvent, MIN_BUDGET};
 use crate::peer::behaviour::PublishWait;
 use crate::peer::core::PublishOutcome;
-use crate::peer::sent_chunks::FrameText;
-use crate::peer::sent_messages;
 use crate::peer::tools::text_result;
 use crate::protocol::jsonrpc::{ErrorObject, Message, ProgressToken};
 use crate::protocol::open_stream::{StreamBody, WriterState};
-use crate::protocol::oversized::{ReceiverEvent, TransferBody};
+use crate::protocol::oversized::ReceiverEvent;
 use nostr::prelude::{EventId, PublicKey};
 use serde_json::Value;
 
@@ -29,7 +27,7 @@ impl ContextVmServer {
                 // The relays' limit is below this event's size, and we do not know by how
                 // much: retry (and from now on send) with half of it.
                 self.budget = self.budget.min(direct.published_size / 2).max(MIN_BUDGET);
-                self.send_oversized(direct.call, direct.text, None);
+                self.send_oversized(direct.call, direct.text.into());
             }
         }
         // Oversized requests that completed are requests like any other.
@@ -74,7 +72,7 @@ impl ContextVmServer {
         type Out = (
             PublicKey,
             Option<EventId>,
-            FrameText,
+            String,
             Option<String>,
             Option<String>,
         );
@@ -84,7 +82,7 @@ impl ContextVmServer {
                 .upload_origin
                 .get(&(client, frame.token.clone()))
                 .copied();
-            out.push((client, origin, FrameText::transfer(frame), None, None));
+            out.push((client, origin, frame.to_json(), None, None));
         }
         let mut transfers_done: Vec<String> = Vec::new();
         // Without lanes (relaysim's peers) no frame needs one: none is named.
@@ -100,19 +98,8 @@ impl ContextVmServer {
                     break;
                 };
                 let lane = lanes.then(|| lane_of(&o.client, &frame.token));
-                if let TransferBody::Start {
-                    digest,
-                    total_bytes,
-                    ..
-                } = &frame.body
-                {
-                    if let Some(message) = o.typed.take() {
-                        let len = usize::try_from(*total_bytes).unwrap_or(usize::MAX);
-                        sent_messages::remember(*digest, len, message);
-                    }
-                }
-                let text = FrameText::transfer(frame);
-                room = room.saturating_sub(text.text.len());
+                let text = frame.to_json();
+                room = room.saturating_sub(text.len());
                 frames -= 1;
                 windowed.push((out.len(), key.clone()));
                 out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
@@ -137,7 +124,7 @@ impl ContextVmServer {
                 out.push((
                     *client,
                     reply_to,
-                    FrameText::stream(frame),
+                    frame.to_json(),
                     stream.resumable.clone(),
                     lane,
                 ));
@@ -166,8 +153,8 @@ impl ContextVmServer {
         }
         let mut windowed = windowed.into_iter().peekable();
         for (n, (client, reply_to, text, stream, lane)) in out.into_iter().enumerate() {
-            let bytes = text.text.len();
-            let id = self.publish_outgoing(
+            let bytes = text.len();
+            let id = self.publish_message(
                 &client,
                 reply_to.as_ref(),
                 Vec::new(),

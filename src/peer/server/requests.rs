@@ -72,6 +72,10 @@ impl ContextVmServer {
                 ToolAction::Respond(answer) => {
                     answer.map_err(|(code, message)| error(code, message))
                 }
+                ToolAction::RespondText { text, meta } => {
+                    self.respond_text(call_id, text, meta);
+                    return;
+                }
                 ToolAction::Later {
                     after,
                     progress_every,

@@ -1,9 +1,9 @@
 //! How answers reach the client: a direct response, a CEP-22 transfer when it is too large for one event, an error; the capability tags that go with them.
 
 use super::*;
-use crate::peer::sent_chunks::{self, FrameText};
-use crate::peer::sent_messages;
+use crate::peer::tools::text_response_json;
 use crate::protocol::envelope::Envelope;
+use crate::segmented::Segmented;
 
 impl ContextVmServer {
     /// Publishes `text` to `client`, on resumable stream `stream` when given (recorded there and
@@ -12,36 +12,16 @@ impl ContextVmServer {
         &mut self,
         client: &PublicKey,
         reply_to: Option<&EventId>,
-        tags: Vec<nostr::prelude::Tag>,
+        mut tags: Vec<nostr::prelude::Tag>,
         text: String,
         stream: Option<&str>,
         lane: Option<&str>,
     ) -> EventId {
-        let text = FrameText::text(text);
-        self.publish_outgoing(client, reply_to, tags, text, stream, lane)
-    }
-
-    /// As [`Self::publish_message`], remembering a chunk frame as the event it is signed into
-    /// (`peer::sent_chunks`).
-    pub(super) fn publish_outgoing(
-        &mut self,
-        client: &PublicKey,
-        reply_to: Option<&EventId>,
-        mut tags: Vec<nostr::prelude::Tag>,
-        text: FrameText,
-        stream: Option<&str>,
-        lane: Option<&str>,
-    ) -> EventId {
-        let (text, chunk) = text.into_parts();
         let recorded = stream.and_then(|id| self.store.record(id, &text));
         if let Some(seq) = recorded {
             tags.push(stream_tag(stream.expect("recorded"), seq, None));
         }
         let event = self.core.sign(client, reply_to, tags, text, self.now);
-        // A client reads an event of a resumable stream the general way, never taking it.
-        if recorded.is_none() {
-            sent_chunks::remember(&event, chunk);
-        }
         match lane {
             Some(lane) => self.core.publish_in_lane(lane, event, self.now),
             None => self.core.publish(event),
@@ -86,19 +66,28 @@ impl ContextVmServer {
                 error,
             },
         };
-        // A receiver in this process takes the message rather than parse it again, if it goes
-        // as CEP-22 from relaysim's own sender (`peer::sent_messages`); a message too large to
-        // keep is serialised consuming it, as its value would only double what is held (a
-        // small one kept for a direct response goes at the end of this call).
-        let (text, typed) = if self.config.implementation == crate::peer::RELAYSIM
-            && sent_messages::may_fit(&message)
-        {
-            let text = message.to_json();
-            let typed = sent_messages::fits(text.len()).then_some(message);
-            (text, typed)
-        } else {
-            (message.into_json(), None)
+        self.answer(call, Segmented::from(message.to_json()));
+    }
+
+    /// Publishes the final response of a call whose result is one text block given in
+    /// segments (a large result: serialised a segment at a time, each freed once written).
+    pub(super) fn respond_text(&mut self, call_id: u64, text: Segmented, meta: Option<Value>) {
+        let Some(call) = self.calls.remove(&call_id) else {
+            return;
         };
+        let json = text_response_json(&call.request_id, text, meta.as_ref());
+        self.answer(call, json);
+    }
+
+    /// Publishes `text`, the serialised final response to `call`: directly, as CEP-22, or as
+    /// a too-large error.
+    fn answer(&mut self, call: Call, text: Segmented) {
+        // A text longer than the budget publishes larger still (its event holds it escaped).
+        if text.len() > self.budget {
+            self.send_oversized(call, text);
+            return;
+        }
+        let text = text.into_string();
         let tags = self.capability_tags(call.client);
         let room = if call.stream.is_some() {
             STREAM_TAG_ROOM
@@ -115,7 +104,7 @@ impl ContextVmServer {
             .reply_envelope
             .published_size_exceeds(&text, (self.budget + 9).saturating_sub(room))
         {
-            self.send_oversized(call, text, typed);
+            self.send_oversized(call, text.into());
             return;
         }
         let event = self.core.sign(
@@ -125,7 +114,7 @@ impl ContextVmServer {
             text.clone(),
             self.now,
         );
-        let published_size = crate::nip01::verified::json_len(&event);
+        let published_size = self.core.json_len(&event);
         if published_size + room <= self.budget {
             let client = call.client;
             let lane = self.response_lane(&call);
@@ -160,13 +149,12 @@ impl ContextVmServer {
                 mode: ResponseMode::Direct,
             });
         } else {
-            self.send_oversized(call, text, typed);
+            self.send_oversized(call, text.into());
         }
     }
 
-    /// Sends `text`, the serialised response to `call`, as a CEP-22 transfer; `typed`, the
-    /// message it serialises, is kept for the receiver by the digest its `start` announces.
-    pub(super) fn send_oversized(&mut self, call: Call, text: String, typed: Option<Message>) {
+    /// Sends `text`, the serialised response to `call`, as a CEP-22 transfer.
+    pub(super) fn send_oversized(&mut self, call: Call, text: Segmented) {
         let client = call.client;
         let Some(token) = call.token.clone() else {
             self.publish_error(
@@ -209,7 +197,6 @@ impl ContextVmServer {
                         sender,
                         resumable: call.stream.clone(),
                         window: Default::default(),
-                        typed,
                     },
                 );
                 self.events.push_back(ServerEvent::Responded {

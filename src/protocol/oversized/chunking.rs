@@ -12,6 +12,8 @@
 use super::frame::{TransferBody, TransferFrame};
 use crate::protocol::envelope::{double_escaped_len, Envelope};
 use crate::protocol::jsonrpc::ProgressToken;
+use crate::segmented::Segmented;
+use std::borrow::Cow;
 use std::ops::Range;
 
 /// Why a payload cannot be split within a budget.
@@ -55,6 +57,51 @@ pub fn plan_chunks(
     budget: usize,
     env: &dyn Envelope,
 ) -> Result<Vec<Range<usize>>, ChunkingError> {
+    plan(
+        payload.len(),
+        |from, max| {
+            let rest = &payload[from..];
+            let mut end = rest.len().min(max);
+            while !rest.is_char_boundary(end) {
+                end -= 1;
+            }
+            Cow::Borrowed(&rest[..end])
+        },
+        token,
+        budget,
+        env,
+    )
+}
+
+/// [`plan_chunks`] of a segmented payload, which is read a window of one chunk at a time.
+pub fn plan_chunks_segmented(
+    payload: &Segmented,
+    token: &ProgressToken,
+    budget: usize,
+    env: &dyn Envelope,
+) -> Result<Vec<Range<usize>>, ChunkingError> {
+    plan(
+        payload.len(),
+        |from, max| payload.window(from, max),
+        token,
+        budget,
+        env,
+    )
+}
+
+/// Plans the chunks of a payload of `len` bytes, asking `window(from, max)` for its text from
+/// `from`, at most `max` bytes cut back to a character boundary.
+///
+/// A chunk holds at most `room` bytes (what a frame has room for besides its overhead): its
+/// data is in the frame at least once, each byte at least once, so a window a character longer
+/// than the room holds every prefix that can fit.
+fn plan<'a>(
+    len: usize,
+    window: impl Fn(usize, usize) -> Cow<'a, str>,
+    token: &ProgressToken,
+    budget: usize,
+    env: &dyn Envelope,
+) -> Result<Vec<Range<usize>>, ChunkingError> {
     let overhead = measured(token, "", env);
     if overhead >= budget {
         return Err(ChunkingError::BudgetTooSmall {
@@ -66,8 +113,9 @@ pub fn plan_chunks(
     let room = budget - overhead;
     let mut ranges = Vec::new();
     let mut start = 0;
-    while start < payload.len() {
-        let rest = &payload[start..];
+    while start < len {
+        let rest = window(start, room + 4);
+        let rest = rest.as_ref();
         // Guess from the cost model: the longest prefix whose estimated cost fits the room.
         let exact = env.cost_model_is_exact();
         let (guess, cost) = if exact {
@@ -208,6 +256,20 @@ mod tests {
 
     fn check(payload: &str, budget: usize, env: &dyn Envelope) {
         let ranges = plan_chunks(payload, &token(), budget, env).unwrap();
+        // Segmented at awkward places, the plan is the same.
+        let mut segmented = Segmented::new();
+        let mut at = 0;
+        for (i, (end, _)) in payload.char_indices().enumerate() {
+            if i % 7 == 3 {
+                segmented.push(payload[at..end].to_owned());
+                at = end;
+            }
+        }
+        segmented.push(payload[at..].to_owned());
+        assert_eq!(
+            plan_chunks_segmented(&segmented, &token(), budget, env).unwrap(),
+            ranges
+        );
         let mut joined = String::new();
         for r in &ranges {
             assert!(!r.is_empty());

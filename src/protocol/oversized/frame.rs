@@ -21,6 +21,14 @@ impl Digest {
         Digest(sha2::Sha256::digest(text.as_bytes()).into())
     }
 
+    /// The digest of the text made of `parts` one after the other (a segmented text's).
+    pub fn of_parts<'a>(parts: impl IntoIterator<Item = &'a str>) -> Self {
+        use sha2::Digest as _;
+        let mut hasher = sha2::Sha256::new();
+        parts.into_iter().for_each(|p| hasher.update(p.as_bytes()));
+        Digest(hasher.finalize().into())
+    }
+
     /// The wire form, `sha256:<lowercase hex>`.
     pub fn to_wire(&self) -> String {
         format!("sha256:{}", hex::encode(self.0))

@@ -15,7 +15,7 @@ pub use crate::protocol::cvm::FrameError;
 pub use chunking::{plan_chunks, ChunkingError};
 pub use frame::{Digest, TransferBody, TransferFrame};
 pub use receiver::{
-    FrameVerdict, KnownMessage, OversizedReceiver, ReceiverConfig, ReceiverCounters, ReceiverEvent,
+    FrameVerdict, OversizedReceiver, ReceiverConfig, ReceiverCounters, ReceiverEvent,
     TransferFailure,
 };
 pub use sender::{OversizedSender, SenderConfig, SenderFailure, SenderState};

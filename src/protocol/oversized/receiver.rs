@@ -339,13 +339,7 @@ pub struct OversizedReceiver<P> {
     outbox: VecDeque<(P, TransferFrame)>,
     events: VecDeque<ReceiverEvent<P>>,
     counters: ReceiverCounters,
-    known: Option<KnownMessage>,
 }
-
-/// Where a receiver may find the message of a text it reassembled and verified, by the
-/// text's digest, instead of parsing the text: it must return only a message whose
-/// serialisation has that digest (see [`OversizedReceiver::knowing`]).
-pub type KnownMessage = fn(&Digest) -> Option<Message>;
 
 fn frame_bytes(frame: &TransferFrame) -> usize {
     match &frame.body {
@@ -373,17 +367,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             outbox: VecDeque::new(),
             events: VecDeque::new(),
             counters: ReceiverCounters::default(),
-            known: None,
         }
-    }
-
-    /// This receiver, asking `known` for the message of each text it has reassembled and
-    /// verified (length and digest) before parsing the text itself. A peer that sent the
-    /// message in this process knows it: a text with its serialisation's digest is that
-    /// serialisation, and parsing it would give the message back.
-    pub fn knowing(mut self, known: KnownMessage) -> Self {
-        self.known = Some(known);
-        self
     }
 
     /// The limits in force.
@@ -726,7 +710,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                     .remove(&key)
                     .expect("finalizing an active transfer");
                 let (peer, token) = key.clone();
-                let result = Self::validate(t, self.known, self.config.keep_text);
+                let result = Self::validate(t, self.config.keep_text);
                 self.bury(key);
                 match result {
                     Ok((message, parsed)) => self.events.push_back(ReceiverEvent::Completed {
@@ -750,7 +734,6 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
 
     fn validate(
         t: Transfer,
-        known: Option<KnownMessage>,
         keep_text: bool,
     ) -> Result<(Option<String>, Message), (TransferFailure, u64)> {
         let next = t.highest_progress + 1;
@@ -768,14 +751,6 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         }
         if Digest::of(&t.assembled) != t.digest {
             return Err((TransferFailure::DigestMismatch, next));
-        }
-        if let Some(message) = known.and_then(|known| known(&t.digest)) {
-            debug_assert_eq!(
-                Message::parse(&t.assembled).ok().as_ref(),
-                Some(&message),
-                "a known message is what its text parses as"
-            );
-            return Ok((keep_text.then_some(t.assembled), message));
         }
         let parsed = if keep_text {
             Message::parse(&t.assembled).map(|m| (Some(t.assembled), m))

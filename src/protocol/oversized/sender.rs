@@ -10,11 +10,11 @@
 //! SDKs: start 1, accept 2, first chunk 3); if an accept arrives with a higher value, the sender
 //! continues above it, so `progress` stays strictly increasing over all frames either way.
 
-use super::chunking::{plan_chunks, ChunkingError};
+use super::chunking::{plan_chunks_segmented, ChunkingError};
 use super::frame::{Digest, TransferBody, TransferFrame, COMPLETION_MODE_RENDER};
-use crate::pages::ReadOnce;
 use crate::protocol::envelope::Envelope;
 use crate::protocol::jsonrpc::ProgressToken;
+use crate::segmented::Segmented;
 use std::ops::Range;
 use std::time::Duration;
 
@@ -109,12 +109,10 @@ pub enum SenderState {
 /// One CEP-22 transfer, sending side.
 pub struct OversizedSender {
     token: ProgressToken,
-    /// The message's text (UTF-8), read once, chunk after chunk: the part sent goes back to
-    /// the system as sending advances (`pages`), so a 1 GiB response is not held whole beside
-    /// the receiver's reassembly of it. Its pages handed back read as zeros.
-    payload: Vec<u8>,
-    /// What of `payload` has been handed back.
-    sent: ReadOnce,
+    /// The message's text, read once, chunk after chunk: its segments are freed as sending
+    /// advances (`segmented`), so a 1 GiB response is not held whole beside the receiver's
+    /// reassembly of it.
+    payload: Segmented,
     ranges: Vec<Range<usize>>,
     digest: Digest,
     config: SenderConfig,
@@ -123,8 +121,7 @@ pub struct OversizedSender {
     pending_abort: Option<TransferFrame>,
 }
 
-/// Without the payload's bytes: a transfer's text can be a gigabyte, and what was sent of it
-/// has been handed back (zeros).
+/// Without the payload's bytes: a transfer's text can be a gigabyte.
 impl std::fmt::Debug for OversizedSender {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("OversizedSender")
@@ -147,17 +144,17 @@ impl OversizedSender {
     /// within `config.budget` under `envelope`.
     pub fn new(
         token: ProgressToken,
-        payload: String,
+        payload: impl Into<Segmented>,
         config: SenderConfig,
         envelope: &dyn Envelope,
     ) -> Result<Self, ChunkingError> {
-        let ranges = plan_chunks(&payload, &token, config.budget, envelope)?;
-        let digest = Digest::of(&payload);
+        let payload = payload.into();
+        let ranges = plan_chunks_segmented(&payload, &token, config.budget, envelope)?;
+        let digest = Digest::of_parts(payload.segments());
         let sender = OversizedSender {
             next_progress: config.first_progress,
             token,
-            payload: payload.into_bytes(),
-            sent: ReadOnce::default(),
+            payload,
             ranges,
             digest,
             config,
@@ -259,13 +256,9 @@ impl OversizedSender {
                 Some(start)
             }
             SenderState::Sending { next } => {
-                let range = self.ranges[next].clone();
-                let data = std::str::from_utf8(&self.payload[range.clone()])
-                    .expect("chunks are planned on character boundaries and not yet released")
-                    .to_owned();
                 // Chunks go in order and none is sent twice: what precedes this one's end
                 // will not be read again.
-                self.sent.read_up_to(&mut self.payload, range.end);
+                let data = self.payload.take(self.ranges[next].clone());
                 let chunk = self.frame(TransferBody::Chunk { data });
                 self.state = self.after_chunk(next + 1);
                 Some(chunk)

@@ -835,54 +835,6 @@ fn the_end_grace_period_restarts_while_missing_chunks_keep_arriving() {
     assert_delivered(&mut r, &payload);
 }
 
-thread_local! {
-    static ASKED: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-}
-
-/// A `KnownMessage` hook that counts its calls and knows every digest, as a message no text
-/// would parse as (so a test can tell which path produced the result).
-fn knows_everything(_: &Digest) -> Option<Message> {
-    ASKED.with(|a| a.set(a.get() + 1));
-    Some(Message::Notification {
-        method: "known".into(),
-        params: None,
-    })
-}
-
-fn parsed(r: &mut OversizedReceiver<&'static str>) -> Option<Message> {
-    events(r).into_iter().find_map(|e| match e {
-        ReceiverEvent::Completed { parsed, .. } => parsed.map(|p| *p),
-        _ => None,
-    })
-}
-
-#[test]
-fn a_known_message_is_taken_only_after_the_text_is_verified() {
-    ASKED.with(|a| a.set(0));
-    // Verified: the hook is asked, and its message is the one surfaced.
-    let (_, frames) = direct_frames(3);
-    let mut r = receiver(false).knowing(knows_everything);
-    feed(&mut r, frames);
-    assert!(
-        matches!(parsed(&mut r), Some(Message::Notification { method, .. }) if method == "known")
-    );
-    assert_eq!(ASKED.with(std::cell::Cell::get), 1);
-    // A text whose digest does not match fails as before, without asking.
-    let (_, mut frames) = direct_frames(3);
-    if let TransferBody::Start { digest, .. } = &mut frames[0].body {
-        *digest = Digest::of("something else");
-    }
-    let mut r = receiver(false).knowing(knows_everything);
-    feed(&mut r, frames);
-    assert_eq!(failure(&mut r), Some(TransferFailure::DigestMismatch));
-    assert_eq!(ASKED.with(std::cell::Cell::get), 1, "not asked");
-    // A hook that does not know the digest leaves the text to be parsed.
-    let (payload, frames) = direct_frames(3);
-    let mut r = receiver(false).knowing(|_| None);
-    feed(&mut r, frames);
-    assert_eq!(parsed(&mut r), Message::parse(&payload).ok());
-}
-
 #[test]
 fn a_receiver_not_keeping_text_hands_over_the_message_alone() {
     let plain = |text: String| {

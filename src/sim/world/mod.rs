@@ -38,8 +38,8 @@ pub use observation::{Observation, Observer, PeerId, Recorder, Way};
 use super::order::{OrderTracker, SentCopy, UpCopy};
 use super::planner::LinkPlanner;
 use super::publish::PublishPipeline;
-use crate::nip01::Identity;
 use crate::nip01::{ClientMessage, RelayMessage};
+use crate::nip01::{Identity, Signatures};
 use crate::peer::client::{CallId, CallOptions, ClientConfig, ContextVmClient};
 use crate::peer::server::{ContextVmServer, ServerConfig};
 use crate::peer::tools::{Expected, ToolCall};
@@ -198,9 +198,11 @@ pub struct World {
     touched: touched::Touched,
     /// Each event's JSON, made once.
     event_json: crate::nip01::event_json::EventJson,
-    /// Its peers keep what they send for the peer that receives it, while the world lives
-    /// (`peer::memo_scope`).
-    _sent_memos: crate::peer::memo_scope::SentMemos,
+    /// The world's signature state: its identities that defer, and the events known to be
+    /// good (`nip01::signatures`), shared with its relays and its peers' identities.
+    signatures: Signatures,
+    /// Whether its peers defer their signatures (the default) or sign each event at once.
+    deferred_signatures: bool,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -239,7 +241,8 @@ impl World {
             actions: 0,
             touched: touched::Touched::default(),
             event_json: crate::nip01::event_json::EventJson::default(),
-            _sent_memos: crate::peer::memo_scope::SentMemos::open(),
+            signatures: Signatures::default(),
+            deferred_signatures: true,
         }
     }
 
@@ -329,9 +332,11 @@ impl World {
             );
         }
         let intake_rng = LinkState::new(self.streams.stream(&format!("intake/{name}")));
+        let mut relay = Relay::new(profile);
+        relay.set_signatures(self.signatures.clone());
         self.relays.push(RelaySlot {
             name: name.to_owned(),
-            relay: Relay::new(profile),
+            relay,
             impairments,
             down_until: None,
             intake_rng,
@@ -361,9 +366,33 @@ impl World {
             .collect()
     }
 
+    /// Whether the world's peers sign each event at once (`real`) instead of deferring the
+    /// signature until something reads it (`deferred`, the default): the same events, traces
+    /// and verdicts either way, since a deferred signature is made, byte for byte the same,
+    /// wherever one is read (`nip01::signatures`). Call before adding peers.
+    pub fn set_deferred_signatures(&mut self, deferred: bool) {
+        self.deferred_signatures = deferred;
+    }
+
+    /// The identity of the peer named `name`, signing as the world says.
+    fn identity(&self, name: &str) -> Identity {
+        let identity = Identity::derive(self.seed(), name);
+        if self.deferred_signatures {
+            identity.deferring_signatures(&self.signatures)
+        } else {
+            identity.vouching_to(&self.signatures)
+        }
+    }
+
+    /// The world's signature state, for whatever writes its events out whole (a trace): it
+    /// makes the real signature of a deferred one ([`Signatures::complete_json`]).
+    pub fn signatures(&self) -> &Signatures {
+        &self.signatures
+    }
+
     /// Adds a server peer named `name` on `relays`; returns its index.
     pub fn add_server(&mut self, name: &str, relays: &[usize], config: ServerConfig) -> usize {
-        let identity = Identity::derive(self.seed(), name).deferring_signatures();
+        let identity = self.identity(name);
         let rng = self.streams.stream(&format!("server/{name}/tools"));
         let server = ContextVmServer::new(identity, self.relay_names(relays), config, rng);
         let index = self.servers.len();
@@ -384,7 +413,7 @@ impl World {
         server: usize,
         configure: impl FnOnce(&mut ClientConfig),
     ) -> usize {
-        let identity = Identity::derive(self.seed(), name).deferring_signatures();
+        let identity = self.identity(name);
         let mut config = ClientConfig::new(self.servers[server].1.public_key());
         configure(&mut config);
         let client = ContextVmClient::new(identity, self.relay_names(relays), config);

@@ -314,7 +314,7 @@ impl World {
                     Intake::Concurrent { .. }
                 ) =>
             {
-                self.event_json.len_of(e)
+                self.event_json.len_of(e, &self.signatures)
             }
             _ => CONTROL_BYTES,
         };
@@ -348,7 +348,7 @@ impl World {
         let bytes = match &message {
             ClientMessage::Event(e) => {
                 self.order.made(peer, e.id, self.now);
-                Some(self.event_json.len_of(e))
+                Some(self.event_json.len_of(e, &self.signatures))
             }
             _ => None,
         };
@@ -398,11 +398,11 @@ impl World {
         let event = match &message {
             ClientMessage::Event(e) => Some((
                 e.id,
-                self.event_json.len_of(e),
+                self.event_json.len_of(e, &self.signatures),
                 self.observer
                     .as_ref()
                     .is_some_and(|o| o.wants_event_json())
-                    .then(|| self.event_json.of(e)),
+                    .then(|| self.event_json.of(e, &self.signatures)),
             )),
             _ => None,
         };
@@ -465,7 +465,7 @@ impl World {
         let direction = self.relays[relay].impairments.relay_to_peer.clone();
         let bytes = match (&message, direction.bandwidth) {
             (RelayMessage::Event { event, sub }, Some(_)) => {
-                self.event_json.len_of(event) + sub.len() + EVENT_FRAMING
+                self.event_json.len_of(event, &self.signatures) + sub.len() + EVENT_FRAMING
             }
             _ => CONTROL_BYTES,
         };

@@ -45,10 +45,8 @@ pub enum Observation {
         /// Its serialized size.
         bytes: usize,
         /// The event's JSON (for traces that store events whole), made only when the world's
-        /// observer wants it ([`Observer::wants_event_json`]). Its `sig` is the deferred
-        /// signature's placeholder: an observer that writes the event out puts the real one in
-        /// with [`crate::nip01::deferred::complete_json`] during the run, as the trace writer
-        /// does.
+        /// observer wants it ([`Observer::wants_event_json`]), with its real signature (a
+        /// deferred one made for it).
         json: Option<std::sync::Arc<str>>,
     },
     /// What a link did with one message: the delays of its copies (none: lost). The n-th
