@@ -583,6 +583,33 @@ mod tests {
         }
 
         #[test]
+        fn long_strings_of_dense_escapes_are_read_as_serde_json_reads_them(
+            pieces in prop::collection::vec(
+                prop::sample::select(vec![
+                    "\"", "\\", "a", "\n", "é", "\u{1}", "😀", "\u{2028}", "/", "bcdefgh",
+                ]),
+                0..300,
+            ),
+            mut raw in prop::collection::vec(
+                prop::sample::select(vec![
+                    "\\\"", "\\\\", "\\n", "\\u00e9", "\\ud83d\\ude00", "\\/", "x", "\\t",
+                ]),
+                0..200,
+            ),
+            bad in prop::option::of((0usize..200, prop::sample::select(vec!["\\q", "\u{1}", "\\ud800"]))),
+        ) {
+            // Serialised (escapes as serde_json writes them), and written raw (other escapes,
+            // and now and then an invalid one or a control character), each string spanning
+            // several 64-byte blocks with escapes and block edges falling anywhere.
+            let text: String = pieces.concat();
+            same_as_serde_json(&serde_json::to_string(&text).unwrap());
+            if let Some((at, piece)) = bad {
+                raw.insert(at.min(raw.len()), piece);
+            }
+            same_as_serde_json(&format!("[\"{}\", 1]", raw.concat()));
+        }
+
+        #[test]
         fn escapes_of_any_code_point_are_read_as_serde_json_reads_them(
             units in prop::collection::vec(any::<u16>(), 0..6)
         ) {

@@ -73,6 +73,11 @@ pub struct PeerCore {
     lanes: BTreeMap<String, Lane>,
     /// The lane of each event that holds one back.
     in_flight: FxHashMap<EventId, String>,
+    /// A fault for tests of the simulator itself: rewrites an event's content after the peer
+    /// made it and before it is signed, so the text that crosses the relay is not what the
+    /// peer meant.
+    #[cfg(test)]
+    pub(crate) tamper: Option<fn(&str) -> Option<String>>,
 }
 
 /// One lane's publications: the event being published and the ones waiting for it.
@@ -113,6 +118,8 @@ impl PeerCore {
             wait: PublishWait::Immediate,
             lanes: BTreeMap::new(),
             in_flight: FxHashMap::default(),
+            #[cfg(test)]
+            tamper: None,
         }
     }
 
@@ -340,6 +347,8 @@ impl PeerCore {
             tags.push(Tag::event(*e));
         }
         tags.extend(extra_tags);
+        #[cfg(test)]
+        let content = self.tamper.and_then(|f| f(&content)).unwrap_or(content);
         self.identity
             .sign_shared(CONTEXTVM_KIND, self.unix_secs(now), tags, content)
     }

@@ -126,6 +126,8 @@ pub struct Scenario {
     pub runs: u32,
     /// Virtual time limit of one run.
     pub duration: Duration,
+    /// How the world's peers sign their events.
+    pub signatures: spec::SignatureMode,
     /// SHA-256 of the file text (for traces).
     pub hash: String,
     /// The file text (traces carry it, so they replay on their own).
@@ -242,6 +244,7 @@ impl Scenario {
             seed: spec.seed.unwrap_or(1),
             runs: spec.runs.unwrap_or(1),
             duration: spec.duration.map_or(Duration::from_secs(600), |d| d.0),
+            signatures: spec.signatures.unwrap_or_default(),
             hash: hex::encode(Sha256::digest(text.as_bytes())),
             source: text.to_owned(),
             relays,

@@ -14,6 +14,7 @@ impl Scenario {
     /// Builds the world for one run.
     pub fn build(&self, seed: u64) -> World {
         let mut world = World::new(seed);
+        world.set_deferred_signatures(self.signatures == super::spec::SignatureMode::Deferred);
         for (name, profile) in &self.relays {
             world.add_relay(name, profile.clone());
         }
@@ -167,5 +168,134 @@ impl<A: crate::sim::world::Observer, B: crate::sim::world::Observer> crate::sim:
 
     fn wants_event_json(&self) -> bool {
         self.0.wants_event_json() || self.1.wants_event_json()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+    use crate::stats::Outcome;
+
+    fn default_scenario() -> Scenario {
+        Scenario::from_toml_str(include_str!("../../scenarios/default.toml"), "default.toml")
+            .expect("the default scenario")
+    }
+
+    /// Changes the first letter `a` of `text` at or after `from` into `b`, keeping the JSON
+    /// valid (an `a` is never part of an escape in relaysim's payloads).
+    fn flip_a_after(text: &str, from: &str) -> Option<String> {
+        let at = text.find(from)? + from.len();
+        let a = at + text[at..].find('a')?;
+        let mut changed = text.to_owned();
+        changed.replace_range(a..a + 1, "b");
+        Some(changed)
+    }
+
+    fn run_tampered(tamper: fn(&str) -> Option<String>) -> crate::stats::RunReport {
+        run_tampering(tamper, |_| None)
+    }
+
+    fn run_tampering(
+        server: fn(&str) -> Option<String>,
+        client: fn(&str) -> Option<String>,
+    ) -> crate::stats::RunReport {
+        let scenario = default_scenario();
+        let mut world = scenario.build(1);
+        world.server(0).tamper_outgoing(server);
+        world.client(0).tamper_outgoing(client);
+        let collector = std::rc::Rc::new(std::cell::RefCell::new(crate::stats::Collector::new()));
+        world.set_observer(Box::new(collector.clone()));
+        world.run_until(scenario.duration);
+        drop(world.take_observer());
+        std::rc::Rc::try_unwrap(collector)
+            .map(std::cell::RefCell::into_inner)
+            .unwrap_or_default()
+            .finish(1)
+    }
+
+    #[test]
+    fn real_and_deferred_signatures_give_the_same_report_and_trace() {
+        let deferred = default_scenario();
+        let real = Scenario::from_toml_str(
+            &format!(
+                "signatures = \"real\"\n{}",
+                include_str!("../../scenarios/default.toml")
+            ),
+            "default.toml",
+        )
+        .expect("the default scenario, signing as it goes");
+        let full = crate::trace::EventsMode::Full;
+        let (report, trace) = deferred.run_traced(1, full);
+        let (report_real, trace_real) = real.run_traced(1, full);
+        assert_eq!(format!("{report:?}"), format!("{report_real:?}"));
+        // The header carries the scenario's text and hash, which differ by the one line.
+        let body = |t: &str| t.lines().skip(1).collect::<Vec<_>>().join("\n");
+        assert!(body(&trace) == body(&trace_real), "the traces differ");
+        assert!(trace.contains(r#""sig":""#), "events are stored whole");
+    }
+
+    #[test]
+    fn the_default_run_completes_untampered() {
+        let report = run_tampered(|_| None);
+        assert!(report.items.iter().all(|i| i.outcome == Outcome::Completed));
+        assert_eq!(report.integrity_violations, 0);
+    }
+
+    #[test]
+    fn a_cep22_chunk_changed_after_the_server_made_it_fails_the_download() {
+        // The server's frame says one thing, the text that crosses the relay another: a
+        // receiver that read anything but the text would complete the download.
+        let report = run_tampered(|content| {
+            if !content.contains(r#""frameType":"chunk""#) || !content.contains("oversized") {
+                return None;
+            }
+            flip_a_after(content, r#""data":""#)
+        });
+        let download = report
+            .items
+            .iter()
+            .find(|i| i.tool == "large_result")
+            .expect("the download");
+        assert_ne!(download.outcome, Outcome::Completed, "{report:?}");
+    }
+
+    #[test]
+    fn an_upload_chunk_changed_after_the_client_made_it_fails_the_upload() {
+        let report = run_tampering(
+            |_| None,
+            |content| {
+                if !content.contains(r#""frameType":"chunk""#) {
+                    return None;
+                }
+                // The upload is UTF-8 text: change its first multi-byte character.
+                let at = content.find(r#""data":""#)?;
+                let (i, c) = content[at..].char_indices().find(|(_, c)| !c.is_ascii())?;
+                let mut changed = content.to_owned();
+                let other = if c == 'é' { "ß" } else { "é" };
+                changed.replace_range(at + i..at + i + c.len_utf8(), other);
+                Some(changed)
+            },
+        );
+        let upload = report
+            .items
+            .iter()
+            .find(|i| i.tool == "upload")
+            .expect("the upload");
+        assert_ne!(upload.outcome, Outcome::Completed, "{report:?}");
+    }
+
+    #[test]
+    fn a_response_changed_after_the_server_made_it_counts_as_an_integrity_violation() {
+        // The echo's answer, a direct response: the client reads what the relay carried, and
+        // the oracle compares it with what was asked.
+        let report = run_tampered(|content| {
+            if !content.contains(r#""result":{"content":[{"type":"text","text":""#)
+                || content.contains("_meta")
+            {
+                return None;
+            }
+            flip_a_after(content, r#""text":""#)
+        });
+        assert!(report.integrity_violations > 0, "{report:?}");
     }
 }

@@ -122,6 +122,8 @@ pub struct ScenarioSpec {
     pub runs: Option<u32>,
     /// How long a run may last in virtual time (default 10 minutes).
     pub duration: Option<Dur>,
+    /// How the world's peers sign: `deferred` (default) or `real`.
+    pub signatures: Option<SignatureMode>,
     /// Relays.
     #[serde(default)]
     pub relays: Vec<RelaySpec>,
@@ -143,6 +145,19 @@ pub struct ScenarioSpec {
     /// Peer behaviours by name: a preset with knobs overridden.
     #[serde(default)]
     pub behaviours: BTreeMap<String, BehaviourSpec>,
+}
+
+/// How a des world's peers sign their events (`nip01::signatures`): the same events, traces
+/// and relay verdicts either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SignatureMode {
+    /// A placeholder stands for each signature until something reads it (a trace storing
+    /// events whole), when the real one is made.
+    #[default]
+    Deferred,
+    /// Every event is signed (BIP-340) as it is made.
+    Real,
 }
 
 /// A peer behaviour: a preset with knobs overridden (`docs/behaviours.md`).

@@ -271,6 +271,13 @@ pub struct ContextVmClient {
 }
 
 impl ContextVmClient {
+    /// Rewrites the content of each event this peer signs (see `PeerCore::tamper`): a
+    /// fault for tests of the simulator itself.
+    #[cfg(test)]
+    pub(crate) fn tamper_outgoing(&mut self, tamper: fn(&str) -> Option<String>) {
+        self.core.tamper = Some(tamper);
+    }
+
     /// A client using `relays`. The driver calls [`Peer::connected`] for each relay once its
     /// connection is up; the client then subscribes there.
     pub fn new(identity: Identity, relays: Vec<RelayName>, config: ClientConfig) -> Self {

@@ -241,6 +241,13 @@ pub struct ContextVmServer {
 }
 
 impl ContextVmServer {
+    /// Rewrites the content of each event this peer signs (see `PeerCore::tamper`): a
+    /// fault for tests of the simulator itself.
+    #[cfg(test)]
+    pub(crate) fn tamper_outgoing(&mut self, tamper: fn(&str) -> Option<String>) {
+        self.core.tamper = Some(tamper);
+    }
+
     /// A server using `relays`, drawing tool output from `rng`. The driver calls
     /// [`Peer::connected`] for each relay once its connection is up.
     pub fn new(
