@@ -1,4 +1,4 @@
-//! Speed of the `des` driver with real signatures. Run with `cargo bench --bench world`.
+//! Speed of the `des` driver (deferred signatures, as `relaysim run` by default). Run with `cargo bench --bench world`.
 //!
 //! Reports relay events per wall second (events published to relays plus copies delivered to
 //! subscribers) for a busy world, and the simulated/wall time ratio of a ten-minute idle

@@ -69,6 +69,7 @@
 //! ```
 
 #![warn(missing_docs)]
+#![warn(unreachable_pub)]
 // Safe code only, but for the one place a measured figure needs more (`nip01::json_text`'s
 // escape loop, which says why and is tested against `serde_json` for any string).
 #![deny(unsafe_code)]

@@ -36,7 +36,7 @@ pub(crate) enum Outgoing {
 
 impl Outgoing {
     /// A delivery of `event` (its JSON) to subscription `sub`.
-    pub fn event(sub: &str, event: Arc<str>) -> Self {
+    pub(super) fn event(sub: &str, event: Arc<str>) -> Self {
         let sub = serde_json::to_string(sub).unwrap_or_else(|_| "\"\"".into());
         Outgoing::Event {
             sub: sub.into(),
@@ -45,7 +45,7 @@ impl Outgoing {
     }
 
     /// Bytes of the message's payload.
-    pub fn len(&self) -> usize {
+    pub(super) fn len(&self) -> usize {
         match self {
             Outgoing::Message(m) => m.len(),
             Outgoing::Event { sub, event } => EVENT_FRAMING + sub.len() + event.len(),
@@ -54,7 +54,7 @@ impl Outgoing {
 
     /// The payload as text (an event frame is built here). Byte for byte what
     /// [`crate::live::wire::to_wire`] writes for the same message.
-    pub fn text(&self) -> String {
+    pub(super) fn text(&self) -> String {
         match self {
             Outgoing::Message(m) => m.to_text().unwrap_or_default().to_owned(),
             Outgoing::Event { sub, event } => {
@@ -70,7 +70,7 @@ impl Outgoing {
     }
 
     /// The message to write.
-    pub fn into_message(self) -> Message {
+    pub(super) fn into_message(self) -> Message {
         match self {
             Outgoing::Message(m) => m,
             event => Message::text(event.text()),
@@ -97,7 +97,7 @@ pub(crate) struct QueueBudget {
 impl QueueBudget {
     /// A budget of `max_total` bytes over `slots` connections, each holding at most
     /// `per_connection`.
-    pub fn new(max_total: usize, slots: usize, per_connection: usize) -> Arc<Self> {
+    pub(super) fn new(max_total: usize, slots: usize, per_connection: usize) -> Arc<Self> {
         Arc::new(QueueBudget {
             total: AtomicUsize::new(0),
             max_total,
@@ -107,7 +107,7 @@ impl QueueBudget {
     }
 
     /// Bytes queued over every connection now.
-    pub fn total(&self) -> usize {
+    pub(super) fn total(&self) -> usize {
         self.total.load(Ordering::Relaxed)
     }
 }
@@ -124,7 +124,7 @@ pub(crate) struct Queued {
 
 impl Queued {
     /// The message (once), framed now if it is an event delivery.
-    pub fn take(&mut self) -> Option<Message> {
+    pub(super) fn take(&mut self) -> Option<Message> {
         self.message.take().map(Outgoing::into_message)
     }
 }
@@ -154,7 +154,7 @@ pub(crate) struct WeakOutbox {
 
 impl WeakOutbox {
     /// The queue, while the relay model still holds it.
-    pub fn upgrade(&self) -> Option<Outbox> {
+    pub(super) fn upgrade(&self) -> Option<Outbox> {
         Some(Outbox {
             tx: self.tx.upgrade()?,
             queued: self.queued.clone(),
@@ -174,7 +174,7 @@ pub(crate) enum OutboxError {
 
 impl Outbox {
     /// A queue drawing on `budget`, and its receiving side (for the socket writer).
-    pub fn new(budget: Arc<QueueBudget>) -> (Self, mpsc::UnboundedReceiver<Queued>) {
+    pub(super) fn new(budget: Arc<QueueBudget>) -> (Self, mpsc::UnboundedReceiver<Queued>) {
         let (tx, rx) = mpsc::unbounded_channel();
         let outbox = Outbox {
             tx,
@@ -185,7 +185,7 @@ impl Outbox {
     }
 
     /// A handle that does not keep the queue open.
-    pub fn downgrade(&self) -> WeakOutbox {
+    pub(super) fn downgrade(&self) -> WeakOutbox {
         WeakOutbox {
             tx: self.tx.downgrade(),
             queued: self.queued.clone(),
@@ -194,7 +194,7 @@ impl Outbox {
     }
 
     /// Queues `message`.
-    pub fn push(&self, message: Outgoing) -> Result<(), OutboxError> {
+    pub(super) fn push(&self, message: Outgoing) -> Result<(), OutboxError> {
         let bytes = message.len();
         let mine = self.queued.load(Ordering::Relaxed) + bytes;
         let spent = self.budget.total() + bytes > self.budget.max_total;
@@ -205,7 +205,7 @@ impl Outbox {
     }
 
     /// Queues a close frame (it has no bytes to count, and is never refused for room).
-    pub fn close(&self) {
+    pub(super) fn close(&self) {
         let _ = self.send(Some(Outgoing::Message(Message::Close(None))), 0);
     }
 

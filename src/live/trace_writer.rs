@@ -75,19 +75,19 @@ pub(crate) struct TraceFeed {
 
 impl TraceFeed {
     /// Hands `seen` to the writer, waiting for room.
-    pub async fn send(&self, at: Instant, seen: Seen) {
+    pub(super) async fn send(&self, at: Instant, seen: Seen) {
         let _ = self.tx.send(Some((at, seen))).await;
     }
 
     /// Hands `seen` to the writer if there is room; counts it as dropped if not.
-    pub fn offer(&self, at: Instant, seen: Seen) {
+    pub(super) fn offer(&self, at: Instant, seen: Seen) {
         if self.tx.try_send(Some((at, seen))).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Tells the writer to finish: the summary line, then flush.
-    pub async fn close(&self) {
+    pub(super) async fn close(&self) {
         let _ = self.tx.send(None).await;
     }
 }

@@ -4,12 +4,12 @@
 use nostr::prelude::{Event, Tag};
 
 /// CEP-22 support.
-pub const OVERSIZED_TRANSFER: &str = "support_oversized_transfer";
+pub(crate) const OVERSIZED_TRANSFER: &str = "support_oversized_transfer";
 /// CEP-41 support.
-pub const OPEN_STREAM: &str = "support_open_stream";
+pub(crate) const OPEN_STREAM: &str = "support_open_stream";
 /// MCP resumable streams (relaysim's tag for the MCP `streams` capability, which stateless
 /// ContextVM exchanges can only carry this way).
-pub const RESUMABLE_STREAMS: &str = "support_resumable_streams";
+pub(crate) const RESUMABLE_STREAMS: &str = "support_resumable_streams";
 
 /// What a peer supports.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

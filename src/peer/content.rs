@@ -18,6 +18,11 @@ pub enum ContentClass {
     Random,
 }
 
+impl ContentClass {
+    /// Every class, by its name in scenarios.
+    pub const NAMES: [&'static str; 4] = ["ascii", "escape-heavy", "utf8", "random"];
+}
+
 impl FromStr for ContentClass {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {

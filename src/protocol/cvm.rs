@@ -29,15 +29,15 @@ pub enum FrameError {
 /// The largest integer a frame may carry in `progress`, `chunkIndex` or `lastChunkIndex`:
 /// 2^53 - 1, the largest integer a JavaScript peer represents exactly. Bounding them also lets
 /// every engine add small offsets without overflow.
-pub const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
+pub(crate) const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
 
 /// Shorthand for [`FrameError::BadField`].
-pub fn field_error(field: &'static str, expected: &'static str) -> FrameError {
+pub(crate) fn field_error(field: &'static str, expected: &'static str) -> FrameError {
     FrameError::BadField { field, expected }
 }
 
 /// The parts of a frame every profile reads first.
-pub struct FrameHeader<'a> {
+pub(crate) struct FrameHeader<'a> {
     /// The `cvm` object.
     pub cvm: &'a Map<String, Value>,
     /// The integer `progress`.
@@ -47,7 +47,7 @@ pub struct FrameHeader<'a> {
 }
 
 /// Reads the header of a frame of profile `cvm_type`, or [`FrameError::NotThisProfile`].
-pub fn header<'a>(
+pub(crate) fn header<'a>(
     params: &'a ProgressParams,
     cvm_type: &str,
 ) -> Result<FrameHeader<'a>, FrameError> {
@@ -76,14 +76,14 @@ pub fn header<'a>(
 }
 
 /// The progress params of a `notifications/progress`, or [`FrameError::NotThisProfile`].
-pub fn progress_params(message: &Message) -> Result<ProgressParams, FrameError> {
+pub(crate) fn progress_params(message: &Message) -> Result<ProgressParams, FrameError> {
     Ok(message
         .progress_params()
         .ok_or(FrameError::NotThisProfile)??)
 }
 
 /// A required non-negative integer field.
-pub fn u64_field(cvm: &Map<String, Value>, name: &'static str) -> Result<u64, FrameError> {
+pub(crate) fn u64_field(cvm: &Map<String, Value>, name: &'static str) -> Result<u64, FrameError> {
     cvm.get(name)
         .and_then(Value::as_u64)
         .filter(|n| *n <= MAX_SAFE_INTEGER)
@@ -91,7 +91,10 @@ pub fn u64_field(cvm: &Map<String, Value>, name: &'static str) -> Result<u64, Fr
 }
 
 /// A required string field.
-pub fn str_field(cvm: &Map<String, Value>, name: &'static str) -> Result<String, FrameError> {
+pub(crate) fn str_field(
+    cvm: &Map<String, Value>,
+    name: &'static str,
+) -> Result<String, FrameError> {
     cvm.get(name)
         .and_then(Value::as_str)
         .map(str::to_owned)
@@ -99,7 +102,7 @@ pub fn str_field(cvm: &Map<String, Value>, name: &'static str) -> Result<String,
 }
 
 /// An optional string field (`null` counts as absent).
-pub fn opt_str_field(
+pub(crate) fn opt_str_field(
     cvm: &Map<String, Value>,
     name: &'static str,
 ) -> Result<Option<String>, FrameError> {
@@ -111,7 +114,7 @@ pub fn opt_str_field(
 }
 
 /// A `cvm` object with the header fields set.
-pub fn new_cvm(cvm_type: &str, frame_type: &str) -> Map<String, Value> {
+pub(crate) fn new_cvm(cvm_type: &str, frame_type: &str) -> Map<String, Value> {
     let mut cvm = Map::new();
     cvm.insert("type".into(), Value::from(cvm_type));
     cvm.insert("frameType".into(), Value::from(frame_type));

@@ -269,6 +269,11 @@ pub enum OutageKind {
     },
 }
 
+impl OutageKind {
+    /// Every kind, by its name in scenarios.
+    pub const NAMES: [&'static str; 3] = ["relay-restart", "connection-drop", "partition"];
+}
+
 /// The network between peers and one relay.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Impairments {

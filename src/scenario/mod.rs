@@ -38,10 +38,10 @@ mod expect;
 mod peers;
 mod plan;
 mod policy;
-mod relays;
+pub(crate) mod relays;
 mod run;
 pub mod spec;
-mod workloads;
+pub(crate) mod workloads;
 
 pub use diagnostic::{Diagnostic, Diagnostics, ScenarioError};
 pub use plan::Plan;

@@ -8,6 +8,9 @@ use crate::relay::profile::{Intake, RateAction, RateLimit, RateScope};
 use crate::relay::RelayProfile;
 use std::time::Duration;
 
+/// The knobs that act on single messages, which only a link in the datagram stress mode has.
+pub(crate) const DATAGRAM_KNOBS: [&str; 4] = ["reorder", "duplicate", "loss", "burst_loss"];
+
 /// The relay `r` (the `i`-th `[[relays]]` table) with its overrides; `taken` are the relays
 /// before it.
 pub(super) fn relay(
@@ -136,7 +139,7 @@ pub(super) fn relay(
                 peer: o.peer.clone(),
             },
             other => {
-                let options = ["relay-restart", "connection-drop", "partition"];
+                let options = OutageKind::NAMES;
                 return Err(ctx.spanned(
                     &o.kind,
                     &format!("{key}.outages[{j}].kind"),
@@ -289,7 +292,7 @@ fn link(
     // Per-message disturbances exist only in the stress mode: a WebSocket over TCP delivers
     // in order and loses nothing while the connection is up.
     if d.ordering == Ordering::Connection {
-        let per_message = [
+        let per_message: [(&str, bool); DATAGRAM_KNOBS.len()] = [
             (
                 "reorder",
                 spec.reorder.is_some() || spec.reorder_delay.is_some(),

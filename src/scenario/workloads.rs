@@ -12,8 +12,9 @@ use crate::sim::world::Call;
 use std::time::Duration;
 use toml::Spanned;
 
-const KINDS: [&str; 5] = ["request", "download", "upload", "stream", "slow"];
-const CONTENTS: [&str; 4] = ["ascii", "escape-heavy", "utf8", "random"];
+/// The workload kinds, by their names in scenarios.
+pub(crate) const KINDS: [&str; 5] = ["request", "download", "upload", "stream", "slow"];
+const CONTENTS: [&str; 4] = crate::peer::content::ContentClass::NAMES;
 
 /// A workload, resolved.
 #[derive(Debug, Clone, PartialEq)]

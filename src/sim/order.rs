@@ -75,7 +75,7 @@ impl Via {
 
 /// How a delivery relates to what the reader already had.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Arrival {
+pub(crate) struct Arrival {
     /// The reader already had this event id.
     pub duplicate: bool,
     /// A first copy that arrived after a later event of the same author.
@@ -104,7 +104,7 @@ struct Stages {
 /// Follows events through their stages; see the module documentation. Peers are named by
 /// `P`: the des world's [`PeerId`], or whatever a live relay knows a connection by.
 #[derive(Debug)]
-pub struct OrderTracker<P = PeerId> {
+pub(crate) struct OrderTracker<P = PeerId> {
     /// What is known of each event. Only looked up, never iterated into output, so it hashes
     /// (ids are SHA-256 outputs). The des world keeps an entry per event for the whole run:
     /// one entry holding all of it, not a map per fact, so following an event through a stage
@@ -155,11 +155,11 @@ impl<P> Default for Track<P> {
 /// may have received and sent the event again (a publisher's re-send) while this copy was on
 /// its way.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct SentCopy(Stages);
+pub(crate) struct SentCopy(Stages);
 
 /// One copy of an event on its way to a relay and through its intake.
 #[derive(Debug, Clone, Copy, Default)]
-pub struct UpCopy {
+pub(crate) struct UpCopy {
     wire: Option<(u64, u64)>,
     received: Option<u64>,
 }
@@ -262,7 +262,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// overtaken by a hundred thousand later publications.
     // Only live relays run long enough to need it.
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
-    pub fn forget(&mut self, event: EventId) -> Option<P> {
+    pub(crate) fn forget(&mut self, event: EventId) -> Option<P> {
         let track = self.events.remove(&event)?;
         self.copies -= track.readers.len();
         track.made.map(|(author, _)| author)
@@ -271,7 +271,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// Forgets `reader`, which will read nothing more (a live connection that ended; its
     /// first copies go with their events).
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
-    pub fn forget_reader(&mut self, reader: P) {
+    pub(crate) fn forget_reader(&mut self, reader: P) {
         if let Some(authors) = self.newest.remove(&reader) {
             self.newest_entries -= authors.len();
         }
@@ -303,13 +303,13 @@ impl<P: Ord + Copy> OrderTracker<P> {
 
     /// How many (event, reader) first copies are remembered.
     #[cfg_attr(not(feature = "live"), allow(dead_code))]
-    pub fn copies(&self) -> usize {
+    pub(crate) fn copies(&self) -> usize {
         self.copies
     }
 
     /// `author` made `event` at `at` (the first time only: a re-send keeps its place and
     /// its time).
-    pub fn made(&mut self, author: P, event: EventId, at: Duration) {
+    pub(crate) fn made(&mut self, author: P, event: EventId, at: Duration) {
         let next = self.counter + 1;
         let track = self.events.entry(event).or_default();
         if track.made.is_none() {
@@ -320,7 +320,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     /// When `event` was made, if it was made here.
-    pub fn made_at(&self, event: &EventId) -> Option<Duration> {
+    pub(crate) fn made_at(&self, event: &EventId) -> Option<Duration> {
         let track = self.events.get(event)?;
         track.made.map(|_| track.made_at)
     }
@@ -328,7 +328,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// `event` was written on the uplink to `relay` over connection `conn`; the copy travels
     /// with the message and is handed to [`received`](Self::received) and
     /// [`handled`](Self::handled).
-    pub fn written(&mut self, relay: usize, conn: u64, event: EventId) -> UpCopy {
+    pub(crate) fn written(&mut self, relay: usize, conn: u64, event: EventId) -> UpCopy {
         let n = self.tick();
         self.stage(relay, event).first_conn.get_or_insert(conn);
         UpCopy {
@@ -338,13 +338,13 @@ impl<P: Ord + Copy> OrderTracker<P> {
     }
 
     /// A relay received `copy` (it starts handling it).
-    pub fn received(&mut self, copy: &mut UpCopy) {
+    pub(crate) fn received(&mut self, copy: &mut UpCopy) {
         copy.received = Some(self.tick());
     }
 
     /// `relay` acted on `copy` of `event` (stored it, broadcast it): what it sends on from now
     /// on is this copy.
-    pub fn handled(&mut self, relay: usize, event: EventId, copy: UpCopy) {
+    pub(crate) fn handled(&mut self, relay: usize, event: EventId, copy: UpCopy) {
         let stage = self.stage(relay, event);
         stage.wire = copy.wire;
         stage.received = copy.received;
@@ -354,7 +354,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// subscription); the copy is handed to [`delivered`](Self::delivered) when it arrives.
     /// A replayed copy left the relay now, but the event's own sending stage is left as it
     /// was: a replay says nothing about the order in which the relay broadcast live events.
-    pub fn sent(&mut self, relay: usize, event: EventId, replay: bool) -> SentCopy {
+    pub(crate) fn sent(&mut self, relay: usize, event: EventId, replay: bool) -> SentCopy {
         let n = self.tick();
         let mut stages = self.stages_at(relay, event).unwrap_or_default();
         stages.sent = Some(n);
@@ -367,7 +367,7 @@ impl<P: Ord + Copy> OrderTracker<P> {
     /// `reader` received `copy` of `event` from `relay`; `replay` when the relay sent it as a
     /// stored event in answer to a subscription, `datagram` when the link to the reader or from
     /// the author is in the datagram stress mode.
-    pub fn delivered(
+    pub(crate) fn delivered(
         &mut self,
         reader: P,
         relay: usize,

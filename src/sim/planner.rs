@@ -78,7 +78,7 @@ pub trait LinkPlanner {
 
 /// The decisions of a des trace, by (relay, peer, way) and number, and its suppressed outages.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct Recorded {
+pub(crate) struct Recorded {
     /// For each (relay, peer, way), the delays of the copies of its n-th decision. Decisions
     /// past the end of a list are left to the next planner.
     pub plans: BTreeMap<(usize, PeerId, Way), Vec<Vec<Duration>>>,
@@ -103,7 +103,7 @@ impl LinkPlanner for Recorded {
 /// Every decision undisturbed: one copy at the link's median delay; intake and publish in
 /// order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Undisturbed;
+pub(crate) struct Undisturbed;
 
 impl LinkPlanner for Undisturbed {
     fn plan(&mut self, d: &Decision) -> Option<Planned> {
@@ -118,13 +118,13 @@ impl LinkPlanner for Undisturbed {
 /// uplink), and reach each recipient when the recording says, or never. The recording's network
 /// had no outages.
 #[derive(Debug)]
-pub struct Fates {
+pub(crate) struct Fates {
     tracker: FateTracker,
 }
 
 impl Fates {
     /// The recording `fates`, made at the world's relay number `relay`.
-    pub fn new(relay: usize, fates: RecordedFates) -> Self {
+    pub(crate) fn new(relay: usize, fates: RecordedFates) -> Self {
         Fates {
             tracker: FateTracker::new(relay, fates),
         }

@@ -7,9 +7,14 @@ use rand_chacha::ChaCha8Rng;
 use super::Generated;
 use crate::rng::SeededStreams;
 
-const PROFILES: [&str; 8] = crate::relay::RelayProfile::BUILT_IN;
-const CONTENTS: [&str; 4] = ["ascii", "escape-heavy", "utf8", "random"];
-const PRESETS: [&str; 3] = ["relaysim", "ts-sdk", "rust-sdk"];
+// What the soak draws from: the catalogues themselves, so a new profile, content class, preset,
+// outage kind or workload kind is drawn without being listed here (a test checks every entry
+// of each is drawn, and the workload kinds' parameters below panic on a kind they lack).
+const PROFILES: &[&str] = &crate::relay::RelayProfile::BUILT_IN;
+const CONTENTS: &[&str] = &crate::peer::content::ContentClass::NAMES;
+const PRESETS: &[&str] = &crate::peer::behaviour::PRESETS;
+const OUTAGES: &[&str] = &crate::relay::impair::OutageKind::NAMES;
+const WORKLOADS: &[&str] = &crate::scenario::workloads::KINDS;
 
 /// Scenario `index` of the soak seeded with `seed`.
 pub fn generate(seed: u64, index: u64) -> Generated {
@@ -141,7 +146,7 @@ impl Gen<'_> {
     }
 
     fn relay(&mut self, r: usize, peers: &[String]) {
-        let profile = self.pick(&PROFILES);
+        let profile = self.pick(PROFILES);
         self.line("[[relays]]");
         self.line(format!("name = \"r{r}\""));
         self.line(format!("profile = \"{profile}\""));
@@ -192,7 +197,7 @@ impl Gen<'_> {
             }
         }
         for _ in 0..self.rng.random_range(0..=2) {
-            let kind = self.pick(&["relay-restart", "connection-drop", "partition"]);
+            let kind = self.pick(OUTAGES);
             let at = self.rng.random_range(0..60_000);
             let length = self.log_uniform(50, 20_000);
             self.line("[[relays.outages]]");
@@ -208,7 +213,7 @@ impl Gen<'_> {
 
     /// The keys every peer may have: its transport preset, engines, publish pipeline and clock.
     fn peer(&mut self) {
-        let preset = self.pick(&PRESETS);
+        let preset = self.pick(PRESETS);
         if preset != "relaysim" {
             self.line(format!("behaviour = \"{preset}\""));
         }
@@ -236,7 +241,7 @@ impl Gen<'_> {
     }
 
     fn workload(&mut self) {
-        let kind = self.pick(&["request", "download", "upload", "stream", "slow"]);
+        let kind = self.pick(WORKLOADS);
         self.line("[[workloads]]");
         self.line(format!("kind = \"{kind}\""));
         let count = self.rng.random_range(1..=3);
@@ -250,7 +255,7 @@ impl Gen<'_> {
             }
             "download" | "upload" => {
                 let bytes = self.log_uniform(100, 300_000);
-                let content = self.pick(&CONTENTS);
+                let content = self.pick(CONTENTS);
                 self.line(format!("bytes = {bytes}"));
                 self.line(format!("content = \"{content}\""));
             }
@@ -266,13 +271,14 @@ impl Gen<'_> {
                     self.line(format!("consume_interval = \"{consume}ms\""));
                 }
             }
-            _ => {
+            "slow" => {
                 let work = self.rng.random_range(1..30);
                 self.line(format!("work = \"{work}s\""));
                 if self.chance(0.5) {
                     self.line("progress_every = \"2s\"");
                 }
             }
+            other => unreachable!("the soak has no parameters for workload kind {other:?}"),
         }
     }
 }

@@ -399,6 +399,47 @@ mod tests {
     }
 
     #[test]
+    fn the_generator_draws_every_entry_of_every_catalogue() {
+        let all: String = (0..2000).map(|i| generate(5, i).toml).collect();
+        let quoted = |key: &str, names: &[&str]| {
+            names
+                .iter()
+                .map(|n| format!("{key} = \"{n}\""))
+                .collect::<Vec<_>>()
+        };
+        let mut needles = Vec::new();
+        needles.extend(quoted("profile", &crate::relay::RelayProfile::BUILT_IN));
+        needles.extend(quoted(
+            "content",
+            &crate::peer::content::ContentClass::NAMES,
+        ));
+        needles.extend(quoted("kind", &crate::relay::impair::OutageKind::NAMES));
+        needles.extend(quoted("kind", &crate::scenario::workloads::KINDS));
+        let built: Vec<&str> = crate::implementations::NAMES
+            .into_iter()
+            .filter(|n| crate::implementations::parse(n).is_ok())
+            .collect();
+        needles.extend(quoted("impl", &built));
+        needles.extend(
+            crate::peer::behaviour::PRESETS
+                .iter()
+                .filter(|p| **p != "relaysim")
+                .map(|p| format!("behaviour = \"{p}\"")),
+        );
+        needles.extend(
+            crate::scenario::relays::DATAGRAM_KNOBS
+                .iter()
+                .map(|k| format!("\n{k} = ")),
+        );
+        for needle in needles {
+            assert!(
+                all.contains(&needle),
+                "no generated scenario has {needle:?}"
+            );
+        }
+    }
+
+    #[test]
     fn the_generator_reaches_every_mechanism() {
         let all: String = (0..300).map(|i| generate(5, i).toml).collect();
         for needle in [

@@ -16,7 +16,7 @@ fn fmt_value(v: f64) -> String {
 
 /// Every numeric column of `sweep.csv`, in order: [`COLUMNS`], then the low and high end of
 /// each of [`INTERVAL_COLUMNS`].
-pub fn numeric_columns() -> Vec<String> {
+pub(super) fn numeric_columns() -> Vec<String> {
     COLUMNS
         .iter()
         .map(|c| c.to_string())
@@ -133,7 +133,7 @@ pub struct Recommendation {
 }
 
 /// A column's value for people: durations (`*_ms`) in human units, rates in percent.
-pub fn human_value(column: &str, v: f64) -> String {
+pub(super) fn human_value(column: &str, v: f64) -> String {
     if v.is_nan() {
         "n/a".to_owned()
     } else if v.is_infinite() {

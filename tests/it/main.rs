@@ -5,6 +5,7 @@
 mod cli;
 #[cfg(all(feature = "contextvm-sdk", feature = "cli"))]
 mod contextvm_sdk;
+mod docs;
 #[cfg(feature = "cli")]
 mod hostile;
 #[cfg(feature = "cli")]

@@ -152,7 +152,7 @@ pub(crate) struct Credit {
 
 impl Credit {
     /// A frame's credit from its connection's and the server's permits.
-    pub fn new(
+    pub(super) fn new(
         connection: tokio::sync::OwnedSemaphorePermit,
         server: tokio::sync::OwnedSemaphorePermit,
     ) -> Self {
@@ -163,7 +163,7 @@ impl Credit {
     }
 
     /// A small frame's credit from its connection's reserve alone.
-    pub fn reserved(reserve: tokio::sync::OwnedSemaphorePermit) -> Self {
+    pub(super) fn reserved(reserve: tokio::sync::OwnedSemaphorePermit) -> Self {
         Credit {
             _connection: reserve,
             _server: None,
@@ -235,7 +235,7 @@ pub(crate) enum Parsed {
 
 impl Parsed {
     /// `text` as a relay whose REQs take at most `max_filters` filters reads it.
-    pub fn frame(text: &str, max_filters: Option<usize>) -> Self {
+    pub(super) fn frame(text: &str, max_filters: Option<usize>) -> Self {
         if max_filters.is_some_and(|max| req_filters(text) > max) {
             return Parsed::TooManyFilters;
         }
@@ -262,7 +262,7 @@ fn micros(d: Duration) -> u64 {
 }
 
 impl World {
-    pub fn new(
+    pub(super) fn new(
         slots: Vec<RelaySlot>,
         config: WorldConfig,
         gate: Arc<Mutex<Gate>>,
@@ -324,7 +324,7 @@ impl World {
     }
 
     /// When the world next needs to run.
-    pub fn wake_at(&self) -> Option<Instant> {
+    pub(super) fn wake_at(&self) -> Option<Instant> {
         let relay = self
             .slots
             .iter()
@@ -339,7 +339,7 @@ impl World {
     }
 
     /// Handles one message; false when the world should stop.
-    pub fn handle(&mut self, message: Inbound) -> bool {
+    pub(super) fn handle(&mut self, message: Inbound) -> bool {
         let now = self.now();
         match message {
             Inbound::Open {
@@ -390,7 +390,7 @@ impl World {
     }
 
     /// Runs what is due and moves the relays' output onto the links.
-    pub fn on_wake(&mut self) {
+    pub(super) fn on_wake(&mut self) {
         let now = self.now();
         for slot in &mut self.slots {
             slot.relay.handle_timeout(now);
@@ -773,7 +773,7 @@ impl World {
     }
 
     /// The counters so far.
-    pub fn report(&self) -> LiveReport {
+    pub(super) fn report(&self) -> LiveReport {
         LiveReport {
             elapsed_us: micros(self.now()),
             relays: self

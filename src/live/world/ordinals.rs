@@ -24,7 +24,7 @@ impl Ordinals {
 
     /// The number of the reader called `peer` (the same for every connection of a labelled
     /// peer).
-    pub fn reader(&mut self, peer: &str) -> u64 {
+    pub(super) fn reader(&mut self, peer: &str) -> u64 {
         if let Some(&n) = self.readers.get(peer) {
             return n;
         }
@@ -34,12 +34,12 @@ impl Ordinals {
     }
 
     /// The reader called `peer` will not read again.
-    pub fn reader_gone(&mut self, peer: &str) {
+    pub(super) fn reader_gone(&mut self, peer: &str) {
         self.readers.remove(peer);
     }
 
     /// The number of the author with key `key`.
-    pub fn author(&mut self, key: &str) -> u64 {
+    pub(super) fn author(&mut self, key: &str) -> u64 {
         if let Some(&(n, _)) = self.authors.get(key) {
             return n;
         }
@@ -50,7 +50,7 @@ impl Ordinals {
     }
 
     /// One more of `author`'s events is remembered.
-    pub fn published(&mut self, author: u64) {
+    pub(super) fn published(&mut self, author: u64) {
         if let Some((_, events)) = self
             .author_keys
             .get(&author)
@@ -61,7 +61,7 @@ impl Ordinals {
     }
 
     /// One of `author`'s events is forgotten; with none left, so is the author.
-    pub fn forgotten(&mut self, author: u64) {
+    pub(super) fn forgotten(&mut self, author: u64) {
         let Some(key) = self.author_keys.get(&author) else {
             return;
         };

@@ -26,7 +26,7 @@ pub(crate) struct RelaySlot {
 const LIVE_STORED_BYTES: usize = 64 << 20;
 
 impl RelaySlot {
-    pub fn new(name: String, profile: RelayProfile, streams: &SeededStreams) -> Self {
+    pub(crate) fn new(name: String, profile: RelayProfile, streams: &SeededStreams) -> Self {
         let mut relay = Relay::new(profile.clone());
         // A live relay's store lives in this process's memory (strfry's is on disk): a
         // quarter of the simulator's bound, so `serve` stays within its memory bound.

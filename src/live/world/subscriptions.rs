@@ -27,7 +27,7 @@ pub(super) const REFUSED: &str =
 
 impl SubscriptionBytes {
     /// A budget of `max_total` bytes over `slots` connections.
-    pub fn new(max_total: usize, slots: usize) -> Self {
+    pub(super) fn new(max_total: usize, slots: usize) -> Self {
         SubscriptionBytes {
             held: BTreeMap::new(),
             total: 0,
@@ -38,7 +38,7 @@ impl SubscriptionBytes {
 
     /// Whether connection `conn` may open (or replace) subscription `sub` with a REQ of
     /// `bytes`; if so, it is counted.
-    pub fn admit(&mut self, conn: ConnId, sub: &str, bytes: usize) -> bool {
+    pub(super) fn admit(&mut self, conn: ConnId, sub: &str, bytes: usize) -> bool {
         let subs = self.held.entry(conn).or_default();
         let replaced = subs.get(sub).copied().unwrap_or(0);
         let mine = subs.values().sum::<usize>() - replaced + bytes;
@@ -52,14 +52,14 @@ impl SubscriptionBytes {
     }
 
     /// Subscription `sub` of `conn` was closed.
-    pub fn release(&mut self, conn: ConnId, sub: &str) {
+    pub(super) fn release(&mut self, conn: ConnId, sub: &str) {
         if let Some(bytes) = self.held.get_mut(&conn).and_then(|s| s.remove(sub)) {
             self.total -= bytes;
         }
     }
 
     /// Connection `conn` ended: all its subscriptions went with it.
-    pub fn release_all(&mut self, conn: ConnId) {
+    pub(super) fn release_all(&mut self, conn: ConnId) {
         if let Some(subs) = self.held.remove(&conn) {
             self.total -= subs.values().sum::<usize>();
         }

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 /// What the owner of a keepalive must do after a timeout.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeepaliveAction {
+pub(crate) enum KeepaliveAction {
     /// Nothing is due.
     Nothing,
     /// Send a `ping` with this nonce.
@@ -22,7 +22,7 @@ pub enum KeepaliveAction {
 
 /// The keepalive state of one stream endpoint.
 #[derive(Debug, Clone)]
-pub struct Keepalive {
+pub(crate) struct Keepalive {
     idle_timeout: Duration,
     probe_timeout: Duration,
     last_heard: Duration,
@@ -32,7 +32,7 @@ pub struct Keepalive {
 
 impl Keepalive {
     /// A keepalive that starts counting at `now`.
-    pub fn new(idle_timeout: Duration, probe_timeout: Duration, now: Duration) -> Self {
+    pub(crate) fn new(idle_timeout: Duration, probe_timeout: Duration, now: Duration) -> Self {
         Keepalive {
             idle_timeout,
             probe_timeout,
@@ -43,12 +43,12 @@ impl Keepalive {
     }
 
     /// A valid frame arrived from the peer.
-    pub fn heard(&mut self, now: Duration) {
+    pub(crate) fn heard(&mut self, now: Duration) {
         self.last_heard = self.last_heard.max(now);
     }
 
     /// A `pong` arrived; true if it answered the outstanding probe (and so counts as liveness).
-    pub fn pong(&mut self, nonce: &str, now: Duration) -> bool {
+    pub(crate) fn pong(&mut self, nonce: &str, now: Duration) -> bool {
         match &self.probe {
             Some((outstanding, deadline)) if outstanding == nonce && now < *deadline => {
                 self.probe = None;
@@ -60,12 +60,12 @@ impl Keepalive {
     }
 
     /// The nonce of the outstanding probe, if any.
-    pub fn outstanding(&self) -> Option<&str> {
+    pub(crate) fn outstanding(&self) -> Option<&str> {
         self.probe.as_ref().map(|(n, _)| n.as_str())
     }
 
     /// When [`Keepalive::on_timeout`] next has work.
-    pub fn poll_timeout(&self) -> Duration {
+    pub(crate) fn poll_timeout(&self) -> Duration {
         match &self.probe {
             Some((_, deadline)) => *deadline,
             None => self.last_heard + self.idle_timeout,
@@ -73,7 +73,7 @@ impl Keepalive {
     }
 
     /// Advances the timers to `now`.
-    pub fn on_timeout(&mut self, now: Duration) -> KeepaliveAction {
+    pub(crate) fn on_timeout(&mut self, now: Duration) -> KeepaliveAction {
         match &self.probe {
             Some((_, deadline)) if now >= *deadline => KeepaliveAction::ProbeTimedOut,
             Some(_) => KeepaliveAction::Nothing,

@@ -74,7 +74,7 @@ pub fn plan_chunks(
 }
 
 /// [`plan_chunks`] of a segmented payload, which is read a window of one chunk at a time.
-pub fn plan_chunks_segmented(
+pub(crate) fn plan_chunks_segmented(
     payload: &Segmented,
     token: &ProgressToken,
     budget: usize,

@@ -385,7 +385,7 @@ impl World {
     }
 
     /// The world's signature state, for whatever writes its events out whole (a trace): it
-    /// makes the real signature of a deferred one ([`Signatures::complete_json`]).
+    /// makes the real signature of a deferred one ([`Signatures::real_signature_of`]).
     pub fn signatures(&self) -> &Signatures {
         &self.signatures
     }
