@@ -70,8 +70,9 @@
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
-// Safe code only, but for the one place a measured figure needs more (`nip01::json_text`'s
-// escape loop, which says why and is tested against `serde_json` for any string).
+// Safe code only, but for the two places a measured figure needs more: `nip01::json_text`'s
+// escape loop and `nip01::json_read`'s unchecked string, each saying why (with its figure) and
+// tested against `serde_json` for any string.
 #![deny(unsafe_code)]
 
 pub use relay::RelayProfile;
@@ -93,6 +94,7 @@ pub mod live;
 #[cfg(feature = "live")]
 pub mod live_engine;
 pub mod nip01;
+pub mod node_host;
 pub mod parallel;
 pub mod peer;
 pub mod protocol;

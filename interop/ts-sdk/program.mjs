@@ -135,13 +135,24 @@ export async function server(env) {
   const options = env.options ?? {};
   const mcp = new Server({ name: 'relaysim-ts-sdk-server', version: '1.0.0' }, { capabilities: { tools: {} } });
   mcp.setRequestHandler(ListToolsRequestSchema, async () => ({ tools: TOOLS }));
+  // Both workarounds below can be turned off (options.sdk_workarounds: false) to watch the
+  // SDK's own behaviour.
+  const workarounds = options.sdk_workarounds !== false;
+  let transport; // set below; the handler runs only once it is connected
   mcp.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
     const { name, arguments: args = {} } = request.params;
-    const writer = extra?._meta?.stream; // the SDK's OpenStreamWriter, for any request with a progressToken
+    // The SDK's OpenStreamWriter, made for any request with a progressToken. SDK 0.11.14 puts it
+    // in `_meta.stream` (nostr-server/inbound-coordinator.js:97-104), except for a request that
+    // arrived as a CEP-22 oversized transfer: nostr-server/inbound-notification-dispatcher.js:
+    // 112-119 (handleIncomingRequest at 113) creates the writer but does not inject it. Its key is the
+    // request's event id, which the SDK also makes the request's JSON-RPC id.
+    const writer = extra?._meta?.stream
+      ?? (workarounds ? transport?.getInternalStateForTesting().openStreamFactory.getWriter(String(extra?.requestId)) : undefined);
     // SDK 0.11.14 holds a response back while the request's writer `isActive`, which it is from
-    // construction on even if never started: a tool that does not stream must retire it
-    // (open-stream/writer.js, nostr-server/open-stream-factory.js `deferIfStreamActive`).
-    const retire = () => { if (writer && !writer.started) writer.active = false; };
+    // construction on even if never started (open-stream/writer.js:11,19;
+    // nostr-server/open-stream-factory.js:121-127 `deferIfStreamActive`): a tool that does not
+    // stream must retire it, or its response is never sent.
+    const retire = () => { if (workarounds && writer && !writer.started) writer.active = false; };
     if (name !== 'stream') retire();
     switch (name) {
       case 'echo':
@@ -197,7 +208,7 @@ export async function server(env) {
     }
   });
   const pool = new EoseAwarePool(env.relays);
-  const transport = new NostrServerTransport({
+  transport = new NostrServerTransport({
     signer: env.secretKey,
     relayHandler: pool,
     encryptionMode: encryptionMode(options),
@@ -207,6 +218,7 @@ export async function server(env) {
     openStream: { enabled: true },
   });
   transport.onerror = (e) => env.log(`server transport error: ${e?.message ?? e}`);
+  mcp.onerror = (e) => env.log(`server error: ${e?.message ?? e}`); // e.g. "Failed to send response: ..."
   await mcp.connect(transport);
   // Ready once a relay has confirmed the subscription (EOSE): a request published before
   // would be lost (kind 25910 is ephemeral). At most `ready_timeout_ms` (default 5000) of

@@ -288,11 +288,25 @@ fn default_results_dir(
 }
 
 pub(super) fn load_scenario(path: &Option<std::path::PathBuf>) -> Result<Scenario> {
-    Ok(match path {
+    let mut scenario = match path {
         Some(path) => Scenario::from_file(path)?,
         None => Scenario::from_toml_str(
             relaysim::scenario::DEFAULT_SCENARIO,
             "scenarios/default.toml (built in)",
         )?,
-    })
+    };
+    with_program_hosts(&mut scenario)?;
+    Ok(scenario)
+}
+
+/// Gives a scenario with program peers its node hosts, once node and the program's packages
+/// are known to be there (with the fix when they are not).
+pub(super) fn with_program_hosts(scenario: &mut Scenario) -> Result<()> {
+    if let Some(program) = scenario.program() {
+        let path = relaysim::node_host::program_path(program, scenario.base_dir());
+        relaysim::node_host::check(&path)
+            .map_err(|e| anyhow::anyhow!("program peers cannot run: {e}"))?;
+        scenario.set_program_hosts(std::sync::Arc::new(relaysim::node_host::NodeHosts::new()));
+    }
+    Ok(())
 }

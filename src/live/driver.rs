@@ -36,7 +36,7 @@
 //! # }
 //! ```
 
-use super::wire::{client_to_wire, relay_from_wire};
+use crate::nip01::wire::{client_to_wire, relay_from_wire};
 use crate::nip01::{RelayMessage, RelayName};
 use crate::peer::Peer;
 use futures_util::{SinkExt, StreamExt};

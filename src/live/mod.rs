@@ -17,7 +17,7 @@ pub mod peers;
 pub mod record;
 pub mod report;
 mod trace_writer;
-pub mod wire;
+
 mod world;
 
 pub use report::{LiveRelayCounters, LiveReport};

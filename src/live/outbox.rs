@@ -53,7 +53,7 @@ impl Outgoing {
     }
 
     /// The payload as text (an event frame is built here). Byte for byte what
-    /// [`crate::live::wire::to_wire`] writes for the same message.
+    /// [`crate::nip01::wire::to_wire`] writes for the same message.
     pub(super) fn text(&self) -> String {
         match self {
             Outgoing::Message(m) => m.to_text().unwrap_or_default().to_owned(),
@@ -237,7 +237,7 @@ mod tests {
             Identity::derive(1, "a").sign(25910, 1_700_000_000, vec![], "x \"q\" \n é".into());
         let mut memo = EventJson::default();
         for sub in ["s", "with \"quotes\" and \\ and \u{1}", ""] {
-            let expected = crate::live::wire::to_wire(&RelayMessage::Event {
+            let expected = crate::nip01::wire::to_wire(&RelayMessage::Event {
                 sub: sub.into(),
                 event: std::sync::Arc::new(event.clone()),
             });

@@ -113,6 +113,10 @@ impl Scenario {
                 ));
             }
         }
+        // A program peer's host that found something wrong makes the run untrustworthy.
+        for (seed, error) in report.program_errors() {
+            failed.push(format!("seed {seed}: the program host reported: {error}"));
+        }
         let max_violations = e.max_integrity_violations.unwrap_or(0);
         if report.integrity_violations() > max_violations {
             failed.push(format!(

@@ -77,6 +77,7 @@ pub const MIN_BUDGET: usize = 1024;
 pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
 
 struct ClientDef {
+    program: Option<String>,
     publish: PublishPipeline,
     clock: Clock,
     name: String,
@@ -90,6 +91,7 @@ struct ClientDef {
 }
 
 struct ServerDef {
+    program: Option<String>,
     publish: PublishPipeline,
     clock: Clock,
     implementation: Implementation,
@@ -140,6 +142,12 @@ pub struct Scenario {
     server_config: ServerConfig,
     policy: spec::PolicySpec,
     expect: spec::ExpectSpec,
+    /// The program of its program peers (`program = "..."`), one per scenario.
+    program: Option<String>,
+    /// Where a program's relative path is read from: the scenario file's directory.
+    base_dir: PathBuf,
+    /// Where its worlds get hosts for their program peers.
+    hosts: Option<std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>>,
 }
 
 impl Scenario {
@@ -152,6 +160,10 @@ impl Scenario {
             },
         )?;
         let mut s = Self::from_toml_str(&text, &path.display().to_string())?;
+        s.base_dir = path
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_else(|| PathBuf::from("."));
         if s.name.is_empty() {
             s.name = path
                 .file_stem()
@@ -193,6 +205,25 @@ impl Scenario {
             clients,
             groups,
         } = peers::peers(&ctx, &spec, &relay_names);
+        let mut programs: Vec<&String> = servers
+            .iter()
+            .filter_map(|s| s.program.as_ref())
+            .chain(clients.iter().filter_map(|c| c.program.as_ref()))
+            .collect();
+        programs.sort();
+        programs.dedup();
+        if programs.len() > 1 {
+            ctx.record(ctx.at(
+                None,
+                "servers",
+                format!(
+                    "program peers of one scenario run one program (they share its host), \
+                     found {programs:?}"
+                ),
+                None,
+            ));
+        }
+        let program = programs.first().map(|p| (*p).clone());
         // Every declared name, valid or not, so one problem does not cause another.
         let declared_peers = peers::declared_names(&spec);
         let peer_names: Vec<&str> = declared_peers.iter().map(String::as_str).collect();
@@ -254,7 +285,30 @@ impl Scenario {
             server_config,
             policy: spec.policy,
             expect: spec.expect,
+            program,
+            base_dir: PathBuf::from("."),
+            hosts: None,
         })
+    }
+
+    /// The program its program peers run (`program = "..."`): a shipped program's name or a
+    /// path relative to [`Scenario::base_dir`]; `None` without program peers.
+    pub fn program(&self) -> Option<&str> {
+        self.program.as_deref()
+    }
+
+    /// The directory a program's relative path is read from (the scenario file's).
+    pub fn base_dir(&self) -> &Path {
+        &self.base_dir
+    }
+
+    /// Where its worlds get hosts for their program peers (the driver's processes). Without
+    /// it, a scenario with program peers runs with every call of theirs failed.
+    pub fn set_program_hosts(
+        &mut self,
+        hosts: std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>,
+    ) {
+        self.hosts = Some(hosts);
     }
 
     /// The profile (with overrides) of the relay named `name`.
@@ -304,333 +358,4 @@ impl Scenario {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    const BASE: &str = "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n[[clients]]\nname = \"c\"\nrelays = [\"r\"]\n";
-
-    fn err(extra: &str) -> Diagnostic {
-        match Scenario::from_toml_str(&format!("{BASE}{extra}"), "t.toml") {
-            Err(ScenarioError::Invalid(d)) => d.first().clone(),
-            Err(e) => panic!("unexpected error {e}"),
-            Ok(_) => panic!("accepted: {extra}"),
-        }
-    }
-
-    #[test]
-    fn an_unknown_implementation_is_named_with_a_suggestion() {
-        let d = err("impl = \"relaysm\"\n");
-        assert!(
-            d.message.contains("unknown implementation"),
-            "{}",
-            d.message
-        );
-        assert_eq!(d.suggestion.as_deref(), Some("relaysim"));
-    }
-
-    #[cfg(not(feature = "contextvm-sdk"))]
-    #[test]
-    fn an_implementation_this_build_lacks_is_explained_without_suggesting_itself() {
-        let d = err("impl = \"contextvm-sdk\"\n");
-        assert!(
-            d.message.contains("--features contextvm-sdk"),
-            "{}",
-            d.message
-        );
-        assert_eq!(d.suggestion, None);
-    }
-
-    #[test]
-    fn an_unknown_workload_kind_is_named_with_a_suggestion() {
-        let d = err("[[workloads]]\nkind = \"strem\"\nchunks = 3\n");
-        assert_eq!(d.key, "workloads[0].kind");
-        assert_eq!(d.line, Some(10));
-        assert_eq!(d.suggestion.as_deref(), Some("stream"));
-    }
-
-    #[test]
-    fn probabilities_out_of_range_are_refused() {
-        let d = err("[relays.down]\nordering = \"datagram\"\nloss = 1.5\n");
-        assert_eq!(d.key, "relays[0].down.loss");
-        assert!(d.message.contains("between 0 and 1"));
-    }
-
-    #[test]
-    fn per_message_disturbances_need_the_datagram_mode() {
-        for key in [
-            "loss = 0.1",
-            "reorder = 0.1",
-            "duplicate = 0.1",
-            "reorder_delay = \"1s\"",
-        ] {
-            let d = err(&format!("[relays.down]\n{key}\n"));
-            assert!(d.key.starts_with("relays[0].down."), "{}", d.key);
-            assert!(
-                d.message.contains("ordering = \"datagram\""),
-                "{}",
-                d.message
-            );
-        }
-        let d = err("[relays.up]\nordering = \"datagrm\"\n");
-        assert_eq!(d.suggestion.as_deref(), Some("datagram"));
-    }
-
-    #[test]
-    fn intake_and_publish_tables_are_checked() {
-        let d = err("[relays.intake]\nmode = \"concurent\"\n");
-        assert_eq!(d.suggestion.as_deref(), Some("concurrent"));
-        let d = err("[relays.intake]\nmode = \"serial\"\nper_kib = \"1us\"\n");
-        assert!(d.message.contains("concurrent intake"), "{}", d.message);
-    }
-
-    #[test]
-    fn latency_expectations_must_name_a_metric_and_quantile() {
-        let d = err("[expect]\nlatency = { \"transfer_completoin.p99\" = \"1s\" }\n");
-        assert_eq!(d.suggestion.as_deref(), Some("transfer_completion.p99"));
-    }
-
-    #[test]
-    fn bad_durations_and_sizes_say_how_to_write_them() {
-        let d = err("[[workloads]]\nkind = \"download\"\nbytes = \"3TiB\"\n");
-        assert!(d.message.contains("unknown size unit"), "{}", d.message);
-        let Err(ScenarioError::Invalid(ds)) =
-            Scenario::from_toml_str(&format!("duration = \"ten minutes\"\n{BASE}"), "t.toml")
-        else {
-            panic!("accepted a bad duration")
-        };
-        let d = ds.first();
-        assert!(d.message.contains("invalid duration"), "{}", d.message);
-        assert_eq!(d.line, Some(1));
-    }
-
-    #[test]
-    fn peers_need_distinct_names_and_outages_known_peers() {
-        let text = BASE.replace("name = \"c\"\n", "name = \"s\"\n");
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        let d = ds.first();
-        assert!(
-            d.message.contains("two peers are named \"s\""),
-            "{}",
-            d.message
-        );
-        let text = BASE.replace("[[servers]]", "[[relays.outages]]\nat = \"1s\"\nduration = \"1s\"\nkind = \"connection-drop\"\npeer = \"cc\"\n[[servers]]");
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        let d = ds.first();
-        assert_eq!(d.key, "relays[0].outages[0].peer");
-        assert_eq!(d.suggestion.as_deref(), Some("c"));
-    }
-
-    #[test]
-    fn absurd_durations_and_counts_are_refused_not_panicked_on() {
-        for extra in ["duration = 1e20\n", "duration = \"100000y\"\n"] {
-            let Err(ScenarioError::Invalid(ds)) =
-                Scenario::from_toml_str(&format!("{extra}{BASE}"), "t.toml")
-            else {
-                panic!("accepted {extra}")
-            };
-            let d = ds.first();
-            assert!(d.message.contains("duration"), "{}", d.message);
-        }
-        let d = err(
-            "[relays.down]\nordering = \"datagram\"\nduplicate = 1.0\nduplicate_copies = 4000000000\n",
-        );
-        assert!(d.message.contains("at most 100"), "{}", d.message);
-        let d = err("[[workloads]]\nkind = \"request\"\ncount = 0\n");
-        assert!(d.message.contains("between 1 and 1000000"), "{}", d.message);
-    }
-
-    /// Every number has an upper bound checked at validation, named in the message, so an
-    /// absurd value is refused (exit 2) instead of growing memory or failing at run time.
-    #[test]
-    fn numbers_above_their_bounds_are_refused_with_the_bound() {
-        let cases = [
-            ("runs = 4294967295\n", "at most 100000 runs"),
-            (
-                "[[workloads]]\nkind = \"download\"\nbytes = \"18446744073709551615B\"\n",
-                "at most 4294967296 bytes",
-            ),
-            (
-                "[[workloads]]\nkind = \"download\"\nbytes = 18446744073709551615\n",
-                "at most 4294967296 bytes",
-            ),
-            (
-                "[[workloads]]\nkind = \"download\"\nbytes = \"1025MiB\"\n",
-                "at most 1073741824 bytes",
-            ),
-            (
-                "[[workloads]]\nkind = \"stream\"\nchunks = 10000000\n",
-                "at most 1000000 chunks",
-            ),
-            (
-                "[[workloads]]\nkind = \"stream\"\nchunks = 1\nchunk_bytes = \"2MiB\"\n",
-                "at most 1048576 bytes",
-            ),
-            (
-                "[[workloads]]\nkind = \"request\"\ncount = 1000000\n\
-                 [[workloads]]\nkind = \"request\"\ncount = 1000000\n",
-                "2000000 calls in one run",
-            ),
-        ];
-        for (extra, expected) in cases {
-            // Top-level keys go before the tables, the rest after them.
-            let text = if extra.starts_with("runs") {
-                format!("{extra}{BASE}")
-            } else {
-                format!("{BASE}{extra}")
-            };
-            let message = match Scenario::from_toml_str(&text, "t.toml") {
-                Err(e) => e.to_string(),
-                Ok(_) => panic!("accepted {extra}"),
-            };
-            assert!(message.contains(expected), "{extra}: {message}");
-        }
-    }
-
-    #[test]
-    fn a_slow_consumer_fails_only_when_its_backlog_outgrows_the_limit() {
-        let stream = "[[workloads]]\nkind = \"stream\"\nchunks = 100\ninterval = \"10ms\"\nconsume_interval = \"50ms\"\n";
-        let patient = Scenario::from_toml_str(&format!("{BASE}{stream}"), "t.toml")
-            .unwrap()
-            .run_all();
-        assert_eq!(patient.completion_ratio(), 1.0, "{:?}", patient.failures());
-        let strict = format!("[policy]\nmax_unread_chunks = 20\n{BASE}{stream}");
-        let report = Scenario::from_toml_str(&strict, "t.toml")
-            .unwrap()
-            .run_all();
-        assert_eq!(
-            report.failures().get("stream-slow-consumer"),
-            Some(&1),
-            "{:?}",
-            report.failures()
-        );
-    }
-
-    #[test]
-    fn count_expands_clients_and_workloads_target_them_all() {
-        let text = BASE.replace("name = \"c\"\n", "name = \"c\"\ncount = 3\n")
-            + "[[workloads]]\nkind = \"request\"\ncount = 2\n";
-        let s = Scenario::from_toml_str(&text, "t.toml").unwrap();
-        assert_eq!(s.workloads[0].clients, vec![0, 1, 2]);
-        let report = s.run_all();
-        assert_eq!(report.items().count(), 6);
-        assert_eq!(report.completion_ratio(), 1.0);
-    }
-
-    #[test]
-    fn every_problem_in_a_file_is_reported_at_once_with_its_place() {
-        let text = format!(
-            "{BASE}[relays.down]\nloss = 0.5\n[[workloads]]\nkind = \"strem\"\n\
-             [[workloads]]\nkind = \"download\"\nclient = \"cc\"\n[policy]\nbudget = 10\n"
-        );
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "relays[0].down.loss",
-                "workloads[0].kind",
-                "workloads[1].bytes",
-                "policy.budget"
-            ],
-            "{ds}"
-        );
-        // Semantic problems have a place too, found from their key.
-        assert!(ds.0.iter().all(|d| d.line.is_some()), "{ds}");
-        assert!(ds.to_string().ends_with("4 problems in t.toml"));
-    }
-
-    #[test]
-    fn a_broken_part_causes_no_second_problem_and_behaviour_tables_are_checked_once() {
-        // A broken workload still has its name for [expect]; a broken client for outages.
-        let text = format!(
-            "{BASE}count = 0\n[[relays.outages]]\nat = \"1s\"\nduration = \"1s\"\n\
-             kind = \"partition\"\npeer = \"c\"\n[[workloads]]\nname = \"w\"\n\
-             kind = \"download\"\n[expect]\noutcomes = {{ w = \"completed\" }}\n"
-        );
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
-        assert_eq!(keys, ["clients[0].count", "workloads[0].bytes"], "{ds}");
-        // A table named like a preset, and a bad knob in a table no peer uses: each once.
-        let text = format!(
-            "{BASE}[behaviours.ts-sdk]\ndedup = \"none\"\n[behaviours.unused]\n\
-             tokens = \"uuid\"\n[behaviours.mixed]\ntokens = \"peer-counter\"\n\
-             token_prefix = \"x\"\n"
-        );
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "behaviours.ts-sdk",
-                "behaviours.unused.tokens",
-                "behaviours.mixed.token_prefix"
-            ],
-            "{ds}"
-        );
-        // The transport knobs: each table's problem at its key.
-        let text = format!(
-            "{BASE}[behaviours.a]\nok_timeout = \"5s\"\n[behaviours.b]\npreset = \"ts-sdk\"\n\
-             missing_ok = \"maybe\"\n[behaviours.c]\nnonce_limit = 2000000\n\
-             [behaviours.d]\ntimer_sweep = \"2h\"\n[behaviours.e]\ncall_refresh = \"progress\"\n"
-        );
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        let keys: Vec<&str> = ds.0.iter().map(|d| d.key.as_str()).collect();
-        assert_eq!(
-            keys,
-            [
-                "behaviours.a.ok_timeout",
-                "behaviours.b.missing_ok",
-                "behaviours.c.nonce_limit",
-                "behaviours.d.timer_sweep",
-                "behaviours.e.call_refresh"
-            ],
-            "{ds}"
-        );
-        let every_knob = format!(
-            "{BASE}behaviour = \"all\"\n[behaviours.all]\npublish_wait = \"ok\"\n\
-             ok_quorum = \"any\"\nmissing_ok = \"retry\"\nok_timeout = \"2s\"\n\
-             ping_bypass = true\nwriter_e_tags = false\ncall_refresh = \"e-tag\"\n\
-             timer_sweep = \"5s\"\nnonce_limit = 0\nfailures_reach_call = false\n"
-        );
-        let s = Scenario::from_toml_str(&every_knob, "t.toml").unwrap_or_else(|e| panic!("{e}"));
-        let b = &s.clients[0].behaviour;
-        assert_eq!(
-            b.publish_wait,
-            crate::peer::behaviour::PublishWait::ForOk {
-                timeout: Duration::from_secs(2),
-                quorum: crate::peer::behaviour::OkQuorum::Any,
-                missing: crate::peer::behaviour::MissingOk::Retry,
-            }
-        );
-        assert!(b.ping_bypass && !b.writer_e_tags && !b.failures_reach_call);
-        assert_eq!(b.call_refresh, crate::peer::behaviour::CallRefresh::ETag);
-        assert_eq!(
-            (b.timer_sweep, b.nonce_limit),
-            (
-                crate::peer::behaviour::TimerSweep::Every(Duration::from_secs(5)),
-                None
-            )
-        );
-        // Expectations name families, never an implementation's words.
-        let text = format!(
-            "{BASE}[[workloads]]\nname = \"w\"\nkind = \"request\"\n[expect]\n\
-             outcomes = {{ w = \"failed:stream-sequence: Non-increasing\" }}\n"
-        );
-        let Err(ScenarioError::Invalid(ds)) = Scenario::from_toml_str(&text, "t.toml") else {
-            panic!("accepted")
-        };
-        assert!(ds.first().message.contains("cause family"), "{ds}");
-    }
-}
+mod tests;

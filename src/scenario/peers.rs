@@ -142,7 +142,16 @@ fn server(
 ) -> Result<ServerDef, ScenarioError> {
     let key = format!("servers[{i}]");
     let behaviour = behaviour(ctx, spec, &s.behaviour, Role::Server, &key)?;
+    let transport = [
+        ("impl", s.r#impl.is_some()),
+        ("behaviour", s.behaviour.is_some()),
+        ("publish", s.publish.is_some()),
+        ("clock_skew_secs", s.clock_skew_secs.is_some()),
+        ("subscribe_since", s.subscribe_since),
+    ];
+    let program = program(ctx, &s.program, &key, &transport)?;
     Ok(ServerDef {
+        program,
         implementation: implementation(ctx, &s.r#impl, &behaviour, &format!("{key}.impl"))?,
         behaviour,
         publish: publish(ctx, &format!("{key}.publish"), &s.publish)?,
@@ -163,6 +172,16 @@ fn client(
 ) -> Result<Vec<ClientDef>, ScenarioError> {
     let key = format!("clients[{i}]");
     let behaviour = behaviour(ctx, spec, &c.behaviour, Role::Client, &key)?;
+    let transport = [
+        ("impl", c.r#impl.is_some()),
+        ("behaviour", c.behaviour.is_some()),
+        ("publish", c.publish.is_some()),
+        ("clock_skew_secs", c.clock_skew_secs.is_some()),
+        ("subscribe_since", c.subscribe_since),
+        ("stateless", c.stateless),
+        ("resumable_streams", c.resumable_streams),
+    ];
+    let program = program(ctx, &c.program, &key, &transport)?;
     let implementation = implementation(ctx, &c.r#impl, &behaviour, &format!("{key}.impl"))?;
     let relays = relays(ctx, relay_names, &c.relays, &format!("{key}.relays"))?;
     let server = match &c.server {
@@ -201,6 +220,7 @@ fn client(
     Ok(client_names(c)
         .into_iter()
         .map(|name| ClientDef {
+            program: program.clone(),
             publish: pipeline.clone(),
             clock: peer_clock,
             name,
@@ -213,6 +233,40 @@ fn client(
             behaviour: behaviour.clone(),
         })
         .collect())
+}
+
+/// A peer's `program`, refused beside the keys of relaysim's own transport: the program is the
+/// peer's whole transport.
+fn program(
+    ctx: &Ctx,
+    program: &Option<Spanned<String>>,
+    key: &str,
+    transport: &[(&str, bool)],
+) -> Result<Option<String>, ScenarioError> {
+    let Some(program) = program else {
+        return Ok(None);
+    };
+    if program.get_ref().trim().is_empty() {
+        return Err(ctx.spanned(
+            program,
+            &format!("{key}.program"),
+            "name a program: `ts-sdk` or a path to a program module".into(),
+            None,
+        ));
+    }
+    if let Some((name, _)) = transport.iter().find(|(_, set)| *set) {
+        return Err(ctx.spanned(
+            program,
+            &format!("{key}.{name}"),
+            format!(
+                "`{name}` sets relaysim's own transport, but this peer's transport is the \
+                 program {:?}; leave one of them out",
+                program.get_ref()
+            ),
+            None,
+        ));
+    }
+    Ok(Some(program.get_ref().clone()))
 }
 
 /// The relay indices of a peer's `relays` list.

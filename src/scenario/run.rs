@@ -14,11 +14,18 @@ impl Scenario {
     /// Builds the world for one run.
     pub fn build(&self, seed: u64) -> World {
         let mut world = World::new(seed);
-        world.set_deferred_signatures(self.signatures == super::spec::SignatureMode::Deferred);
+        // A program verifies the signatures of what it receives: every event is signed.
+        world.set_deferred_signatures(
+            self.signatures == super::spec::SignatureMode::Deferred && self.program.is_none(),
+        );
         for (name, profile) in &self.relays {
             world.add_relay(name, profile.clone());
         }
         for s in &self.servers {
+            if s.program.is_some() {
+                world.add_hosted_server(&s.name, &s.relays);
+                continue;
+            }
             let config = ServerConfig {
                 implementation: s.implementation,
                 behaviour: s.behaviour.clone(),
@@ -29,6 +36,13 @@ impl Scenario {
             world.set_publish(PeerId::Server(index), s.publish.clone());
         }
         for c in &self.clients {
+            if c.program.is_some() {
+                let index = world.add_hosted_client(&c.name, &c.relays, c.server);
+                if let Some(ip) = &c.ip {
+                    world.set_ip(PeerId::Client(index), ip);
+                }
+                continue;
+            }
             let index = world.add_client(&c.name, &c.relays, c.server, |config| {
                 self.client_config(config, c.stateless, c.resumable);
                 config.implementation = c.implementation;
@@ -43,6 +57,15 @@ impl Scenario {
         for (at, client, call) in calls(&self.workloads, seed) {
             world.schedule_call(at, client, call);
         }
+        if let Some(program) = &self.program {
+            let host = match &self.hosts {
+                Some(hosts) => hosts.host(program, &self.base_dir),
+                None => Err(format!(
+                    "program peers ({program}) need a program host, and none was set up"
+                )),
+            };
+            world.start_hosted(host);
+        }
         world
     }
 
@@ -56,7 +79,9 @@ impl Scenario {
         let collector = Rc::try_unwrap(collector)
             .map(RefCell::into_inner)
             .unwrap_or_default();
-        collector.finish(seed)
+        let mut report = collector.finish(seed);
+        report.program_errors = world.hosted_errors();
+        report
     }
 
     /// Runs once with `seed` and records a trace; returns the report and the trace text.
@@ -109,10 +134,11 @@ impl Scenario {
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
         world.run_until(self.duration);
         drop(world.take_observer());
-        let report = Rc::try_unwrap(collector)
+        let mut report = Rc::try_unwrap(collector)
             .map(RefCell::into_inner)
             .unwrap_or_default()
             .finish(seed);
+        report.program_errors = world.hosted_errors();
         let writer = Rc::try_unwrap(writer)
             .map(RefCell::into_inner)
             .expect("the world released the writer");

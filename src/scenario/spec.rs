@@ -397,6 +397,9 @@ pub struct ServerSpec {
     /// The transport it copies: a preset (`relaysim`, `ts-sdk`, `rust-sdk`) or a
     /// `[behaviours.NAME]` table.
     pub behaviour: Option<Spanned<String>>,
+    /// A program that is this peer's whole transport, run by the node host in virtual time:
+    /// `ts-sdk` (the pinned TypeScript SDK) or a path to a program module.
+    pub program: Option<Spanned<String>>,
 }
 
 /// Client peers.
@@ -432,6 +435,8 @@ pub struct ClientSpec {
     /// The transport it copies: a preset (`relaysim`, `ts-sdk`, `rust-sdk`) or a
     /// `[behaviours.NAME]` table.
     pub behaviour: Option<Spanned<String>>,
+    /// A program that is this peer's whole transport (see [`ServerSpec::program`]).
+    pub program: Option<Spanned<String>>,
 }
 
 /// Endpoint policies, for every peer.

@@ -2,6 +2,7 @@
 //! observes. Every command that runs a scenario in virtual time runs it here.
 
 pub(crate) mod fates;
+pub mod hosted;
 pub mod loopback;
 pub(crate) mod order;
 pub(crate) mod planner;

@@ -471,6 +471,7 @@ mod tests {
             histograms: BTreeMap::new(),
             counters: BTreeMap::new(),
             integrity_violations: 0,
+            program_errors: Vec::new(),
         };
         assert!(check(&run, false, false).is_empty());
         run.integrity_violations = 2;

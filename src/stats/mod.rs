@@ -196,6 +196,7 @@ impl Collector {
             histograms: self.histograms,
             counters,
             integrity_violations,
+            program_errors: Vec::new(),
         }
     }
 }
@@ -468,6 +469,9 @@ pub struct RunReport {
     pub counters: BTreeMap<String, u64>,
     /// Deliveries that differed from what was sent.
     pub integrity_violations: u64,
+    /// What the host of the run's program peers found wrong (a program touched the real
+    /// clock, threw, or the host failed): a run with any cannot be trusted.
+    pub program_errors: Vec<String>,
 }
 
 /// Several runs of one scenario together. Runs are added with [`Report::push`], which merges
@@ -549,6 +553,14 @@ impl Report {
     /// Integrity violations over all runs.
     pub fn integrity_violations(&self) -> u64 {
         self.runs.iter().map(|r| r.integrity_violations).sum()
+    }
+
+    /// What the host of program peers found wrong, by run seed, over all runs.
+    pub fn program_errors(&self) -> Vec<(u64, &str)> {
+        self.runs
+            .iter()
+            .flat_map(|r| r.program_errors.iter().map(|e| (r.seed, e.as_str())))
+            .collect()
     }
 
     /// Failures by cause family, over all runs.

@@ -174,6 +174,9 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
         report.completion_ratio() * 100.0,
         report.integrity_violations()
     );
+    for (seed, error) in report.program_errors() {
+        let _ = writeln!(out, "program error (seed {seed}): {error}");
+    }
     out
 }
 
@@ -270,7 +273,7 @@ pub fn to_json(
             })
         })
         .collect();
-    json!({
+    let mut out = json!({
         "scenario": report.scenario,
         "runs": report.runs.len(),
         "completion_ratio": report.completion_ratio(),
@@ -280,7 +283,15 @@ pub fn to_json(
         "latency": latency,
         "items": items,
         "expectations_failed": expectation_failures,
-    })
+    });
+    let errors = report.program_errors();
+    if !errors.is_empty() {
+        out["program_errors"] = errors
+            .iter()
+            .map(|(seed, e)| json!({ "seed": seed, "error": e }))
+            .collect();
+    }
+    out
 }
 
 /// Sorted seeds written as ranges: `1-3, 7, 9-10`.

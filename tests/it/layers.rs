@@ -25,6 +25,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("scenario", 10),
     ("replay", 11),
     ("live", 12),
+    ("node_host", 12),
     ("turmoil_driver", 13),
     ("live_engine", 13),
     ("sweep", 14),

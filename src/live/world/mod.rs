@@ -31,8 +31,8 @@ pub(crate) use slot::RelaySlot;
 
 use super::outbox::{Outbox, Outgoing};
 use super::trace_writer::{self as record};
-use super::wire::{to_model, to_wire};
 use super::Gate;
+use crate::nip01::wire::{to_model, to_wire};
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::{Direction, LinkState, Pipe};
 use crate::relay::{ConnId, FrameOversizeReaction};

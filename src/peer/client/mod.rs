@@ -138,6 +138,9 @@ pub enum CallFailure {
     /// The call's resumable stream lost messages the server could not send again.
     #[error("the server could not resume the call's stream: {0}")]
     ResumeRefused(String),
+    /// A hosted program failed the call, in its own words (its SDK's error text).
+    #[error("{0}")]
+    Program(String),
 }
 
 impl CallFailure {
@@ -145,7 +148,7 @@ impl CallFailure {
     pub fn detail(&self) -> Option<&str> {
         match self {
             CallFailure::Download(f) => f.detail(),
-            CallFailure::TimeoutAfter(what) => Some(what),
+            CallFailure::TimeoutAfter(what) | CallFailure::Program(what) => Some(what),
             _ => None,
         }
     }
@@ -160,6 +163,11 @@ impl CallFailure {
             CallFailure::Download(f) => format!("download-{}", f.cause()),
             CallFailure::Upload(f) => format!("upload-{}", f.cause()),
             CallFailure::ResumeRefused(_) => "resume-refused".into(),
+            // A hosted program's words vary; its timeouts are told apart from its errors.
+            CallFailure::Program(text) if text.to_lowercase().contains("timed out") => {
+                "program-timeout".into()
+            }
+            CallFailure::Program(_) => "program-error".into(),
         }
     }
 }

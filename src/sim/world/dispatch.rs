@@ -103,6 +103,11 @@ impl World {
                 peer,
                 message,
             } => self.send_up(relay, peer, message),
+            // A hosted program reconnects on its own schedule: the outage is over, and its
+            // next attempt is let through.
+            Action::Reconnect { relay, peer } if self.hosted_peers.contains(&peer) => {
+                self.held_off.remove(&(relay, peer));
+            }
             Action::Reconnect { relay, peer } => {
                 if !self.links.get(&(relay, peer)).is_some_and(|l| l.connected) {
                     self.connect(relay, peer);
@@ -115,6 +120,9 @@ impl World {
                 random,
             } => {
                 if self.outage_begins(relay, Some(peer), "connection-drop", down_for) {
+                    if self.hosted_peers.contains(&peer) {
+                        self.held_off.insert((relay, peer), now + down_for);
+                    }
                     self.disconnect(relay, peer, "outage");
                     self.schedule(now + down_for, Action::Reconnect { relay, peer });
                 }
@@ -164,6 +172,7 @@ impl World {
                                 peer,
                                 reason: "relay-restart",
                             });
+                            self.tell_hosted_lost(relay, peer);
                         }
                     }
                     self.schedule(now + down_for, Action::Reconnect { relay, peer });
@@ -181,6 +190,22 @@ impl World {
                         self.schedule(now + every, Action::Consume { client, call });
                     }
                 }
+            }
+            Action::Call { client, call }
+                if self.hosted_peers.contains(&PeerId::Client(client)) =>
+            {
+                let id = self.hosted_calls;
+                self.hosted_calls += 1;
+                let (name, arguments) = call.tool.arguments();
+                let stream = matches!(call.tool, crate::peer::tools::ToolCall::Stream { .. });
+                if let crate::peer::tools::ToolCall::Stream { chunk_bytes, .. } = call.tool {
+                    self.stream_chunk_bytes.insert((client, id), chunk_bytes);
+                }
+                self.peer_mut(PeerId::Client(client));
+                if let Some(hosted) = self.clients[client].1.hosted() {
+                    hosted.call(id, name, arguments, call.progress || stream, stream, now);
+                }
+                self.observe(call.called(client, id));
             }
             Action::Call { client, call } => {
                 let (id, chunk_bytes) = call.start(self.client(client), now);
@@ -287,6 +312,7 @@ impl World {
                                     peer,
                                     reason: "relay-closed",
                                 });
+                                self.tell_hosted_lost(relay, peer);
                                 let at = self.now + self.reconnect.after_close;
                                 self.schedule(at, Action::Reconnect { relay, peer });
                             }
@@ -294,6 +320,7 @@ impl World {
                     }
                 }
             }
+            moved |= self.serve_link_requests();
             moved |= self.drain_clients();
             moved |= self.drain_servers();
             if !moved {
@@ -413,7 +440,7 @@ impl World {
     }
 
     pub(super) fn read_one(&mut self, client: usize, call: CallId) -> bool {
-        let Some(chunk) = self.client(client).read_stream(call) else {
+        let Some(chunk) = self.clients[client].1.read_stream(call) else {
             return false;
         };
         let intact = self

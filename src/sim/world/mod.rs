@@ -28,8 +28,10 @@
 //! the client's results.
 
 mod dispatch;
+mod hosting;
 pub(crate) mod network;
 pub mod observation;
+mod slots;
 mod touched;
 
 pub use network::ReconnectPolicy;
@@ -47,9 +49,13 @@ use crate::peer::Peer;
 use crate::relay::impair::{LinkState, OutageKind};
 use crate::relay::{ConnId, Relay, RelayProfile};
 use crate::rng::SeededStreams;
+use crate::sim::hosted::SharedHost;
 use network::{Link, RelaySlot};
 use rustc_hash::FxHashMap;
+use slots::{ClientSlot, ServerSlot};
+use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
+use std::rc::Rc;
 use std::time::Duration;
 
 /// A workload call scheduled in the world.
@@ -164,8 +170,8 @@ pub struct World {
     running_held: Option<u64>,
     streams: SeededStreams,
     relays: Vec<RelaySlot>,
-    clients: Vec<(String, ContextVmClient, Vec<usize>)>,
-    servers: Vec<(String, ContextVmServer, Vec<usize>)>,
+    clients: Vec<(String, ClientSlot, Vec<usize>)>,
+    servers: Vec<(String, ServerSlot, Vec<usize>)>,
     // The maps by peer below are only looked up (a relay's links are sorted before they are
     // walked), never iterated into output, so they hash: with 10,000 clients a B-tree lookup
     // walked several nodes, each a cache miss, for every message on every link.
@@ -203,6 +209,13 @@ pub struct World {
     signatures: Signatures,
     /// Whether its peers defer their signatures (the default) or sign each event at once.
     deferred_signatures: bool,
+    /// The host of its hosted peers, if it has any, and those peers.
+    hosted: Option<Rc<RefCell<SharedHost>>>,
+    hosted_peers: Vec<PeerId>,
+    /// Until when a hosted peer's connection to a relay is held off (a connection drop).
+    held_off: FxHashMap<(usize, PeerId), Duration>,
+    /// The next id of a hosted client's call.
+    hosted_calls: CallId,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -243,6 +256,10 @@ impl World {
             event_json: crate::nip01::event_json::EventJson::default(),
             signatures: Signatures::default(),
             deferred_signatures: true,
+            hosted: None,
+            hosted_peers: Vec::new(),
+            held_off: FxHashMap::default(),
+            hosted_calls: 1,
         }
     }
 
@@ -398,8 +415,11 @@ impl World {
         let index = self.servers.len();
         self.peer_keys
             .insert(PeerId::Server(index), server.public_key());
-        self.servers
-            .push((name.to_owned(), server, relays.to_vec()));
+        self.servers.push((
+            name.to_owned(),
+            ServerSlot::Own(Box::new(server)),
+            relays.to_vec(),
+        ));
         self.touched.mark(PeerId::Server(index));
         self.attach(PeerId::Server(index), name, relays);
         index
@@ -421,8 +441,11 @@ impl World {
         self.client_keys.insert(client.public_key(), index);
         self.peer_keys
             .insert(PeerId::Client(index), client.public_key());
-        self.clients
-            .push((name.to_owned(), client, relays.to_vec()));
+        self.clients.push((
+            name.to_owned(),
+            ClientSlot::Own(Box::new(client)),
+            relays.to_vec(),
+        ));
         self.touched.mark(PeerId::Client(index));
         self.attach(PeerId::Client(index), name, relays);
         index
@@ -474,8 +497,15 @@ impl World {
     }
 
     /// A peer, to hand it something: marked, so its output and timeout are looked at.
+    /// Handing a hosted peer something steps the host, which fires every hosted peer's due
+    /// timers: they are all marked.
     fn peer_mut(&mut self, peer: PeerId) -> &mut dyn Peer {
         self.touched.mark(peer);
+        if self.hosted_peers.contains(&peer) {
+            for other in self.hosted_peers.clone() {
+                self.touched.mark(other);
+            }
+        }
         self.peer_unmarked(peer)
     }
 
@@ -483,37 +513,49 @@ impl World {
     fn peer_unmarked(&mut self, peer: PeerId) -> &mut dyn Peer {
         self.touched.polled(peer);
         match peer {
-            PeerId::Client(i) => &mut self.clients[i].1,
-            PeerId::Server(i) => &mut self.servers[i].1,
+            PeerId::Client(i) => self.clients[i].1.peer(),
+            PeerId::Server(i) => self.servers[i].1.peer(),
         }
     }
 
     /// The n-th client (marked: whatever is done to it is looked at).
+    ///
+    /// # Panics
+    /// When it is a hosted program's.
     pub fn client(&mut self, index: usize) -> &mut ContextVmClient {
         self.touched.mark(PeerId::Client(index));
-        &mut self.clients[index].1
+        match &mut self.clients[index].1 {
+            ClientSlot::Own(c) => c,
+            ClientSlot::Hosted(_) => panic!("client {index} is a hosted program"),
+        }
     }
 
     /// The n-th server (marked: whatever is done to it is looked at).
+    ///
+    /// # Panics
+    /// When it is a hosted program's.
     pub fn server(&mut self, index: usize) -> &mut ContextVmServer {
         self.touched.mark(PeerId::Server(index));
-        &mut self.servers[index].1
+        match &mut self.servers[index].1 {
+            ServerSlot::Own(s) => s,
+            ServerSlot::Hosted(_) => panic!("server {index} is a hosted program"),
+        }
     }
 
     /// Asks the touched peers for their timeouts again.
     fn refresh_timers(&mut self) {
         let (clients, servers) = (&self.clients, &self.servers);
         self.touched.refresh(|peer| match peer {
-            PeerId::Client(i) => clients[i].1.poll_timeout(),
-            PeerId::Server(i) => servers[i].1.poll_timeout(),
+            PeerId::Client(i) => clients[i].1.peer_ref().poll_timeout(),
+            PeerId::Server(i) => servers[i].1.peer_ref().poll_timeout(),
         });
     }
 
     /// A peer's timeout, asked now.
     fn timeout_of(&self, peer: PeerId) -> Option<Duration> {
         match peer {
-            PeerId::Client(i) => self.clients[i].1.poll_timeout(),
-            PeerId::Server(i) => self.servers[i].1.poll_timeout(),
+            PeerId::Client(i) => self.clients[i].1.peer_ref().poll_timeout(),
+            PeerId::Server(i) => self.servers[i].1.peer_ref().poll_timeout(),
         }
     }
 

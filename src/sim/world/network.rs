@@ -137,8 +137,11 @@ impl World {
                 self.outage_rng.insert((relay, Some(peer)), rng);
                 self.schedule_random_drop(relay, peer, Duration::ZERO);
             }
-            self.connect(relay, peer);
-            self.settle_subscription(relay, peer);
+            // A hosted program opens its connections itself, when it is ready.
+            if !self.hosted_peers.contains(&peer) {
+                self.connect(relay, peer);
+                self.settle_subscription(relay, peer);
+            }
         }
     }
 
@@ -200,6 +203,7 @@ impl World {
                     peer,
                     reason,
                 });
+                self.tell_hosted_lost(relay, peer);
             }
         }
     }

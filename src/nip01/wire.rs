@@ -101,7 +101,8 @@ pub fn relay_from_wire(text: &str) -> Option<RelayMessage> {
 mod tests {
     use super::*;
     use crate::nip01::Identity;
-    use crate::peer::event::CONTEXTVM_KIND;
+    /// ContextVM's event kind (`peer::event::CONTEXTVM_KIND`, a layer above).
+    const CONTEXTVM_KIND: u16 = 25910;
     use nostr::prelude::{Filter, Kind};
 
     #[test]
