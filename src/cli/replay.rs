@@ -157,7 +157,7 @@ pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
 /// Schedule replay of a des trace: each call's outcome as recorded and as replayed, and where
 /// the replay's trace first differs from the recorded one.
 fn replay_schedule(args: &ReplayArgs, trace: &Trace, text: &str) -> Result<Exit> {
-    let r = replay::schedule(trace, text)?;
+    let r = replay::schedule(trace, text, &super::run::replay_hosts(trace)?)?;
     // The rows the table shows: the recorded calls, each beside its replayed outcome.
     let rows = r
         .recorded

@@ -299,6 +299,19 @@ pub(super) fn load_scenario(path: &Option<std::path::PathBuf>) -> Result<Scenari
     Ok(scenario)
 }
 
+/// Node hosts for replaying a trace whose scenario has program peers (checked as
+/// [`with_program_hosts`] checks them); none for any other trace.
+pub(super) fn replay_hosts(trace: &relaysim::Trace) -> Result<relaysim::replay::Hosts> {
+    let Ok(mut scenario) = relaysim::replay::scenario_of(trace, &None) else {
+        return Ok(None);
+    };
+    with_program_hosts(&mut scenario)?;
+    Ok(scenario.program().map(|_| {
+        std::sync::Arc::new(relaysim::node_host::NodeHosts::new())
+            as std::sync::Arc<dyn relaysim::sim::hosted::ProgramHosts>
+    }))
+}
+
 /// Gives a scenario with program peers its node hosts, once node and the program's packages
 /// are known to be there (with the fix when they are not).
 pub(super) fn with_program_hosts(scenario: &mut Scenario) -> Result<()> {

@@ -25,7 +25,9 @@ pub(super) struct ShrinkArgs {
 
 pub(super) fn shrink(args: ShrinkArgs) -> Result<Exit> {
     let trace = Trace::from_file(&args.trace)?;
-    let result = relaysim::replay::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs)?;
+    let hosts = super::run::replay_hosts(&trace)?;
+    let result =
+        relaysim::replay::shrink::shrink(&trace, args.cause.as_deref(), args.max_runs, &hosts)?;
     super::write_file(&args.out, &result.text)?;
     if args.json {
         let kept: Vec<serde_json::Value> = result

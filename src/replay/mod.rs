@@ -68,8 +68,11 @@ pub enum ReplayError {
     NeedsFullEvents,
 }
 
-/// The scenario a trace was recorded from.
-pub fn scenario_of(trace: &Trace) -> Result<Scenario, ReplayError> {
+/// Where a replay's worlds get hosts for the recorded scenario's program peers.
+pub type Hosts = Option<std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>>;
+
+/// The scenario a trace was recorded from, its program peers (if any) hosted by `hosts`.
+pub fn scenario_of(trace: &Trace, hosts: &Hosts) -> Result<Scenario, ReplayError> {
     if matches!(&trace.lines[0], Line::Header { driver, .. } if driver == "live") {
         return Err(ReplayError::LiveRecording);
     }
@@ -78,6 +81,9 @@ pub fn scenario_of(trace: &Trace) -> Result<Scenario, ReplayError> {
     // A scenario without `name` was named after its file when it was recorded.
     if let Line::Header { scenario: name, .. } = &trace.lines[0] {
         scenario.name = name.clone();
+    }
+    if let Some(hosts) = hosts {
+        scenario.set_program_hosts(hosts.clone());
     }
     Ok(scenario)
 }
@@ -157,8 +163,12 @@ fn recorded(names: &Names, plans: &NamedPlans, suppressed: &[u64]) -> Recorded {
 }
 
 /// Replays `trace` (whose text is `original`) in schedule mode.
-pub fn schedule(trace: &Trace, original: &str) -> Result<ScheduleReplay, ReplayError> {
-    let scenario = scenario_of(trace)?;
+pub fn schedule(
+    trace: &Trace,
+    original: &str,
+    hosts: &Hosts,
+) -> Result<ScheduleReplay, ReplayError> {
+    let scenario = scenario_of(trace, hosts)?;
     let (_, seed, events, suppressed) = trace.header();
     let shrunk = match &trace.lines[0] {
         Line::Header { shrunk, .. } => shrunk.clone(),

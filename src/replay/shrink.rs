@@ -83,11 +83,16 @@ pub struct Shrunk {
 
 /// Shrinks `trace` while a call still fails with `cause` (default: the first recorded cause),
 /// trying at most `max_runs` candidate runs.
-pub fn shrink(trace: &Trace, cause: Option<&str>, max_runs: usize) -> Result<Shrunk, ShrinkError> {
+pub fn shrink(
+    trace: &Trace,
+    cause: Option<&str>,
+    max_runs: usize,
+    hosts: &super::Hosts,
+) -> Result<Shrunk, ShrinkError> {
     if matches!(&trace.lines[0], Line::Header { driver, .. } if driver == "live") {
         return super::shrink_live::shrink(trace, cause, max_runs);
     }
-    let scenario = scenario_of(trace)?;
+    let scenario = scenario_of(trace, hosts)?;
     let causes: Vec<String> = trace
         .outcomes()
         .iter()

@@ -10,6 +10,17 @@ use std::cell::RefCell;
 use std::rc::Rc;
 use std::time::Duration;
 
+/// What a world's program host found: its errors, and the exceptions its programs left
+/// unhandled (counted as `program.unhandled`, only where there are program peers).
+fn world_findings(world: &World, report: &mut crate::stats::RunReport) {
+    report.program_errors = world.hosted_errors();
+    if world.has_hosted_peers() {
+        report
+            .counters
+            .insert("program.unhandled".into(), world.hosted_unhandled());
+    }
+}
+
 impl Scenario {
     /// Builds the world for one run.
     pub fn build(&self, seed: u64) -> World {
@@ -80,7 +91,7 @@ impl Scenario {
             .map(RefCell::into_inner)
             .unwrap_or_default();
         let mut report = collector.finish(seed);
-        report.program_errors = world.hosted_errors();
+        world_findings(&world, &mut report);
         report
     }
 
@@ -138,7 +149,7 @@ impl Scenario {
             .map(RefCell::into_inner)
             .unwrap_or_default()
             .finish(seed);
-        report.program_errors = world.hosted_errors();
+        world_findings(&world, &mut report);
         let writer = Rc::try_unwrap(writer)
             .map(RefCell::into_inner)
             .expect("the world released the writer");

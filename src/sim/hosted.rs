@@ -224,6 +224,9 @@ pub struct SharedHost {
     failed: Option<String>,
     /// Errors the host reported, for the run's report.
     errors: Vec<String>,
+    /// Exceptions and rejections the programs left unhandled: their own behaviour (the SDK
+    /// throws from an event handler), counted, not a fault of the run.
+    unhandled: u64,
     now: Duration,
     next_timer: Option<Duration>,
     peers: Vec<Queued>,
@@ -251,6 +254,7 @@ impl SharedHost {
             host: None,
             failed: None,
             errors: Vec::new(),
+            unhandled: 0,
             now: Duration::ZERO,
             next_timer: None,
             peers: Vec::new(),
@@ -408,6 +412,12 @@ impl SharedHost {
                     }),
                 }
             }
+            HostOutput::Error { error, .. }
+                if error.starts_with("unhandled rejection:")
+                    || error.starts_with("uncaught exception:") =>
+            {
+                self.unhandled += 1;
+            }
             HostOutput::Error { peer, error } => {
                 let who = peer.map_or(String::new(), |p| format!("peer {p}: "));
                 self.errors.push(format!("{who}{error}"));
@@ -418,6 +428,11 @@ impl SharedHost {
     /// What the host found wrong during the run (empty for a run that can be trusted).
     pub fn errors(&self) -> &[String] {
         &self.errors
+    }
+
+    /// Exceptions and rejections the programs left unhandled.
+    pub fn unhandled(&self) -> u64 {
+        self.unhandled
     }
 }
 

@@ -122,7 +122,7 @@ fn the_shipped_difference_traces_replay_to_their_outcome_byte_for_byte() {
             "{file} records {:?}",
             trace.outcomes()
         );
-        let r = replay::schedule(&trace, &text).unwrap();
+        let r = replay::schedule(&trace, &text, &None).unwrap();
         assert!(r.same_outcome(), "{file}");
         assert_eq!(r.first_difference, None, "{file} replays to other bytes");
     }
@@ -236,7 +236,8 @@ fn shrinking_finds_the_one_publish_that_overtook_another() {
         .iter()
         .any(|i| i.outcome.family() == Some("stream-sequence")));
     let trace = Trace::parse(&text, "publisher-concurrency.jsonl").unwrap();
-    let shrunk = relaysim::replay::shrink::shrink(&trace, Some("stream-sequence"), 500).unwrap();
+    let shrunk =
+        relaysim::replay::shrink::shrink(&trace, Some("stream-sequence"), 500, &None).unwrap();
     assert!(shrunk.before > 10, "{}", shrunk.before);
     assert!(
         matches!(
@@ -249,7 +250,7 @@ fn shrinking_finds_the_one_publish_that_overtook_another() {
     );
     // The shrunk trace replays to itself, byte for byte.
     let again = Trace::parse(&shrunk.text, "shrunk").unwrap();
-    let r = replay::schedule(&again, &shrunk.text).unwrap();
+    let r = replay::schedule(&again, &shrunk.text, &None).unwrap();
     assert!(
         r.replayed
             .iter()

@@ -267,7 +267,7 @@ async fn a_recording_proxy_captures_a_transfer_that_inject_replay_completes() {
             .any(|i| i.receiver == "client-0" && i.outcome == "completed"),
         "{injected:?}"
     );
-    assert!(replay::schedule(&trace, "")
+    assert!(replay::schedule(&trace, "", &None)
         .unwrap_err()
         .to_string()
         .contains("--mode inject"));

@@ -24,6 +24,8 @@ mod peers;
 #[cfg(feature = "cli")]
 mod readme;
 #[cfg(feature = "cli")]
+mod real_sdk;
+#[cfg(feature = "cli")]
 mod reports;
 mod resumable;
 mod scenarios;

@@ -31,7 +31,7 @@ fn every_shipped_trace_replays_to_its_recorded_outcome_byte_for_byte() {
             "{file} records {:?}",
             trace.outcomes()
         );
-        let r = replay::schedule(&trace, &text).unwrap();
+        let r = replay::schedule(&trace, &text, &None).unwrap();
         assert!(
             r.same_outcome(),
             "{file}: {:?} vs {:?}",
@@ -67,7 +67,7 @@ fn shrunk_traces_keep_few_disturbances() {
 #[test]
 fn shrinking_a_recorded_failure_finds_the_one_lost_chunk() {
     let trace = Trace::from_file(&root().join("traces/lossy-download.jsonl")).unwrap();
-    let shrunk = relaysim::replay::shrink::shrink(&trace, None, 500).unwrap();
+    let shrunk = relaysim::replay::shrink::shrink(&trace, None, 500, &None).unwrap();
     assert_eq!(shrunk.cause, "download-gap-at-end");
     assert!(
         matches!(
@@ -79,7 +79,7 @@ fn shrinking_a_recorded_failure_finds_the_one_lost_chunk() {
     );
     // The shrunk trace replays to the same failure.
     let again = Trace::parse(&shrunk.text, "shrunk").unwrap();
-    let r = replay::schedule(&again, &shrunk.text).unwrap();
+    let r = replay::schedule(&again, &shrunk.text, &None).unwrap();
     assert!(r
         .replayed
         .iter()

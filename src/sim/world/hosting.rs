@@ -88,6 +88,12 @@ impl World {
         self.hosted.is_some()
     }
 
+    /// Exceptions and rejections the world's programs left unhandled (their own behaviour,
+    /// as the SDK throwing from an event handler).
+    pub fn hosted_unhandled(&self) -> u64 {
+        self.hosted.as_ref().map_or(0, |h| h.borrow().unhandled())
+    }
+
     /// What the host of the world's programs found wrong (empty for a run that can be
     /// trusted).
     pub fn hosted_errors(&self) -> Vec<String> {

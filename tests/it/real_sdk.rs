@@ -1,0 +1,179 @@
+//! The real TypeScript SDK inside the des world (`program = "ts-sdk"`, hosted by node in
+//! virtual time): byte-identical runs, the same report for any job count, a planted source of
+//! nondeterminism caught, and the mobile reconnect bug reproduced, replayed and shrunk by
+//! rerunning the real program.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `npm ci` in the node host and the TypeScript program, once (CI runs it too).
+fn packages() {
+    static READY: OnceLock<()> = OnceLock::new();
+    READY.get_or_init(|| {
+        crate::ts_sdk::node_packages()
+            .as_ref()
+            .expect("the TypeScript SDK's packages");
+        let host = root().join("interop/node-host");
+        if !host.join("node_modules/esbuild").exists() {
+            let out = Command::new("npm")
+                .args(["ci", "--no-audit", "--no-fund"])
+                .current_dir(&host)
+                .output()
+                .expect("npm");
+            assert!(
+                out.status.success(),
+                "{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    });
+}
+
+fn relaysim(args: &[&str], env: &[(&str, &str)]) -> Output {
+    packages();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_relaysim"));
+    command.args(args).current_dir(root());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    command.output().expect("relaysim runs")
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("relaysim-real-sdk-{}-{name}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn run_traced(scenario: &str, dir: &Path, tag: &str, env: &[(&str, &str)]) -> (Output, String) {
+    let trace = dir.join(format!("{tag}.jsonl"));
+    let out = relaysim(
+        &[
+            "run",
+            scenario,
+            "--json",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--out",
+            dir.join(tag).to_str().unwrap(),
+        ],
+        env,
+    );
+    let text = std::fs::read_to_string(&trace).unwrap_or_default();
+    (out, text)
+}
+
+#[test]
+fn the_real_sdk_completes_each_call_and_a_seed_gives_the_same_bytes_twice() {
+    let dir = scratch("basic");
+    let (first, trace) = run_traced("scenarios/real-sdk/basic.toml", &dir, "a", &[]);
+    assert!(
+        first.status.success(),
+        "{}{}",
+        stdout(&first),
+        String::from_utf8_lossy(&first.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&first.stdout).unwrap();
+    assert_eq!(report["completion_ratio"], 1.0, "{report}");
+    assert_eq!(report["integrity_violations"], 0);
+    assert!(trace.contains("\"type\":\"published\""));
+    let (_, again) = run_traced("scenarios/real-sdk/basic.toml", &dir, "b", &[]);
+    assert!(trace == again, "two runs of one seed differ");
+}
+
+#[test]
+fn several_seeds_give_one_report_for_any_job_count() {
+    let dir = scratch("jobs");
+    let run = |jobs: &str| {
+        let out = relaysim(
+            &[
+                "run",
+                "scenarios/real-sdk/basic.toml",
+                "--runs",
+                "3",
+                "--jobs",
+                jobs,
+                "--json",
+                "--out",
+                dir.join(jobs).to_str().unwrap(),
+            ],
+            &[],
+        );
+        let mut report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        report.as_object_mut().unwrap().remove("results");
+        report
+    };
+    assert_eq!(run("1"), run("2"));
+}
+
+#[test]
+fn planted_nondeterminism_in_the_host_is_caught() {
+    // OS randomness planted in every peer: two runs of one seed differ, and the check says so.
+    let out = relaysim(
+        &["check-determinism", "scenarios/real-sdk/basic.toml"],
+        &[("RELAYSIM_HOST_PLANT", "real-random")],
+    );
+    assert!(!out.status.success(), "{}", stdout(&out));
+    assert!(
+        stdout(&out).contains("NOT deterministic"),
+        "{}",
+        stdout(&out)
+    );
+    // The real clock planted: the run is not what the seed gives (events carry the wall
+    // clock's time, which the relay refuses as from the future).
+    let dir = scratch("clock");
+    let (_, honest) = run_traced("scenarios/real-sdk/basic.toml", &dir, "honest", &[]);
+    let (_, planted) = run_traced(
+        "scenarios/real-sdk/basic.toml",
+        &dir,
+        "planted",
+        &[("RELAYSIM_HOST_PLANT", "real-clock")],
+    );
+    assert!(honest != planted, "a real clock left no trace");
+    // Unplanted, the check passes.
+    let out = relaysim(&["check-determinism", "scenarios/real-sdk/basic.toml"], &[]);
+    assert!(out.status.success(), "{}", stdout(&out));
+}
+
+#[test]
+fn the_mobile_reconnect_bug_reproduces_replays_and_shrinks_to_the_drop() {
+    let dir = scratch("mobile");
+    let scenario = "scenarios/real-sdk/mobile-reconnect.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    // The scenario expects the stream to fail; the SDK's own words say how.
+    assert!(out.status.success(), "{}", stdout(&out));
+    let report = stdout(&out);
+    assert!(
+        report.contains("Non-increasing progress for stream 1"),
+        "{report}"
+    );
+    assert!(trace.contains("\"via\":\"resubscribe-replay\""));
+    let path = dir.join("run.jsonl");
+    let path = path.to_str().unwrap();
+    let replay = relaysim(&["replay", path, "--mode", "schedule"], &[]);
+    assert!(
+        stdout(&replay).contains("identical to the trace, byte for byte"),
+        "{}",
+        stdout(&replay)
+    );
+    let min = dir.join("min.jsonl");
+    let shrunk = relaysim(&["shrink", path, "--out", min.to_str().unwrap()], &[]);
+    let said = stdout(&shrunk);
+    assert!(said.contains("kept 1 of"), "{said}");
+    assert!(said.contains("outage    #0"), "{said}");
+    let show = relaysim(&["show", min.to_str().unwrap()], &[]);
+    assert!(
+        stdout(&show).contains("Non-increasing progress for stream 1"),
+        "{}",
+        stdout(&show)
+    );
+}
