@@ -19,23 +19,21 @@ const NOT_RUN: &[(&str, &str)] = &[
         "benchmarks measure speed, which tests never assert; they take minutes",
     ),
     (
-        "cargo build --release && (cd interop/ts-sdk && npm ci)",
-        "the test harness builds the binary; .ci/run runs npm ci (and node_packages() here)",
+        "(cd interop/ts-sdk && npm ci)",
+        ".ci/run runs npm ci (and node_packages() here)",
+    ),
+    (
+        "(cd interop/ts-sdk && npm ci) && (cd interop/node-host && npm ci)",
+        ".ci/run runs npm ci in both (and node_packages() here)",
     ),
 ];
 
 /// Commands that may exit 1 as a result, not an error, and why.
-const MAY_EXIT_1: &[(&str, &str)] = &[
-    (
-        "relaysim serve traces/src/lossy-download.toml",
-        "the example is a failure to shrink: the TypeScript client's `large` call times out",
-    ),
-    (
-        "relaysim serve scenarios/live/sdk-two-relays.toml",
-        "serve exits 1 when a call of the TypeScript peers failed; over two relays the TS SDK's \
+const MAY_EXIT_1: &[(&str, &str)] = &[(
+    "relaysim serve scenarios/live/sdk-two-relays.toml",
+    "serve exits 1 when a call of the TypeScript peers failed; over two relays the TS SDK's \
      stream sometimes fails (`Non-increasing progress`, docs/guide.md)",
-    ),
-];
+)];
 
 /// The README's shell commands, continuation lines joined, comments kept (sh drops them).
 fn readme_commands() -> Vec<String> {
@@ -105,6 +103,7 @@ fn every_readme_command_runs_or_is_listed_with_a_reason() {
     if let Err(e) = super::ts_sdk::node_packages() {
         panic!("the README's TypeScript example needs the node packages: {e}");
     }
+    super::real_sdk::packages();
     let dir = scratch();
     let path = format!(
         "{}:{}",
@@ -140,8 +139,9 @@ fn every_readme_command_runs_or_is_listed_with_a_reason() {
         "drop.min.svg",
         "drop.min.png",
         "ts.jsonl",
-        "lossy.min.jsonl",
-        "lossy.min.svg",
+        "mobile.jsonl",
+        "mobile.min.jsonl",
+        "mobile.min.svg",
     ] {
         assert!(
             dir.join(file).exists(),

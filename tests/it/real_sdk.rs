@@ -12,7 +12,7 @@ fn root() -> PathBuf {
 }
 
 /// `npm ci` in the node host and the TypeScript program, once (CI runs it too).
-fn packages() {
+pub(crate) fn packages() {
     static READY: OnceLock<()> = OnceLock::new();
     READY.get_or_init(|| {
         crate::ts_sdk::node_packages()
