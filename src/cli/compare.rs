@@ -35,6 +35,12 @@ pub(super) struct CompareArgs {
     /// stream → stream; others are left out, saying why.
     #[arg(long, value_name = "PATH", num_args = 0..=1, default_missing_value = "interop/ts-sdk/peers.mjs")]
     ts_sdk: Option<std::path::PathBuf>,
+    /// Add the row of a program run by every peer in virtual time (`ts-sdk`: the pinned
+    /// TypeScript SDK, or a path), beside the presets that model it, and say where the ts-sdk
+    /// preset and the real program disagree (node 20; `npm ci` in interop/ts-sdk and
+    /// interop/node-host first).
+    #[arg(long, value_name = "PROGRAM")]
+    program: Option<String>,
     /// With --ts-sdk: each of its calls' timeout.
     #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = humantime::parse_duration)]
     ts_sdk_timeout: std::time::Duration,
@@ -86,6 +92,20 @@ pub(super) fn compare(args: CompareArgs) -> Result<Exit> {
             });
         bar.finish_and_clear();
         let mut comparison = comparison;
+        if let Some(program) = &args.program {
+            let path = relaysim::node_host::program_path(program, scenario.base_dir());
+            relaysim::node_host::check(&path)
+                .map_err(|e| anyhow::anyhow!("--program cannot run: {e}"))?;
+            let hosts = std::sync::Arc::new(relaysim::node_host::NodeHosts::new());
+            relaysim::compare::add_program_row(
+                &mut comparison,
+                &scenario,
+                program,
+                hosts,
+                super::jobs(args.jobs),
+                || {},
+            );
+        }
         if let Some(program) = &args.ts_sdk {
             comparison.ts_sdk = Some(ts_sdk_row(&scenario, seed, program, args.ts_sdk_timeout)?);
         }

@@ -152,6 +152,13 @@ fn run_file(
     if args.engine != Engine::Des && args.trace_events == EventsMode::Ids {
         bail!("live traces (turmoil and live engines) store events whole; drop --trace-events ids");
     }
+    if args.engine != Engine::Des && scenario.program().is_some() {
+        bail!(
+            "program peers run in the des engine only; the turmoil and live engines run \
+             relaysim's own peers (for the real SDK over real sockets: relaysim serve -- node \
+             interop/ts-sdk/peers.mjs)"
+        );
+    }
     if args.engine != Engine::Live && !args.relay.is_empty() {
         bail!("--relay is for --engine live (the other engines simulate the scenario's relays)");
     }

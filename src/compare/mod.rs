@@ -228,7 +228,52 @@ pub fn compare(
     }
 }
 
+/// The pairing name of a program on both sides (`relaysim compare --program`).
+pub const PROGRAM: &str = "program";
+
+/// Adds to `comparison` the row of `scenario` with every peer running `program`, hosted by
+/// `hosts` (the real code beside the presets that model it), over the same seeds.
+pub fn add_program_row(
+    comparison: &mut Comparison,
+    scenario: &Scenario,
+    program: &str,
+    hosts: std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>,
+    jobs: usize,
+    mut progress: impl FnMut(),
+) {
+    let s = scenario.with_program(program, hosts);
+    let first = comparison.seeds.first().copied().unwrap_or(scenario.seed);
+    let runs = comparison.seeds.len() as u32;
+    let report = s.run_seeds_on(first, runs, jobs, |_| progress());
+    let pairing = Pairing {
+        server: PROGRAM,
+        client: PROGRAM,
+    };
+    comparison.reports.push((pairing, report));
+}
+
 impl Comparison {
+    /// The workloads where the `preset` pairing (on both sides) and the program row differ,
+    /// each with the two summaries: where the model of the code and the code disagree.
+    pub fn preset_against_program(&self, preset: &str) -> Vec<(String, String, String)> {
+        let find = |name: &str| {
+            self.reports
+                .iter()
+                .position(|(p, _)| p.server == name && p.client == name)
+        };
+        let (Some(model), Some(real)) = (find(preset), find(PROGRAM)) else {
+            return Vec::new();
+        };
+        (0..self.workloads.len())
+            .filter_map(|w| {
+                let results = self.workload(w);
+                let (a, b) = (&results[model].1, &results[real].1);
+                let key = |r: &WorkloadResult| (r.calls, r.completed, r.causes.clone());
+                (key(a) != key(b)).then(|| (self.workloads[w].clone(), a.summary(), b.summary()))
+            })
+            .collect()
+    }
+
     /// How workload `index` fared under each pairing.
     pub fn workload(&self, index: usize) -> Vec<(Pairing, WorkloadResult)> {
         self.reports
@@ -372,6 +417,31 @@ impl Comparison {
                     .map(|(p, s)| format!("{} {s}", p.label()))
                     .collect();
                 let _ = writeln!(out, "  {workload}: {}", list.join("; "));
+            }
+        }
+        let has = |name: &str| self.reports.iter().any(|(p, _)| p.server == name);
+        if has(PROGRAM) && !has("ts-sdk") {
+            let _ = writeln!(out);
+            let _ = writeln!(
+                out,
+                "no ts-sdk preset row to hold the program against: build with --features contextvm-sdk"
+            );
+        } else if has(PROGRAM) {
+            let _ = writeln!(out);
+            let disagreements = self.preset_against_program("ts-sdk");
+            if disagreements.is_empty() {
+                let _ = writeln!(
+                    out,
+                    "the ts-sdk preset and the real program agree on every workload"
+                );
+            } else {
+                let _ = writeln!(
+                    out,
+                    "where the ts-sdk preset and the real program disagree:"
+                );
+                for (workload, model, real) in disagreements {
+                    let _ = writeln!(out, "  {workload}: preset {model}; program {real}");
+                }
             }
         }
         out

@@ -342,11 +342,33 @@ impl Scenario {
         Some(s)
     }
 
+    /// The same scenario with every peer a program peer running `program` (a shipped
+    /// program's name or a path), hosted by `hosts`: relaysim's transport settings of the
+    /// peers are set aside, as a program is the peer's whole transport.
+    pub fn with_program(
+        &self,
+        program: &str,
+        hosts: std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>,
+    ) -> Self {
+        let mut s = self.with_implementations(Implementation::default(), Implementation::default());
+        for d in &mut s.servers {
+            d.program = Some(program.to_owned());
+        }
+        for d in &mut s.clients {
+            d.program = Some(program.to_owned());
+        }
+        s.program = Some(program.to_owned());
+        s.hosts = Some(hosts);
+        s
+    }
+
     /// The same scenario with every server on `server` engines and every client on `client`
     /// engines, their behaviours unchanged.
     pub fn with_implementations(&self, server: Implementation, client: Implementation) -> Self {
         let mut s = Scenario::from_toml_str(&self.source, &self.name).expect("it parsed before");
         s.name = self.name.clone();
+        s.base_dir = self.base_dir.clone();
+        s.hosts = self.hosts.clone();
         for d in &mut s.servers {
             d.implementation = server;
         }

@@ -335,7 +335,7 @@ one_attack!(slow_heads_do_not_lock_out_others, Attack::SlowHead);
 one_attack!(idle_sockets_do_not_lock_out_others, Attack::Idle);
 one_attack!(long_subscription_ids_stay_bounded, Attack::LongSubIds);
 
-/// The long run of the issue: every attack over many connections (env
+/// The long run: every attack over many connections (env
 /// `HOSTILE_CONNECTIONS`, default 1,000) for `HOSTILE_SECS` (default 60).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a minute of load; run by hand (see the module docs)"]
