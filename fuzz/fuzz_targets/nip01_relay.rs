@@ -3,7 +3,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use relaysim::live::wire::to_model;
+use relaysim::nip01::wire::to_model;
 use relaysim::relay::{Relay, RelayProfile};
 use std::time::Duration;
 

@@ -67,10 +67,13 @@ pub enum DelayError {
     Invalid(&'static str),
 }
 
+/// The longest delay a draw (or a distribution's median) gives: a day.
+pub const MAX_DELAY_SECS: f64 = 86_400.0;
+
 fn from_secs(s: f64) -> Duration {
     // Clamp absurd draws (NaN, negative, beyond a day) so a heavy tail cannot stall a run.
     Duration::from_secs_f64(if s.is_finite() {
-        s.clamp(0.0, 86_400.0)
+        s.clamp(0.0, MAX_DELAY_SECS)
     } else {
         0.0
     })
@@ -104,7 +107,8 @@ impl Delay {
         }
     }
 
-    /// The median delay: what an undisturbed message takes.
+    /// The median delay: what an undisturbed message takes, clamped to a day as draws are
+    /// (a Pareto of a tiny shape has a median beyond any duration).
     pub fn median(&self) -> Duration {
         match self {
             Delay::Zero => Duration::ZERO,
@@ -112,7 +116,9 @@ impl Delay {
             Delay::Uniform { min, max } => (*min + *max) / 2,
             Delay::Normal { mean, .. } => *mean,
             Delay::LogNormal { median, .. } => *median,
-            Delay::Pareto { scale, shape } => scale.mul_f64(2f64.powf(1.0 / shape.max(1e-9))),
+            Delay::Pareto { scale, shape } => {
+                from_secs(scale.as_secs_f64() * 2f64.powf(1.0 / shape.max(1e-9)))
+            }
             Delay::Empirical(samples) => {
                 let mut s = samples.clone();
                 s.sort();
@@ -447,6 +453,7 @@ impl Pipe {
 mod tests {
     use super::*;
     use crate::rng::SeededStreams;
+    use rand::SeedableRng;
 
     const N: usize = 20_000;
 
@@ -638,6 +645,44 @@ mod tests {
         assert_eq!(pipe.arrivals(&dir, ms(0), 500, &[ms(10)], true), [ms(1010)]);
         // A recorded fate skips the queue but still keeps the order.
         assert_eq!(pipe.arrivals(&dir, ms(0), 500, &[ms(1)], false), [ms(1010)]);
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_accepted_distribution_draws_and_has_a_median_within_a_day(
+            kind in 0u8..6,
+            a_ms in 1u64..315_360_000_000,
+            b_ms in 0u64..315_360_000_000,
+            shape in proptest::prop_oneof![1e-300f64..1e-3, 1e-3f64..10.0, 10.0f64..1e300],
+            seed in 0u64..1000,
+        ) {
+            let (a, b) = (Duration::from_millis(a_ms), Duration::from_millis(b_ms));
+            let delay = match kind {
+                0 => Delay::Constant(a),
+                1 => Delay::Uniform { min: a.min(b), max: a.max(b) },
+                2 => Delay::Normal { mean: a, sd: b },
+                3 => Delay::LogNormal { median: a, sigma: shape.min(1e6) },
+                4 => Delay::Pareto { scale: a, shape },
+                _ => Delay::Empirical(vec![a, b]),
+            };
+            if delay.validate().is_ok() {
+                let _ = delay.median();
+                let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+                for _ in 0..8 {
+                    let _ = delay.sample(&mut rng);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn a_pareto_of_a_tiny_shape_has_a_median_of_a_day_not_a_panic() {
+        let d = Delay::Pareto {
+            scale: Duration::from_millis(10),
+            shape: 0.01,
+        };
+        assert!(d.validate().is_ok());
+        assert_eq!(d.median(), Duration::from_secs(86_400));
     }
 
     #[test]
