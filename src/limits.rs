@@ -46,9 +46,14 @@ pub enum InputError {
         /// The bound.
         max: u64,
     },
-    /// Not UTF-8 text.
-    #[error("not UTF-8 text")]
-    NotText,
+    /// Not UTF-8 text: the first byte that is not, by line and column (both from 1).
+    #[error("not UTF-8 text (line {line}, column {column})")]
+    NotText {
+        /// Its line.
+        line: usize,
+        /// Its column, in characters.
+        column: usize,
+    },
     /// The file could not be read.
     #[error("{0}")]
     Io(#[from] std::io::Error),
@@ -80,7 +85,13 @@ pub fn read_text(path: &Path, max: u64) -> Result<String, InputError> {
             max,
         });
     }
-    String::from_utf8(bytes).map_err(|_| InputError::NotText)
+    String::from_utf8(bytes).map_err(|e| {
+        let good = &e.as_bytes()[..e.utf8_error().valid_up_to()];
+        let good = std::str::from_utf8(good).unwrap_or_default();
+        let line = good.matches('\n').count() + 1;
+        let column = good.rsplit('\n').next().unwrap_or_default().chars().count() + 1;
+        InputError::NotText { line, column }
+    })
 }
 
 /// The same, as an I/O error (for error types that carry one).
@@ -112,6 +123,17 @@ mod tests {
             Err(InputError::TooLarge { size: 11, max: 10 })
         ));
         assert_eq!(read_text(&path, 11).unwrap().len(), 11);
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn text_that_is_not_utf8_is_refused_with_its_place() {
+        let path = std::env::temp_dir().join(format!("relaysim-utf8-{}", std::process::id()));
+        std::fs::write(&path, b"name = \"x\"\nseed = \xff1\n").unwrap();
+        assert!(matches!(
+            read_text(&path, 100),
+            Err(InputError::NotText { line: 2, column: 8 })
+        ));
         let _ = std::fs::remove_file(path);
     }
 

@@ -9,8 +9,8 @@ use relaysim::trace::Trace;
 pub(super) struct ShowArgs {
     /// The trace (from `run --trace`, `shrink`, `record`, `serve --trace`).
     trace: std::path::PathBuf,
-    /// Where to write the picture, without extension: `.svg` and `.png` are written (default:
-    /// the trace's path without `.jsonl`).
+    /// Where to write the picture, without extension (a `.png` or `.svg` one is taken off):
+    /// `.svg` and `.png` are written (default: the trace's path without `.jsonl`).
     #[arg(long)]
     out: Option<std::path::PathBuf>,
     /// Show from this time on (`1.5s`, `300ms`; default: the start).
@@ -44,13 +44,21 @@ pub(super) fn show(args: ShowArgs) -> Result<Exit> {
             call: args.call,
         },
     )?;
-    let stem = args.out.clone().unwrap_or_else(|| {
-        let mut p = args.trace.clone();
-        if p.extension().is_some_and(|e| e == "jsonl") {
+    let stem = match args.out.clone() {
+        // `--out x.png` or `x.svg` names the picture itself: its stem, not `x.png.png`.
+        Some(mut p) if p.extension().is_some_and(|e| e == "png" || e == "svg") => {
             p.set_extension("");
+            p
         }
-        p
-    });
+        Some(p) => p,
+        None => {
+            let mut p = args.trace.clone();
+            if p.extension().is_some_and(|e| e == "jsonl") {
+                p.set_extension("");
+            }
+            p
+        }
+    };
     // Appended, not replaced: `lossy.min` becomes `lossy.min.svg`, not `lossy.svg`.
     let with = |ext: &str| {
         let mut name = stem.clone().into_os_string();

@@ -56,7 +56,13 @@ pub(super) fn parse_shard(s: &str) -> Result<(usize, usize), String> {
 }
 
 pub(super) fn sweep(args: SweepArgs) -> Result<Exit> {
-    let sweep = Sweep::from_file(&args.sweep)?;
+    let mut sweep = Sweep::from_file(&args.sweep)?;
+    if let Some((program, base)) = sweep.program()? {
+        let path = relaysim::node_host::program_path(&program, &base);
+        relaysim::node_host::check(&path)
+            .map_err(|e| anyhow::anyhow!("program peers cannot run: {e}"))?;
+        sweep.set_program_hosts(std::sync::Arc::new(relaysim::node_host::NodeHosts::new()));
+    }
     // Claimed before any cell runs, so a refused directory costs nothing.
     let out = match args.out {
         Some(out) => out,

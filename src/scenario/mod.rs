@@ -302,6 +302,12 @@ impl Scenario {
         &self.base_dir
     }
 
+    /// Sets the directory a program's relative path is read from (for a scenario made from
+    /// text, such as a sweep's cell, whose file is elsewhere).
+    pub fn set_base_dir(&mut self, dir: PathBuf) {
+        self.base_dir = dir;
+    }
+
     /// Where its worlds get hosts for their program peers (the driver's processes). Without
     /// it, a scenario with program peers runs with every call of theirs failed.
     pub fn set_program_hosts(

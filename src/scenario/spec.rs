@@ -6,8 +6,9 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 use toml::Spanned;
 
-/// The longest duration a scenario may state.
-pub const MAX_DURATION: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The longest duration a scenario may state: ten years as durations are written (`"10y"` is
+/// ten years of 365.25 days).
+pub const MAX_DURATION: Duration = Duration::from_secs(10 * 31_557_600);
 
 /// A duration written as a string with a unit (`"250ms"`, `"30s"`, `"10m"`) or a number of
 /// seconds.

@@ -119,6 +119,12 @@ fn peers_need_distinct_names_and_outages_known_peers() {
 }
 
 #[test]
+fn ten_years_written_in_years_is_within_the_ten_year_bound() {
+    assert!(Scenario::from_toml_str(&format!("duration = \"10y\"\n{BASE}"), "t.toml").is_ok());
+    assert!(Scenario::from_toml_str(&format!("duration = \"11y\"\n{BASE}"), "t.toml").is_err());
+}
+
+#[test]
 fn absurd_durations_and_counts_are_refused_not_panicked_on() {
     for extra in ["duration = 1e20\n", "duration = \"100000y\"\n"] {
         let Err(ScenarioError::Invalid(ds)) =

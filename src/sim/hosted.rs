@@ -182,7 +182,7 @@ pub trait ProgramHost {
 }
 
 /// Where the worlds of a run get their hosts (the driver's processes).
-pub trait ProgramHosts: Send + Sync {
+pub trait ProgramHosts: Send + Sync + std::fmt::Debug {
     /// A host running `program` (a shipped program's name, or a path relative to `base`),
     /// ready for a world.
     fn host(&self, program: &str, base: &Path) -> Result<Box<dyn ProgramHost>, String>;

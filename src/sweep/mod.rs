@@ -136,6 +136,10 @@ pub struct Sweep {
     base: toml::Table,
     /// Each cell's parameter values, in axis order.
     pub cells: Vec<Vec<toml::Value>>,
+    /// Where the base scenario's file is (a program peer's relative path starts there).
+    base_dir: PathBuf,
+    /// Where cells with program peers get their hosts.
+    hosts: Option<std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>>,
 }
 
 /// One cell's results: a row of `sweep.csv`.
@@ -271,7 +275,11 @@ impl Sweep {
                 .map(|s| s.to_string_lossy().into_owned())
                 .unwrap_or_default()
         });
-        Self::new(name, spec, &base_text, &file)
+        let mut sweep = Self::new(name, spec, &base_text, &file)?;
+        sweep.base_dir = base_path
+            .parent()
+            .map_or_else(|| PathBuf::from("."), Path::to_path_buf);
+        Ok(sweep)
     }
 
     /// A sweep over `base_text` (a scenario) described by `spec`.
@@ -342,6 +350,8 @@ impl Sweep {
             spec,
             base,
             cells,
+            base_dir: PathBuf::from("."),
+            hosts: None,
         };
         let axis_names: Vec<&str> = sweep.spec.axes.iter().map(|a| a.param.as_str()).collect();
         for plot in &sweep.spec.plots {
@@ -403,6 +413,26 @@ impl Sweep {
             .join(", ")
     }
 
+    /// The program the base scenario's program peers run, if it has any, and where its
+    /// relative path starts.
+    pub fn program(&self) -> Result<Option<(String, PathBuf)>, SweepError> {
+        if self.cells.is_empty() {
+            return Ok(None);
+        }
+        let scenario = self.scenario(0)?;
+        Ok(scenario
+            .program()
+            .map(|p| (p.to_owned(), scenario.base_dir().to_path_buf())))
+    }
+
+    /// Where cells with program peers get their hosts (the driver's processes).
+    pub fn set_program_hosts(
+        &mut self,
+        hosts: std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>,
+    ) {
+        self.hosts = Some(hosts);
+    }
+
     /// The scenario of one cell.
     pub fn scenario(&self, cell: usize) -> Result<Scenario, SweepError> {
         let mut table = self.base.clone();
@@ -413,13 +443,17 @@ impl Sweep {
             })?;
         }
         let text = toml::to_string(&table).expect("a TOML table serializes");
-        Scenario::from_toml_str(&text, &format!("{} cell {cell}", self.name)).map_err(|source| {
-            SweepError::Cell {
+        let mut scenario = Scenario::from_toml_str(&text, &format!("{} cell {cell}", self.name))
+            .map_err(|source| SweepError::Cell {
                 cell,
                 params: self.params_text(cell),
                 source,
-            }
-        })
+            })?;
+        scenario.set_base_dir(self.base_dir.clone());
+        if let Some(hosts) = &self.hosts {
+            scenario.set_program_hosts(hosts.clone());
+        }
+        Ok(scenario)
     }
 
     /// Runs the cells `shard` selects (`(index, count)`: cells `i` with `i % count == index`),

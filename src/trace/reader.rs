@@ -88,7 +88,17 @@ impl Trace {
                         return Err(err(n, format!("trace format {f} is newer than this relaysim reads ({FORMAT}); upgrade relaysim")))
                     }
                     Some(f) => return Err(err(n, format!("unknown trace format {f}"))),
-                    None => return Err(err(n, "the header has no `format`".into())),
+                    None => {
+                        return Err(err(
+                            n,
+                            match v.get("format") {
+                                Some(f) => format!(
+                                    "the header's `format` must be a whole number, found {f}"
+                                ),
+                                None => "the header has no `format`".into(),
+                            },
+                        ))
+                    }
                 }
             }
             let line: Line = serde_json::from_str(raw)

@@ -177,3 +177,38 @@ fn the_mobile_reconnect_bug_reproduces_replays_and_shrinks_to_the_drop() {
         stdout(&show)
     );
 }
+
+#[test]
+fn a_sweep_runs_program_peers_in_every_cell() {
+    let dir = scratch("sweep");
+    let sweep = dir.join("echo.toml");
+    std::fs::write(
+        &sweep,
+        format!(
+            "name = \"echo\"\nscenario = {:?}\nseeds = 1\n\n[[axes]]\nparam = \"workloads[0].bytes\"\nvalues = [10, 1000]\n",
+            root().join("scenarios/real-sdk/basic.toml").display().to_string()
+        ),
+    )
+    .unwrap();
+    let out = relaysim(
+        &[
+            "sweep",
+            sweep.to_str().unwrap(),
+            "--out",
+            dir.join("out").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(
+        out.status.success(),
+        "{}{}",
+        stdout(&out),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let csv = std::fs::read_to_string(dir.join("out/sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3, "{csv}");
+    assert!(
+        !csv.contains("program"),
+        "no program failure in any cell: {csv}"
+    );
+}

@@ -70,6 +70,17 @@ fn show_draws_a_shrunk_trace_with_its_outage_and_failing_call() {
     ]);
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
     assert_eq!(json["counts"]["lost"], 1);
+    // `--out` naming the picture itself writes that picture, not `x.png.png`.
+    let named = dir.join("named.png");
+    let o = relaysim(&[
+        "show",
+        &shipped("traces/khatru-drop-mid-stream.shrunk.jsonl"),
+        "--out",
+        named.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(named.exists() && dir.join("named.svg").exists());
+    assert!(!dir.join("named.png.png").exists());
     assert_eq!(json["failing_calls"].as_array().unwrap().len(), 1);
     assert_eq!(
         json["lanes"],

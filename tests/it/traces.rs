@@ -228,6 +228,16 @@ fn a_link_line_with_a_million_copies_and_a_device_are_refused() {
     assert!(format!("{err:#}").contains("/dev/zero"), "{err}");
 }
 
+/// A header whose `format` is not a number says so, rather than that it has none.
+#[test]
+fn a_format_of_the_wrong_type_is_named_as_such() {
+    let header = r#"{"type":"header","format":"2","relaysim":"x","scenario":"s","scenario_hash":"","seed":1,"driver":"des","events":"ids","scenario_toml":""}"#;
+    let err = relaysim::Trace::parse(&format!("{header}\n"), "t.jsonl")
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("must be a whole number"), "{err}");
+}
+
 /// A relay restart disconnects its peers in the peers' order (clients by index, then servers),
 /// however the world stores its links: the order decides trace lines and reconnections.
 #[test]
