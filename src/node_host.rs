@@ -163,7 +163,7 @@ impl ProgramHost for Pooled {
                     "name": p.name,
                     "secret_key": p.secret_key,
                     "relays": p.relays,
-                    "options": {},
+                    "options": p.options,
                 });
                 if let Some(key) = &p.server_pubkey {
                     peer["server_pubkey"] = key.clone().into();

@@ -119,6 +119,19 @@ const Buffer_byteLength = (c) => utf8Len(c.codePointAt(0));
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** The SDK transport options relaysim's scenario knobs map to (`options` of the peer):
+ * `chunk_size_bytes` (CEP-22 chunk data size), `idle_timeout_ms` and `probe_timeout_ms`
+ * (CEP-41 keepalive), `stateless` (a client that skips initialize). */
+function sdkOptions(options) {
+  const oversizedTransfer = { enabled: true };
+  if (Number.isSafeInteger(options.chunk_size_bytes)) oversizedTransfer.chunkSizeBytes = options.chunk_size_bytes;
+  const policy = {};
+  if (Number.isSafeInteger(options.idle_timeout_ms)) policy.idleTimeoutMs = options.idle_timeout_ms;
+  if (Number.isSafeInteger(options.probe_timeout_ms)) policy.probeTimeoutMs = options.probe_timeout_ms;
+  const openStream = Object.keys(policy).length ? { enabled: true, policy } : { enabled: true };
+  return { oversizedTransfer, openStream };
+}
+
 /** The SDK's own relay pool, telling when its first subscription got its first EOSE. */
 class EoseAwarePool extends ApplesauceRelayPool {
   constructor(relays) {
@@ -214,8 +227,7 @@ export async function server(env) {
     encryptionMode: encryptionMode(options),
     serverInfo: { name: 'relaysim-ts-sdk-server' },
     publishRelayList: false, // would also publish to public bootstrap relays
-    oversizedTransfer: { enabled: true },
-    openStream: { enabled: true },
+    ...sdkOptions(options),
   });
   transport.onerror = (e) => env.log(`server transport error: ${e?.message ?? e}`);
   mcp.onerror = (e) => env.log(`server error: ${e?.message ?? e}`); // e.g. "Failed to send response: ..."
@@ -242,8 +254,8 @@ export async function client(env) {
     relayHandler: env.relays,
     serverPubkey: env.serverPubkey,
     encryptionMode: encryptionMode(options),
-    oversizedTransfer: { enabled: true },
-    openStream: { enabled: true },
+    ...(options.stateless === true ? { isStateless: true } : {}),
+    ...sdkOptions(options),
   });
   const mcp = new Client({ name: 'relaysim-ts-sdk-client', version: '1.0.0' });
   mcp.onerror = (e) => env.log(`client error: ${e?.message ?? e}`);

@@ -78,6 +78,7 @@ pub const DEFAULT_SCENARIO: &str = include_str!("../../scenarios/default.toml");
 
 struct ClientDef {
     program: Option<String>,
+    program_options: serde_json::Value,
     publish: PublishPipeline,
     clock: Clock,
     name: String,
@@ -92,6 +93,7 @@ struct ClientDef {
 
 struct ServerDef {
     program: Option<String>,
+    program_options: serde_json::Value,
     publish: PublishPipeline,
     clock: Clock,
     implementation: Implementation,
@@ -357,11 +359,34 @@ impl Scenario {
         hosts: std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>,
     ) -> Self {
         let mut s = self.with_implementations(Implementation::default(), Implementation::default());
+        // The scenario's knobs the shipped TypeScript program maps onto its SDK's options
+        // (interop/ts-sdk/program.mjs `sdkOptions`): the chunk budget as the CEP-22 chunk size
+        // (a frame publishes somewhat larger than its data), the stream keepalive and the
+        // request timeout; a stateless client stays stateless.
+        let ms = |d: &Option<spec::Dur>| d.map(|d| d.0.as_millis() as u64);
+        let mut policy = serde_json::Map::new();
+        let knobs = [
+            ("chunk_size_bytes", self.policy.budget.map(|b| b.0 as u64)),
+            ("idle_timeout_ms", ms(&self.policy.idle_timeout)),
+            ("probe_timeout_ms", ms(&self.policy.probe_timeout)),
+            ("request_timeout_ms", ms(&self.policy.request_timeout)),
+        ];
+        for (key, value) in knobs {
+            if let Some(v) = value {
+                policy.insert(key.into(), v.into());
+            }
+        }
         for d in &mut s.servers {
             d.program = Some(program.to_owned());
+            d.program_options = serde_json::Value::Object(policy.clone());
         }
         for d in &mut s.clients {
+            let mut options = policy.clone();
+            if d.stateless {
+                options.insert("stateless".into(), true.into());
+            }
             d.program = Some(program.to_owned());
+            d.program_options = serde_json::Value::Object(options);
         }
         s.program = Some(program.to_owned());
         s.hosts = Some(hosts);

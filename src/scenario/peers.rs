@@ -150,8 +150,10 @@ fn server(
         ("subscribe_since", s.subscribe_since),
     ];
     let program = program(ctx, &s.program, &key, &transport)?;
+    let program_options = program_options(ctx, &s.program, &s.program_options, &key)?;
     Ok(ServerDef {
         program,
+        program_options,
         implementation: implementation(ctx, &s.r#impl, &behaviour, &format!("{key}.impl"))?,
         behaviour,
         publish: publish(ctx, &format!("{key}.publish"), &s.publish)?,
@@ -182,6 +184,7 @@ fn client(
         ("resumable_streams", c.resumable_streams),
     ];
     let program = program(ctx, &c.program, &key, &transport)?;
+    let program_options = program_options(ctx, &c.program, &c.program_options, &key)?;
     let implementation = implementation(ctx, &c.r#impl, &behaviour, &format!("{key}.impl"))?;
     let relays = relays(ctx, relay_names, &c.relays, &format!("{key}.relays"))?;
     let server = match &c.server {
@@ -221,6 +224,7 @@ fn client(
         .into_iter()
         .map(|name| ClientDef {
             program: program.clone(),
+            program_options: program_options.clone(),
             publish: pipeline.clone(),
             clock: peer_clock,
             name,
@@ -267,6 +271,32 @@ fn program(
         ));
     }
     Ok(Some(program.get_ref().clone()))
+}
+
+/// A peer's `program_options`, as JSON for the program; only beside `program`.
+fn program_options(
+    ctx: &Ctx,
+    program: &Option<Spanned<String>>,
+    options: &Option<Spanned<toml::Table>>,
+    key: &str,
+) -> Result<serde_json::Value, ScenarioError> {
+    match (program, options) {
+        (_, None) => Ok(serde_json::Value::Object(Default::default())),
+        (None, Some(o)) => Err(ctx.spanned(
+            o,
+            &format!("{key}.program_options"),
+            "`program_options` are for a program peer: add `program`".into(),
+            None,
+        )),
+        (Some(_), Some(o)) => serde_json::to_value(o.get_ref()).map_err(|e| {
+            ctx.spanned(
+                o,
+                &format!("{key}.program_options"),
+                format!("cannot hand these options to a program: {e}"),
+                None,
+            )
+        }),
+    }
 }
 
 /// The relay indices of a peer's `relays` list.

@@ -34,7 +34,7 @@ impl Scenario {
         }
         for s in &self.servers {
             if s.program.is_some() {
-                world.add_hosted_server(&s.name, &s.relays);
+                world.add_hosted_server(&s.name, &s.relays, s.program_options.clone());
                 continue;
             }
             let config = ServerConfig {
@@ -48,7 +48,12 @@ impl Scenario {
         }
         for c in &self.clients {
             if c.program.is_some() {
-                let index = world.add_hosted_client(&c.name, &c.relays, c.server);
+                let index = world.add_hosted_client(
+                    &c.name,
+                    &c.relays,
+                    c.server,
+                    c.program_options.clone(),
+                );
                 if let Some(ip) = &c.ip {
                     world.set_ip(PeerId::Client(index), ip);
                 }

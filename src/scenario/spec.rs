@@ -401,6 +401,8 @@ pub struct ServerSpec {
     /// A program that is this peer's whole transport, run by the node host in virtual time:
     /// `ts-sdk` (the pinned TypeScript SDK) or a path to a program module.
     pub program: Option<Spanned<String>>,
+    /// Options handed to the program as they are (`env.options`).
+    pub program_options: Option<Spanned<toml::Table>>,
 }
 
 /// Client peers.
@@ -438,6 +440,8 @@ pub struct ClientSpec {
     pub behaviour: Option<Spanned<String>>,
     /// A program that is this peer's whole transport (see [`ServerSpec::program`]).
     pub program: Option<Spanned<String>>,
+    /// Options handed to the program as they are (`env.options`).
+    pub program_options: Option<Spanned<toml::Table>>,
 }
 
 /// Endpoint policies, for every peer.

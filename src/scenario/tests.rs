@@ -333,3 +333,24 @@ fn a_broken_part_causes_no_second_problem_and_behaviour_tables_are_checked_once(
     };
     assert!(ds.first().message.contains("cause family"), "{ds}");
 }
+
+#[test]
+fn program_options_are_refused_without_a_program() {
+    let d = err("program_options = { chunk_size_bytes = 1000 }\n");
+    assert_eq!(d.key, "clients[0].program_options");
+    assert!(d.message.contains("add `program`"), "{}", d.message);
+}
+
+#[test]
+fn program_options_reach_the_program_peer_as_json() {
+    let s = Scenario::from_toml_str(
+        &format!("{BASE}program = \"ts-sdk\"\nprogram_options = {{ chunk_size_bytes = 1000, stateless = true }}\n"),
+        "t.toml",
+    )
+    .expect("valid");
+    assert_eq!(
+        s.clients[0].program_options,
+        serde_json::json!({ "chunk_size_bytes": 1000, "stateless": true })
+    );
+    assert_eq!(s.servers[0].program_options, serde_json::json!({}));
+}

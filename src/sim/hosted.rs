@@ -158,6 +158,8 @@ pub struct HostedPeerSpec {
     pub server_pubkey: Option<String>,
     /// The URLs of its relays.
     pub relays: Vec<String>,
+    /// Options for the program, as they are (`env.options`).
+    pub options: Value,
     /// When it starts.
     pub start: HostedStart,
 }

@@ -212,3 +212,47 @@ fn a_sweep_runs_program_peers_in_every_cell() {
         "no program failure in any cell: {csv}"
     );
 }
+
+/// A download scenario whose server hands `program_options` to the real SDK.
+fn chunked_download(dir: &Path, server_options: &str) -> PathBuf {
+    let path = dir.join(format!("download-{}.toml", server_options.len()));
+    std::fs::write(
+        &path,
+        format!(
+            "name = \"chunked\"\nseed = 1\nduration = \"1m\"\n\n[[relays]]\nname = \"strfry\"\nprofile = \"strfry\"\n\n\
+             [[servers]]\nname = \"server\"\nrelays = [\"strfry\"]\nprogram = \"ts-sdk\"\n{server_options}\n\n\
+             [[clients]]\nname = \"client\"\nrelays = [\"strfry\"]\nprogram = \"ts-sdk\"\n\n\
+             [[workloads]]\nname = \"big\"\nkind = \"download\"\nbytes = \"256KiB\"\ncontent = \"ascii\"\n\n\
+             [expect]\nmin_completion_ratio = 1.0\n"
+        ),
+    )
+    .unwrap();
+    path
+}
+
+#[test]
+fn program_options_reach_the_real_sdk() {
+    let dir = scratch("options");
+    let published = |options: &str, tag: &str| {
+        let scenario = chunked_download(&dir, options);
+        let (out, trace) = run_traced(scenario.to_str().unwrap(), &dir, tag, &[]);
+        assert!(
+            out.status.success(),
+            "{}{}",
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        trace
+            .lines()
+            .filter(|l| l.contains("\"type\":\"published\"") && l.contains("\"peer\":\"server\""))
+            .count()
+    };
+    let default = published("", "default");
+    let small = published("program_options = { chunk_size_bytes = 8192 }", "small");
+    // 256 KiB in 8 KiB chunks is 32 chunk frames at least; the SDK's default chunks are larger.
+    assert!(small >= 32, "{small} server events with 8 KiB chunks");
+    assert!(
+        small > default,
+        "smaller chunks, more events: {small} against {default}"
+    );
+}

@@ -11,9 +11,14 @@ use crate::sim::hosted::{
 impl World {
     /// Adds a server whose transport is a hosted program (`sim::hosted`); returns its index.
     /// Its program starts with the world ([`World::start_hosted`]).
-    pub fn add_hosted_server(&mut self, name: &str, relays: &[usize]) -> usize {
+    pub fn add_hosted_server(
+        &mut self,
+        name: &str,
+        relays: &[usize],
+        options: serde_json::Value,
+    ) -> usize {
         let index = self.servers.len();
-        let peer = self.hosted_peer(PeerId::Server(index), name, relays, "server", None);
+        let peer = self.hosted_peer(PeerId::Server(index), name, relays, "server", None, options);
         self.servers
             .push((name.to_owned(), ServerSlot::Hosted(peer), relays.to_vec()));
         self.attach(PeerId::Server(index), name, relays);
@@ -22,7 +27,13 @@ impl World {
 
     /// Adds a client whose transport is a hosted program, talking to server `server`;
     /// returns its index. Its program starts once every hosted server is ready.
-    pub fn add_hosted_client(&mut self, name: &str, relays: &[usize], server: usize) -> usize {
+    pub fn add_hosted_client(
+        &mut self,
+        name: &str,
+        relays: &[usize],
+        server: usize,
+        options: serde_json::Value,
+    ) -> usize {
         let index = self.clients.len();
         let server_key = self.servers[server].1.public_key();
         let peer = self.hosted_peer(
@@ -31,6 +42,7 @@ impl World {
             relays,
             "client",
             Some(server_key),
+            options,
         );
         self.client_keys.insert(peer.public_key(), index);
         self.clients
@@ -46,6 +58,7 @@ impl World {
         relays: &[usize],
         role: &'static str,
         server: Option<nostr::prelude::PublicKey>,
+        options: serde_json::Value,
     ) -> HostedPeer {
         let identity = Identity::derive(self.seed(), name);
         let shared = self.hosted.get_or_insert_with(SharedHost::new).clone();
@@ -55,6 +68,7 @@ impl World {
             secret_key: identity.secret_key_hex(),
             server_pubkey: server.map(|k| k.to_hex()),
             relays: relays.iter().map(|r| relay_url(*r)).collect(),
+            options,
             start: if role == "server" {
                 HostedStart::AtOnce
             } else {
