@@ -177,6 +177,15 @@ impl RelayProfile {
                     delay(handling),
                     secs(*per_kib)
                 ),
+                Intake::BatchCommit {
+                    per_batch,
+                    per_event,
+                } => format!(
+                    "batch commit: one writer commits what queued since its last commit, \
+                     sorted by (created_at, id), in {} plus {} per event",
+                    secs(*per_batch),
+                    secs(*per_event)
+                ),
             },
         );
         put(

@@ -9,6 +9,7 @@ mod describe;
 pub mod impair;
 pub(crate) mod profile;
 mod sub_index;
+mod writer;
 
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::nip01::{Signatures, EPOCH_SECS};
@@ -85,6 +86,8 @@ pub struct Relay {
     buckets: BTreeMap<String, Bucket>,
     delayed: VecDeque<(Duration, ConnId, Arc<Event>)>,
     batch: Vec<(Arc<Event>, u64)>,
+    /// The writer of a batch-commit intake (unused by other intakes).
+    writer: writer::BatchWriter,
     batch_flush_at: Option<Duration>,
     /// Messages to send, and whether each is a stored event replayed to a new subscription.
     outbox: VecDeque<(ConnId, RelayMessage, bool)>,
@@ -120,6 +123,7 @@ impl Relay {
             buckets: BTreeMap::new(),
             delayed: VecDeque::new(),
             batch: Vec::new(),
+            writer: writer::BatchWriter::default(),
             batch_flush_at: None,
             outbox: VecDeque::new(),
             dropped: VecDeque::new(),
@@ -199,6 +203,7 @@ impl Relay {
             self.close(conn);
         }
         self.delayed.clear();
+        self.writer.clear();
         self.batch.clear();
         self.batch_flush_at = None;
     }
@@ -212,8 +217,12 @@ impl Relay {
         self.outbox.retain(|(c, _, _)| *c != conn);
     }
 
+    /// Queues `message` for `conn`, if it is still open: a batch can be written after its
+    /// publisher went away (the events still are; their OKs go nowhere).
     fn send(&mut self, conn: ConnId, message: RelayMessage) {
-        self.outbox.push_back((conn, message, false));
+        if self.connections.contains_key(&conn) {
+            self.outbox.push_back((conn, message, false));
+        }
     }
 
     fn refuse(&mut self, conn: ConnId, id: EventId, message: String) {
@@ -404,7 +413,9 @@ impl Relay {
             }
         }
         self.expire_stored(now);
-        if self.stored.contains_key(&id) {
+        // An event the writer has yet to commit is found by strfry's write as a duplicate.
+        let pending = self.profile.ephemeral.store_for.is_some() && self.writer.holds(&id);
+        if self.stored.contains_key(&id) || pending {
             self.counters.duplicates += 1;
             return self.send(
                 conn,
@@ -465,7 +476,30 @@ impl Relay {
             .count()
     }
 
+    /// The cost of a commit, when the relay commits in batches.
+    fn commit_cost(&self) -> Option<writer::CommitCost> {
+        match self.profile.intake {
+            Intake::BatchCommit {
+                per_batch,
+                per_event,
+            } => Some(writer::CommitCost {
+                per_batch,
+                per_event,
+            }),
+            _ => None,
+        }
+    }
+
+    /// An event passed every check: it is committed now, or handed to the batch writer.
     fn accept(&mut self, conn: ConnId, event: Arc<Event>, now: Duration) {
+        match self.commit_cost() {
+            Some(cost) => self.writer.push(conn, event, now, cost),
+            None => self.commit(conn, event, now),
+        }
+    }
+
+    /// An accepted event is written: answered, stored and broadcast.
+    fn commit(&mut self, conn: ConnId, event: Arc<Event>, now: Duration) {
         // The publisher's one copy: the store, the batch and every delivery share it.
         let id = event.id;
         let ephemeral = event.kind.is_ephemeral();
@@ -593,6 +627,7 @@ impl Relay {
     pub fn poll_timeout(&self) -> Option<Duration> {
         [
             self.delayed.front().map(|(t, _, _)| *t),
+            self.writer.poll_timeout(),
             self.batch_flush_at,
         ]
         .into_iter()
@@ -600,7 +635,8 @@ impl Relay {
         .min()
     }
 
-    /// Releases rate-limited events and flushes delivery batches due at `now`.
+    /// Releases rate-limited events, writes a committed batch and flushes delivery batches
+    /// due at `now`.
     pub fn handle_timeout(&mut self, now: Duration) {
         while let Some((at, _, _)) = self.delayed.front() {
             if *at > now {
@@ -609,6 +645,14 @@ impl Relay {
             let (_, conn, event) = self.delayed.pop_front().expect("just looked");
             if self.connections.contains_key(&conn) {
                 self.accept(conn, event, now);
+            }
+        }
+        // Each batch is written at its own time, and the next one starts then.
+        if let Some(cost) = self.commit_cost() {
+            while let Some(at) = self.writer.poll_timeout().filter(|t| *t <= now) {
+                for (conn, event) in self.writer.finish(at, cost) {
+                    self.commit(conn, event, at);
+                }
             }
         }
         if self.batch_flush_at.is_some_and(|t| t <= now) {

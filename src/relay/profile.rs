@@ -169,6 +169,22 @@ pub enum Intake {
         /// Extra time per KiB of message (hashing, parsing).
         per_kib: Duration,
     },
+    /// Each connection's messages in arrival order, then one writer that commits accepted
+    /// events in batches: everything queued since its last commit, sorted by
+    /// `(created_at, id)`; a batch's OKs and broadcasts follow that order (strfry's
+    /// `RelayWriter`, `writeEvents`). A commit takes `per_batch` plus `per_event` for each
+    /// event in it.
+    BatchCommit {
+        /// Fixed cost of one commit (a database write transaction).
+        per_batch: Duration,
+        /// Extra cost per event in the batch.
+        per_event: Duration,
+    },
+}
+
+impl Intake {
+    /// The `mode` names scenarios write.
+    pub const MODES: [&'static str; 3] = ["serial", "concurrent", "batch-commit"];
 }
 
 impl RelayProfile {

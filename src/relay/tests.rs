@@ -557,3 +557,114 @@ fn replaced_and_closed_subscriptions_leave_the_index() {
     b.relay.disconnect(B);
     assert_eq!(b.relay.index.len(), 0);
 }
+
+/// strfry with a batch writer whose commits take 2 ms (the tests do not depend on strfry's
+/// calibrated figures).
+fn batch_writer() -> RelayProfile {
+    RelayProfile {
+        intake: Intake::BatchCommit {
+            per_batch: Duration::from_millis(2),
+            per_event: Duration::ZERO,
+        },
+        delivery_batch: None,
+        ..RelayProfile::strfry()
+    }
+}
+
+/// Publishes `events` from connection A at the given times and returns the ids of the OKs A
+/// got and of the deliveries B got, in the order the relay sent them.
+fn through_writer(b: &mut Bench, events: &[(Event, Duration)]) -> (Vec<EventId>, Vec<EventId>) {
+    let mut sent = Vec::new();
+    for (e, at) in events {
+        b.relay.handle_timeout(*at);
+        sent.extend(b.drain());
+        b.publish(e, *at);
+        sent.extend(b.drain());
+    }
+    b.relay.handle_timeout(s(10));
+    sent.extend(b.drain());
+    let oks = sent
+        .iter()
+        .filter_map(|(c, m)| match m {
+            RelayMessage::Ok { id, accepted, .. } if *c == A && *accepted => Some(*id),
+            _ => None,
+        })
+        .collect();
+    let delivered = sent
+        .iter()
+        .filter_map(|(c, m)| match m {
+            RelayMessage::Event { event, .. } if *c == B => Some(event.id),
+            _ => None,
+        })
+        .collect();
+    (oks, delivered)
+}
+
+#[test]
+fn a_batch_writer_sorts_a_same_second_burst_by_id_in_its_oks_and_deliveries() {
+    let mut b = Bench::new(batch_writer());
+    b.subscribe(B, s(0));
+    // 20 events back to back (10 µs apart) within one created_at second: the first commits
+    // alone, the other 19 queue meanwhile and are written as one batch sorted by id.
+    let events: Vec<(Event, Duration)> = (0..20)
+        .map(|i| (b.event(10, s(0)), Duration::from_micros(10 * i)))
+        .collect();
+    let (oks, delivered) = through_writer(&mut b, &events);
+    let mut expected: Vec<EventId> = events[1..].iter().map(|(e, _)| e.id).collect();
+    expected.sort();
+    expected.insert(0, events[0].0.id);
+    assert_eq!(oks, expected, "OKs in the batch's sorted order");
+    assert_eq!(
+        delivered, expected,
+        "deliveries in the batch's sorted order"
+    );
+    let sent: Vec<EventId> = events.iter().map(|(e, _)| e.id).collect();
+    assert_ne!(delivered, sent, "20 random ids are not already sorted");
+}
+
+#[test]
+fn a_batch_writer_keeps_the_order_of_rising_created_at_and_of_spaced_events() {
+    // Rising created_at: the sort keeps the order they were sent in.
+    let mut b = Bench::new(batch_writer());
+    b.subscribe(B, s(0));
+    let rising: Vec<(Event, Duration)> = (0..20)
+        .map(|i| (b.event(10, s(i)), Duration::from_micros(10 * i)))
+        .collect();
+    let sent: Vec<EventId> = rising.iter().map(|(e, _)| e.id).collect();
+    assert_eq!(through_writer(&mut b, &rising), (sent.clone(), sent));
+    // Spaced wider than a commit: every batch holds one event.
+    let mut b = Bench::new(batch_writer());
+    b.subscribe(B, s(0));
+    let spaced: Vec<(Event, Duration)> = (0..20)
+        .map(|i| (b.event(10, s(0)), Duration::from_millis(3 * i)))
+        .collect();
+    let sent: Vec<EventId> = spaced.iter().map(|(e, _)| e.id).collect();
+    assert_eq!(through_writer(&mut b, &spaced), (sent.clone(), sent));
+}
+
+#[test]
+fn a_batch_writer_answers_nothing_before_its_commit_and_loses_it_on_a_restart() {
+    let mut b = Bench::new(batch_writer());
+    b.subscribe(B, s(0));
+    let e = b.event(10, s(0));
+    b.publish(&e, s(0));
+    assert!(
+        b.drain().is_empty(),
+        "no OK and no delivery before the commit"
+    );
+    assert_eq!(b.relay.poll_timeout(), Some(Duration::from_millis(2)));
+    // The same event again while it waits: strfry's write finds it a duplicate.
+    b.publish(&e, Duration::from_millis(1));
+    assert_eq!(
+        oks(&b.drain()),
+        vec![(true, "duplicate: have this event".into())]
+    );
+    b.relay.restart();
+    b.relay.handle_timeout(s(1));
+    assert!(b.drain().is_empty());
+    assert_eq!(
+        b.relay.counters().accepted,
+        0,
+        "the uncommitted batch is lost"
+    );
+}

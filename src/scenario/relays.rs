@@ -228,20 +228,25 @@ pub(super) fn checked_delay(
 
 /// A relay's intake from its `intake` table.
 fn intake(ctx: &Ctx, key: &str, spec: &spec::IntakeSpec) -> Result<Intake, ScenarioError> {
-    match spec.mode.get_ref().as_str() {
-        "serial" => {
-            if spec.handling.is_some() || spec.per_kib.is_some() {
-                return Err(ctx.spanned(
-                    &spec.mode,
-                    key,
-                    "`handling` and `per_kib` apply to a concurrent intake; a serial one \
-                     takes the relay's `processing` time"
-                        .into(),
-                    None,
-                ));
-            }
-            Ok(Intake::Serial)
+    let mode = spec.mode.get_ref().as_str();
+    let concurrent = spec.handling.is_some() || spec.per_kib.is_some();
+    let batch = spec.per_batch.is_some() || spec.per_event.is_some();
+    let misplaced = match mode {
+        "serial" if concurrent || batch => Some(
+            "`handling` and `per_kib` apply to a concurrent intake, `per_batch` and `per_event` \
+             to a batch-commit one; a serial one takes the relay's `processing` time",
+        ),
+        "concurrent" if batch => Some("`per_batch` and `per_event` apply to a batch-commit intake"),
+        "batch-commit" if concurrent => {
+            Some("`handling` and `per_kib` apply to a concurrent intake")
         }
+        _ => None,
+    };
+    if let Some(message) = misplaced {
+        return Err(ctx.spanned(&spec.mode, key, message.into(), None));
+    }
+    match mode {
+        "serial" => Ok(Intake::Serial),
         "concurrent" => Ok(Intake::Concurrent {
             handling: match &spec.handling {
                 Some(h) => checked_delay(ctx, &format!("{key}.handling"), h)?,
@@ -249,8 +254,12 @@ fn intake(ctx: &Ctx, key: &str, spec: &spec::IntakeSpec) -> Result<Intake, Scena
             },
             per_kib: spec.per_kib.map_or(Duration::ZERO, |d| d.0),
         }),
+        "batch-commit" => Ok(Intake::BatchCommit {
+            per_batch: spec.per_batch.map_or(Duration::ZERO, |d| d.0),
+            per_event: spec.per_event.map_or(Duration::ZERO, |d| d.0),
+        }),
         other => {
-            let options = ["serial", "concurrent"];
+            let options = Intake::MODES;
             Err(ctx.spanned(
                 &spec.mode,
                 &format!("{key}.mode"),

@@ -252,16 +252,21 @@ pub struct RateSpec {
     pub message: Option<String>,
 }
 
-/// A relay's intake: `mode = "serial"` (the default) or `"concurrent"` with a handling time.
+/// A relay's intake: `mode = "serial"` (the default), `"concurrent"` with a handling time, or
+/// `"batch-commit"` with a commit cost.
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IntakeSpec {
-    /// `"serial"` or `"concurrent"`.
+    /// `"serial"`, `"concurrent"` or `"batch-commit"`.
     pub mode: Spanned<String>,
     /// Concurrent: handling time of each message.
     pub handling: Option<DelaySpec>,
     /// Concurrent: extra handling time per KiB.
     pub per_kib: Option<Dur>,
+    /// Batch commit: fixed cost of one commit.
+    pub per_batch: Option<Dur>,
+    /// Batch commit: extra cost per event in a batch.
+    pub per_event: Option<Dur>,
 }
 
 /// A peer's publish pipeline.

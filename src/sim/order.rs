@@ -26,6 +26,9 @@ pub enum Via {
     OtherRelay,
     /// The relay handled or broadcast a later event before an earlier one.
     RelayConcurrency,
+    /// The relay's writer committed a batch sorted by `(created_at, id)`, putting a later
+    /// event before an earlier one of the same second (strfry).
+    WriterBatchSort,
     /// The publisher wrote a later event on the wire before an earlier one.
     PublisherConcurrency,
     /// A new subscription got stored events back, after newer live ones.
@@ -46,6 +49,7 @@ impl Via {
         match self {
             Via::OtherRelay => "other-relay",
             Via::RelayConcurrency => "relay-concurrency",
+            Via::WriterBatchSort => "writer-batch-sort",
             Via::PublisherConcurrency => "publisher-concurrency",
             Via::ResubscribeReplay => "resubscribe-replay",
             Via::Reconnection => "reconnection",
@@ -56,9 +60,10 @@ impl Via {
     }
 
     /// Every mechanism, in report order.
-    pub const ALL: [Via; 8] = [
+    pub const ALL: [Via; 9] = [
         Via::OtherRelay,
         Via::RelayConcurrency,
+        Via::WriterBatchSort,
         Via::PublisherConcurrency,
         Via::ResubscribeReplay,
         Via::Reconnection,
@@ -82,6 +87,20 @@ pub(crate) struct Arrival {
     pub reordered: bool,
     /// Why, when it is a duplicate or reordered.
     pub via: Option<Via>,
+}
+
+impl Arrival {
+    /// The same arrival at a relay whose only reordering of its own is its writer's batch
+    /// sort: what the relay did is named for that mechanism.
+    pub(crate) fn at_batch_writer(self) -> Arrival {
+        Arrival {
+            via: self.via.map(|v| match v {
+                Via::RelayConcurrency => Via::WriterBatchSort,
+                v => v,
+            }),
+            ..self
+        }
+    }
 }
 
 /// Ordinals of one event at the stages where order can change, for the copy the relay handled

@@ -5,6 +5,7 @@ use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
 use super::Generated;
+use crate::relay::profile::Intake;
 use crate::rng::SeededStreams;
 
 // What the soak draws from: the catalogues themselves, so a new profile, content class, preset,
@@ -161,9 +162,19 @@ impl Gen<'_> {
         }
         if self.chance(0.25) {
             self.line("[relays.intake]");
-            self.line("mode = \"concurrent\"");
-            let handling = self.delay(1..5);
-            self.line(format!("handling = {handling}"));
+            // Every mode but the default serial one.
+            let modes = &Intake::MODES[1..];
+            let mode = modes[self.rng.random_range(0..modes.len())];
+            self.line(format!("mode = \"{mode}\""));
+            if mode == "concurrent" {
+                let handling = self.delay(1..5);
+                self.line(format!("handling = {handling}"));
+            } else {
+                let per_batch = self.rng.random_range(0..3_000);
+                let per_event = self.rng.random_range(0..100);
+                self.line(format!("per_batch = \"{per_batch}us\""));
+                self.line(format!("per_event = \"{per_event}us\""));
+            }
         }
         self.line("[relays.up]");
         let up = self.delay(1..60);

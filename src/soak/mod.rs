@@ -415,6 +415,7 @@ mod tests {
         ));
         needles.extend(quoted("kind", &crate::relay::impair::OutageKind::NAMES));
         needles.extend(quoted("kind", &crate::scenario::workloads::KINDS));
+        needles.extend(quoted("mode", &crate::relay::profile::Intake::MODES[1..]));
         let built: Vec<&str> = crate::implementations::NAMES
             .into_iter()
             .filter(|n| crate::implementations::parse(n).is_ok())

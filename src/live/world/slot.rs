@@ -54,7 +54,8 @@ impl RelaySlot {
     ) -> Option<Duration> {
         let profile = self.relay.profile();
         match profile.intake.clone() {
-            Intake::Serial => {
+            // A batch-commit intake spends its time in the relay's own writer.
+            Intake::Serial | Intake::BatchCommit { .. } => {
                 let event = matches!(message, ClientMessage::Event(_));
                 if !event || profile.processing.is_zero() {
                     return None;

@@ -234,9 +234,15 @@ impl World {
                 let impairments = &self.relays[relay].impairments;
                 let datagram = impairments.relay_to_peer.ordering == Ordering::Datagram
                     || impairments.peer_to_relay.ordering == Ordering::Datagram;
-                let arrival = self
-                    .order
-                    .delivered(peer, relay, (event.id, copy), replay, datagram);
+                let mut arrival =
+                    self.order
+                        .delivered(peer, relay, (event.id, copy), replay, datagram);
+                if matches!(
+                    self.relays[relay].relay.profile().intake,
+                    crate::relay::profile::Intake::BatchCommit { .. }
+                ) {
+                    arrival = arrival.at_batch_writer();
+                }
                 let latency = self.now.saturating_sub(published);
                 self.observe(Observation::Delivered {
                     relay,

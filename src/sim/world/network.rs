@@ -294,7 +294,8 @@ impl World {
     pub(super) fn relay_takes_time(&self, relay: usize, message: &ClientMessage) -> bool {
         let profile = self.relays[relay].relay.profile();
         match profile.intake {
-            Intake::Serial => {
+            // A batch-commit intake spends its time in the relay's own writer.
+            Intake::Serial | Intake::BatchCommit { .. } => {
                 matches!(message, ClientMessage::Event(_)) && !profile.processing.is_zero()
             }
             Intake::Concurrent { .. } => true,
@@ -324,7 +325,7 @@ impl World {
         };
         let slot = &mut self.relays[relay];
         match slot.relay.profile().intake.clone() {
-            Intake::Serial => {
+            Intake::Serial | Intake::BatchCommit { .. } => {
                 let busy = self.relay_busy.entry(relay).or_insert(Duration::ZERO);
                 let done = (*busy).max(now) + slot.relay.profile().processing;
                 *busy = done;
