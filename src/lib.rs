@@ -97,6 +97,8 @@ pub mod nip01;
 pub mod node_host;
 pub mod parallel;
 pub mod peer;
+#[cfg(feature = "live")]
+pub mod probe;
 pub mod protocol;
 pub mod relay;
 pub mod replay;

@@ -4,6 +4,7 @@
 mod compare;
 mod completions;
 mod determinism;
+mod probe;
 mod profiles;
 mod record;
 mod replay;
@@ -182,6 +183,18 @@ enum Command {
         relaysim transfer --size 4MiB --loss 0.01 --trace t.jsonl   # stress mode, then shrink t.jsonl\n  \
         relaysim transfer --size 300KiB --print-scenario > my.toml")]
     Transfer(transfer::TransferArgs),
+    /// Characterise a running NIP-01 relay on what ContextVM traffic depends on: the answer to
+    /// ephemeral events and re-sends, replay to new subscriptions, the order of one
+    /// connection's bursts, size and subscription limits, gift-wrap gating, latency. Bounded
+    /// in count and time. With --profile, the built-in profile is served on loopback and
+    /// probed too, and every difference listed.
+    ///
+    /// Exit code: 0, or 2 for bad input. Differences are results, not errors.
+    #[command(after_help = "Examples:\n  \
+        relaysim probe ws://127.0.0.1:7777\n  \
+        relaysim probe ws://127.0.0.1:7777 --against strfry --json strfry.json\n  \
+        relaysim probe --profile strfry --expect fixtures/probes/strfry.json")]
+    Probe(probe::ProbeArgs),
 }
 
 /// What the command asks the process to exit with.
@@ -210,6 +223,7 @@ pub fn run() -> Result<Exit> {
         Command::Transfer(args) => transfer::transfer(args),
         Command::Soak(args) => soak::soak(args),
         Command::Profiles(args) => profiles::profiles(args),
+        Command::Probe(args) => probe::probe_relay(args),
         Command::Validate(args) => validate::validate(args),
         Command::Completions(args) => completions::completions(args),
         Command::Man(args) => completions::man(args),

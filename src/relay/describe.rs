@@ -155,6 +155,30 @@ impl RelayProfile {
             ),
         );
         put(
+            "over_the_limit",
+            if self.refuses_subscription_after_replay {
+                "refused after its stored events and EOSE".into()
+            } else {
+                "refused at once".into()
+            },
+        );
+        put(
+            "restricted_read",
+            if self.restricted_read_kinds.is_empty() {
+                "none".into()
+            } else {
+                let kinds: Vec<String> = self
+                    .restricted_read_kinds
+                    .iter()
+                    .map(u16::to_string)
+                    .collect();
+                format!(
+                    "kinds {} need NIP-42 AUTH to read (CLOSED auth-required)",
+                    kinds.join(", ")
+                )
+            },
+        );
+        put(
             "max_limit",
             self.max_limit.map_or("none".into(), |n| n.to_string()),
         );

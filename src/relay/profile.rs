@@ -112,6 +112,14 @@ pub struct RelayProfile {
     pub max_subscriptions: usize,
     /// Over the subscription limit: a NOTICE (strfry, nostr-rs-relay) instead of CLOSED.
     pub too_many_subscriptions_notice: Option<String>,
+    /// The REQ over the limit still gets its stored events and EOSE before the refusal, and
+    /// is not kept (strfry: the query worker answers, then the live monitor refuses it).
+    pub refuses_subscription_after_replay: bool,
+    /// Kinds a connection that has not authenticated (NIP-42) cannot read: a REQ asking for
+    /// these kinds only is refused with CLOSED `auth-required:`, and events of these kinds
+    /// are not sent to it (strfry's `relay.auth.restrictedReadKinds`, "4, 1059" by
+    /// default). relaysim's peers never authenticate.
+    pub restricted_read_kinds: Vec<u16>,
     /// Stored events one REQ gets back at most, whatever its `limit` asks (strfry's
     /// `maxFilterLimit` 500); `None`: as many as `limit` says, or all.
     pub max_limit: Option<usize>,
@@ -219,6 +227,8 @@ impl RelayProfile {
             max_subscription_id: 64,
             max_filters: None,
             too_many_subscriptions_notice: None,
+            refuses_subscription_after_replay: false,
+            restricted_read_kinds: Vec::new(),
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -233,15 +243,21 @@ impl RelayProfile {
     pub fn strfry() -> Self {
         RelayProfile {
             name: "strfry".into(),
-            sources: "relays.md, strfry: maxEventSize 65536 on the re-normalised event (OK false \
-                      \"invalid: event too large: N\"); maxWebsocketPayloadSize 131072 (connection \
-                      dropped silently); ephemeral events stored 300 s, re-sends answered \
-                      \"duplicate: have this event\" and not re-broadcast, replayed to new REQs; \
-                      ephemeral older than 60 s rejected; created_at more than 900 s ahead \
-                      rejected; 200 subscriptions (NOTICE \"ERROR: too many concurrent REQs\"); \
-                      live delivery after commit with a 100 ms debounce; one ingester thread per \
-                      connection and one writer, so a connection's events keep their order \
-                      (serial intake); stored events replayed newest first"
+            sources: "relays.md, strfry (measured on a running strfry f8a56a85 with `relaysim \
+                      probe`, fixtures/probes/strfry-f8a56a8.json): maxEventSize 65536 on the \
+                      re-normalised event (OK false \"invalid: event too large: N\"); \
+                      maxWebsocketPayloadSize 131072 (connection dropped silently); ephemeral \
+                      events stored 300 s, re-sends answered \"duplicate: have this event\" and \
+                      not re-broadcast, replayed to new REQs newest first; subscription ids up \
+                      to 64 characters (CLOSED \"ERROR: bad req: invalid subscription id \
+                      length\"); 200 subscriptions (the 201st gets its replay and EOSE, then \
+                      NOTICE \"ERROR: too many concurrent REQs\"); kinds 4 and 1059 not read \
+                      without NIP-42 AUTH (CLOSED \"ERROR: auth-required: ...\"); one writer \
+                      commits what queued since its last commit sorted by (created_at, id), so \
+                      a same-second burst from one connection is reordered, OKs too (commit \
+                      0.75 ms + 0.15 ms per event, measured on loopback); live delivery with a \
+                      100 ms debounce. Read from source only: ephemeral older than 60 s \
+                      rejected; created_at more than 900 s ahead rejected"
                 .into(),
             max_event_bytes: Some(64 * KB),
             size_measure: SizeMeasure::EventJson,
@@ -258,15 +274,26 @@ impl RelayProfile {
             allowed_kinds: None,
             rate_limit: None,
             max_subscriptions: 200,
-            // strfry.conf `maxFilterLimit`, `maxReqFilterSize`; src/constants.h MAX_SUBID_SIZE.
+            // strfry.conf `maxFilterLimit`, `maxReqFilterSize`; src/constants.h MAX_SUBID_SIZE
+            // (64 since c579e75, measured).
             max_limit: Some(500),
-            max_subscription_id: 71,
+            max_subscription_id: 64,
             max_filters: Some(200),
             too_many_subscriptions_notice: Some("ERROR: too many concurrent REQs".into()),
+            // RelayReqWorker answers the query, then ActiveMonitors::addSub refuses (measured).
+            refuses_subscription_after_replay: true,
+            // golpe.yaml `relay.auth.restrictedReadKinds` (measured: AUTH, then CLOSED).
+            restricted_read_kinds: vec![4, 1059],
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),
             processing: Duration::ZERO,
-            intake: Intake::Serial,
+            // RelayWriter's pop_all and writeEvents' sort; the costs are the medians of
+            // `relaysim probe` on loopback (publish->OK awaiting each OK 0.77-1.03 ms; 1,000
+            // back-to-back events' last OK after 153 ms).
+            intake: Intake::BatchCommit {
+                per_batch: Duration::from_micros(750),
+                per_event: Duration::from_micros(150),
+            },
             impairments: Impairments::none(),
             // strfry.conf `relay.autoPingSeconds = 55`; its uWebSockets fork pings every
             // connection on that timer and terminates one whose pong is still outstanding
@@ -331,6 +358,8 @@ impl RelayProfile {
             max_subscription_id: 64,
             max_filters: None,
             too_many_subscriptions_notice: Some("too many subscriptions".into()),
+            refuses_subscription_after_replay: false,
+            restricted_read_kinds: Vec::new(),
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -391,6 +420,8 @@ impl RelayProfile {
             max_subscription_id: 64,
             max_filters: None,
             too_many_subscriptions_notice: None,
+            refuses_subscription_after_replay: false,
+            restricted_read_kinds: Vec::new(),
             delivery_batch: None,
             ok_message: "broadcasted to {n} listeners".into(),
             processing: Duration::ZERO,
@@ -469,6 +500,8 @@ impl RelayProfile {
             max_subscription_id: 64,
             max_filters: None,
             too_many_subscriptions_notice: None,
+            refuses_subscription_after_replay: false,
+            restricted_read_kinds: Vec::new(),
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,

@@ -21,6 +21,8 @@ mod open_stream_props;
 mod oversized_props;
 mod oversized_signed;
 mod peers;
+#[cfg(feature = "live")]
+mod probe;
 #[cfg(feature = "cli")]
 mod readme;
 #[cfg(feature = "cli")]

@@ -1,0 +1,299 @@
+//! The probes themselves, each on its own connections and bounded by the probe's wait.
+
+use super::conn::Heard;
+use super::{
+    event_message, publish, Answer, Burst, Probe, ProbeError, Replay, KIND,
+    MAX_SUBSCRIPTIONS_TRIED, SUB_ID_LENGTHS,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+use tokio::time::Instant;
+
+/// Quiet time after which a probe takes it that nothing more is coming (at most the wait).
+fn settle(p: &Probe) -> Duration {
+    p.config.wait.min(Duration::from_secs(1))
+}
+
+/// Events with ids in `ids` that `heard` holds, in the order heard.
+fn events_of<'a>(heard: &'a [Heard], ids: &'a [String]) -> impl Iterator<Item = &'a String> + 'a {
+    heard.iter().filter_map(move |h| match h {
+        Heard::Event { id, .. } if ids.contains(id) => Some(id),
+        _ => None,
+    })
+}
+
+/// The answer to a REQ: how its stored part ended, with `auth` first when the relay asked
+/// for authentication.
+fn req_answer(heard: &[Heard]) -> Answer {
+    let auth = if heard.contains(&Heard::Auth) {
+        "auth, "
+    } else {
+        ""
+    };
+    let end = heard.iter().rev().find_map(|h| match h {
+        Heard::Eose(_) => Some("eose".to_owned()),
+        Heard::Closed { message, .. } => Some(format!("closed: {message}")),
+        Heard::Notice(m) => Some(format!("notice: {m}")),
+        Heard::Gone => Some("connection closed".to_owned()),
+        _ => None,
+    });
+    format!("{auth}{}", end.unwrap_or_else(|| "no answer".into()))
+}
+
+fn ends_req(h: &Heard) -> bool {
+    matches!(
+        h,
+        Heard::Eose(_) | Heard::Closed { .. } | Heard::Notice(_) | Heard::Gone
+    )
+}
+
+/// An event, its answer, the same event again and its answer, and whether a subscriber got
+/// it twice.
+pub(super) async fn resend(p: &mut Probe) -> Result<(Answer, Answer, bool), ProbeError> {
+    let (mut sub, _) = p.subscriber("resend", KIND).await?;
+    let mut publisher = p.open().await?;
+    let e = p.event(KIND, 100, 0);
+    let first = publish(&mut publisher, &e, p.config.wait).await;
+    let again = publish(&mut publisher, &e, p.config.wait).await;
+    let heard = sub.until(p.deadline(), settle(p), |_| false).await;
+    let ids = [e.id.to_hex()];
+    let copies = events_of(&heard, &ids).count();
+    publisher.close().await;
+    sub.close().await;
+    Ok((first, again, copies >= 2))
+}
+
+/// Two events published (awaiting OKs), then a new subscription: what it replays.
+pub(super) async fn replay(p: &mut Probe) -> Result<Replay, ProbeError> {
+    let mut publisher = p.open().await?;
+    let older = p.event(KIND, 100, 0);
+    let newer = p.event(KIND, 100, 1);
+    publish(&mut publisher, &older, p.config.wait).await;
+    publish(&mut publisher, &newer, p.config.wait).await;
+    let mut c = p.open().await?;
+    c.send(p.req("replay", KIND, Some(10))).await;
+    let heard = c.until(p.deadline(), p.config.wait, ends_req).await;
+    let ids = [older.id.to_hex(), newer.id.to_hex()];
+    let got: Vec<&String> = events_of(&heard, &ids).collect();
+    publisher.close().await;
+    c.close().await;
+    Ok(Replay {
+        replayed: got.len(),
+        newest_first: got.len() == 2 && *got[0] == ids[1],
+        ended_by: match heard.iter().rev().find(|h| ends_req(h)) {
+            Some(_) => req_answer(&heard),
+            None => "nothing".into(),
+        },
+    })
+}
+
+/// The median of `samples`, in milliseconds.
+fn median_ms(mut samples: Vec<Duration>) -> Option<f64> {
+    samples.sort();
+    let mid = samples.get(samples.len() / 2)?;
+    Some((mid.as_secs_f64() * 1e6).round() / 1e3)
+}
+
+/// Whether `seen` (ids) came in the order of `order`, and how many adjacent pairs did not.
+fn order_of(seen: &[String], order: &BTreeMap<String, usize>) -> (bool, usize) {
+    let index: Vec<usize> = seen
+        .iter()
+        .filter_map(|id| order.get(id).copied())
+        .collect();
+    let inversions = index.windows(2).filter(|w| w[1] < w[0]).count();
+    (inversions == 0, inversions)
+}
+
+/// One burst (see [`Burst::name`]) and its latency median: publish→OK for `await-ok`,
+/// publish→delivery for `spaced-5ms`.
+pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f64>), ProbeError> {
+    // Rising created_at stays within the 900 s ahead that strfry accepts.
+    let n = match name {
+        "rising-created-at" => p.config.burst.min(500),
+        _ => p.config.burst,
+    };
+    let events: Vec<_> = (0..n)
+        .map(|i| {
+            let ahead = if name == "rising-created-at" {
+                i as u64
+            } else {
+                0
+            };
+            p.event(KIND, 100, ahead)
+        })
+        .collect();
+    let order: BTreeMap<String, usize> = events
+        .iter()
+        .enumerate()
+        .map(|(i, e)| (e.id.to_hex(), i))
+        .collect();
+    let ids: Vec<String> = events.iter().map(|e| e.id.to_hex()).collect();
+    let (mut sub, _) = p.subscriber(&format!("burst-{name}"), KIND).await?;
+    let mut publisher = p.open().await?;
+    let (wait, quiet) = (p.config.wait, settle(p));
+    let send = async {
+        let mut sent_at = BTreeMap::new();
+        let mut ok_latency = Vec::new();
+        let mut oks = Vec::new();
+        let first = Instant::now();
+        let mut last_ok = None;
+        let mut awaiting = name == "await-ok";
+        for e in &events {
+            let start = Instant::now();
+            sent_at.insert(e.id.to_hex(), start);
+            publisher.send(event_message(e)).await;
+            if awaiting {
+                let id = e.id.to_hex();
+                let heard = publisher
+                    .until(
+                        start + wait,
+                        wait,
+                        |h| matches!(h, Heard::Ok { id: i, .. } if *i == id),
+                    )
+                    .await;
+                oks.extend(heard.iter().filter_map(ok_id));
+                last_ok = Some(first.elapsed());
+                match heard.last() {
+                    Some(Heard::Ok { .. }) => ok_latency.push(start.elapsed()),
+                    // A relay that does not answer is not waited on again.
+                    _ => awaiting = false,
+                }
+            } else if name == "spaced-5ms" {
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        }
+        // The rest of the OKs, each timed as it comes.
+        let until = Instant::now() + wait * 4;
+        while oks.len() < n {
+            match publisher.next(until.min(Instant::now() + quiet)).await {
+                Some(Heard::Ok { id, .. }) => {
+                    oks.push(id);
+                    last_ok = Some(first.elapsed());
+                }
+                Some(Heard::Gone) | None => break,
+                Some(_) => {}
+            }
+        }
+        (sent_at, ok_latency, oks, last_ok)
+    };
+    let receive = async {
+        let mut got = Vec::new();
+        let deadline = Instant::now() + wait * 4 + quiet * (n as u32 / 100 + 1);
+        while got.len() < n {
+            match sub
+                .next(deadline.min(Instant::now() + quiet.max(wait)))
+                .await
+            {
+                Some(Heard::Event { id, .. }) if order.contains_key(&id) => {
+                    got.push((id, Instant::now()))
+                }
+                Some(Heard::Gone) | None => break,
+                Some(_) => {}
+            }
+        }
+        got
+    };
+    let ((sent_at, ok_latency, oks, last_ok), got) = tokio::join!(send, receive);
+    let seen: Vec<String> = got.iter().map(|(id, _)| id.clone()).collect();
+    let (in_order, inversions) = order_of(&seen, &order);
+    let ok_ids: Vec<String> = oks.into_iter().filter(|id| ids.contains(id)).collect();
+    let (oks_in_order, _) = order_of(&ok_ids, &order);
+    let delivery_latency = got
+        .iter()
+        .filter_map(|(id, at)| Some(at.saturating_duration_since(*sent_at.get(id)?)))
+        .collect();
+    publisher.close().await;
+    sub.close().await;
+    let latency = match name {
+        "await-ok" => median_ms(ok_latency),
+        "spaced-5ms" => median_ms(delivery_latency),
+        _ => None,
+    };
+    Ok((
+        Burst {
+            name: name.to_owned(),
+            sent: n,
+            delivered: seen.len(),
+            in_order,
+            inversions,
+            oks: ok_ids.len(),
+            oks_in_order,
+            last_ok_ms: last_ok.and_then(|d| median_ms(vec![d])),
+        },
+        latency,
+    ))
+}
+
+fn ok_id(h: &Heard) -> Option<String> {
+    match h {
+        Heard::Ok { id, .. } => Some(id.clone()),
+        _ => None,
+    }
+}
+
+/// The answer to a REQ whose id has each of [`SUB_ID_LENGTHS`].
+pub(super) async fn subscription_ids(p: &Probe) -> Result<Vec<(usize, Answer)>, ProbeError> {
+    let mut out = Vec::new();
+    for len in SUB_ID_LENGTHS {
+        let mut c = p.open().await?;
+        let sub: String = "s".repeat(len);
+        c.send(p.req(&sub, KIND, None)).await;
+        let heard = c.until(p.deadline(), p.config.wait, ends_req).await;
+        out.push((len, req_answer(&heard)));
+        c.close().await;
+    }
+    Ok(out)
+}
+
+/// Subscriptions opened one after another on one connection until the relay refuses one.
+pub(super) async fn subscription_limit(p: &Probe) -> Result<Option<(usize, Answer)>, ProbeError> {
+    let mut c = p.open().await?;
+    for i in 1..=MAX_SUBSCRIPTIONS_TRIED {
+        c.send(p.req(&format!("limit-{i}"), KIND, None)).await;
+        let heard = c.until(p.deadline(), p.config.wait, ends_req).await;
+        match heard.last() {
+            Some(Heard::Eose(_)) => {}
+            // strfry answers the first REQ over its limit with its replay and EOSE, then a
+            // NOTICE: a NOTICE followed by this REQ's EOSE refused the one before; a NOTICE
+            // alone refused this one.
+            Some(Heard::Notice(m)) if i > 1 => {
+                let sub = format!("limit-{i}");
+                let more = c
+                    .until(
+                        p.deadline(),
+                        settle(p),
+                        |h| matches!(h, Heard::Eose(s) if *s == sub),
+                    )
+                    .await;
+                c.close().await;
+                return Ok(Some(if matches!(more.last(), Some(Heard::Eose(_))) {
+                    (i - 1, format!("eose, then notice: {m}"))
+                } else {
+                    (i, format!("notice: {m}"))
+                }));
+            }
+            _ => {
+                c.close().await;
+                return Ok(Some((i, req_answer(&heard))));
+            }
+        }
+    }
+    c.close().await;
+    Ok(None)
+}
+
+/// A REQ for gift wraps (kind 1059) without authenticating, and whether a gift wrap
+/// published meanwhile reaches it.
+pub(super) async fn gift_wrap(p: &mut Probe) -> Result<(Answer, bool), ProbeError> {
+    const GIFT_WRAP: u16 = 1059;
+    let (mut sub, heard) = p.subscriber("gift-wrap", GIFT_WRAP).await?;
+    let mut publisher = p.open().await?;
+    let e = p.event(GIFT_WRAP, 100, 0);
+    publish(&mut publisher, &e, p.config.wait).await;
+    let later = sub.until(p.deadline(), settle(p), |_| false).await;
+    let ids = [e.id.to_hex()];
+    let delivered = events_of(&later, &ids).next().is_some();
+    publisher.close().await;
+    sub.close().await;
+    Ok((req_answer(&heard), delivered))
+}

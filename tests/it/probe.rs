@@ -1,0 +1,138 @@
+//! `relaysim probe` against relaysim's own served profiles: the probe and the model agree on
+//! what each profile's knobs say, and the strfry profile reproduces what a real strfry did
+//! (`fixtures/probes/strfry-f8a56a8.json`) but for the differences the fixture documents.
+
+use relaysim::live::{serve, ServeConfig};
+use relaysim::probe::{differences, probe, ProbeConfig, ProbeReport};
+use relaysim::relay::Intake;
+use relaysim::RelayProfile;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+fn probe_profile(profile: RelayProfile, burst: usize, wait: Duration) -> ProbeReport {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let listen = SocketAddr::from(([127, 0, 0, 1], 0));
+        let relay = serve(ServeConfig::new(profile).listening_on(listen))
+            .await
+            .expect("serves on loopback");
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let report = probe(ProbeConfig {
+            url: format!("ws://{}", relay.local_addr),
+            now_secs: now,
+            nonce: 7,
+            burst,
+            wait,
+        })
+        .await
+        .expect("the probe runs");
+        relay.shutdown().await;
+        report
+    })
+}
+
+#[test]
+fn the_strfry_profile_answers_the_probe_as_a_real_strfry_did() {
+    let fixture: ProbeReport = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("fixtures/probes/strfry-f8a56a8.json"),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let burst = fixture.bursts[0].sent;
+    let model = probe_profile(RelayProfile::strfry(), burst, Duration::from_secs(2));
+    let same_second = &model.bursts[0];
+    assert_eq!(same_second.name, "same-second");
+    assert!(
+        !same_second.in_order && !same_second.oks_in_order,
+        "{same_second:?}"
+    );
+    // The one known difference: relaysim's strfry sends no AUTH challenge before CLOSED.
+    assert_eq!(
+        differences(&model, &fixture),
+        vec![
+            "REQ for gift wraps: closed: ERROR: auth-required: requested filter requires \
+              authentication | auth, closed: ERROR: auth-required: requested filter requires \
+              authentication"
+                .to_owned()
+        ],
+        "{}",
+        model.to_text()
+    );
+}
+
+#[test]
+fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
+    for name in RelayProfile::BUILT_IN {
+        let profile = RelayProfile::built_in(name).unwrap();
+        // The mobile profile is strfry's semantics behind a modelled link: its answers come
+        // seconds late at random, which says nothing of the relay the probe looks for.
+        if profile.impairments != relaysim::relay::impair::Impairments::none() {
+            continue;
+        }
+        let report = probe_profile(profile.clone(), 40, Duration::from_millis(700));
+        let text = report.to_text();
+        // Bursts: a serial intake keeps every order; a batch writer reorders only the
+        // same-second burst sent without waiting; anything awaiting its OK stays in order.
+        for b in &report.bursts {
+            let kept = match (&profile.intake, b.name.as_str()) {
+                (_, "await-ok") | (Intake::Serial, _) => Some(true),
+                (Intake::BatchCommit { .. }, "same-second") => Some(b.delivered < 2),
+                (Intake::BatchCommit { .. }, _) => Some(true),
+                (Intake::Concurrent { .. }, _) => None,
+            };
+            if let Some(kept) = kept {
+                assert_eq!(b.in_order, kept, "{name}: {b:?}\n{text}");
+            }
+        }
+        // Ephemeral events: an OK, or none where the profile sends none.
+        if !profile.ephemeral.send_ok {
+            assert_eq!(report.ephemeral, "no answer", "{name}\n{text}");
+        } else {
+            assert!(report.ephemeral.starts_with("ok "), "{name}\n{text}");
+        }
+        // Subscription ids: up to the profile's length, refused with CLOSED past it.
+        for (len, answer) in &report.subscription_ids {
+            if *len <= profile.max_subscription_id {
+                assert_eq!(answer, "eose", "{name}: {len}\n{text}");
+            } else {
+                assert!(answer.starts_with("closed: "), "{name}: {len}\n{text}");
+            }
+        }
+        // The subscription limit, and how the one past it is refused.
+        let expected = (profile.max_subscriptions < 260).then(|| {
+            let n = profile.max_subscriptions + 1;
+            let answer = match (
+                &profile.too_many_subscriptions_notice,
+                profile.refuses_subscription_after_replay,
+            ) {
+                (Some(m), true) => format!("eose, then notice: {m}"),
+                (Some(m), false) => format!("notice: {m}"),
+                (None, _) => "closed: rate-limited: too many subscriptions".into(),
+            };
+            (n, answer)
+        });
+        assert_eq!(report.subscription_limit, expected, "{name}\n{text}");
+        // Gift wraps: refused and not delivered where kind 1059 is restricted.
+        let restricted = profile.restricted_read_kinds.contains(&1059);
+        assert_eq!(
+            report
+                .gift_wrap_req
+                .starts_with("closed: ERROR: auth-required"),
+            restricted,
+            "{name}\n{text}"
+        );
+        if restricted {
+            assert!(!report.gift_wrap_delivered, "{name}\n{text}");
+        }
+    }
+}
