@@ -59,6 +59,7 @@ impl RelayProfile {
                     match self.size_measure {
                         SizeMeasure::EventJson => "measured on the event JSON",
                         SizeMeasure::EventMessage => "measured on the whole EVENT message",
+                        SizeMeasure::ContentChars => "characters of the content",
                     },
                     match &self.oversize {
                         OversizeReaction::OkFalse(m) => format!("OK false {m:?}"),
@@ -155,6 +156,13 @@ impl RelayProfile {
             ),
         );
         put(
+            "duplicate",
+            format!(
+                "a stored event sent again: OK {} {:?}",
+                self.duplicate_answer.0, self.duplicate_answer.1
+            ),
+        );
+        put(
             "over_the_limit",
             if self.refuses_subscription_after_replay {
                 "refused after its stored events and EOSE".into()
@@ -182,7 +190,14 @@ impl RelayProfile {
             "max_limit",
             self.max_limit.map_or("none".into(), |n| n.to_string()),
         );
-        put("max_subscription_id", self.max_subscription_id.to_string());
+        put(
+            "max_subscription_id",
+            if self.max_subscription_id == usize::MAX {
+                "none".into()
+            } else {
+                self.max_subscription_id.to_string()
+            },
+        );
         put(
             "max_filters",
             self.max_filters.map_or("none".into(), |n| n.to_string()),

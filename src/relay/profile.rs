@@ -11,6 +11,8 @@ pub enum SizeMeasure {
     EventJson,
     /// The whole `["EVENT", ...]` client message (nostr-rs-relay).
     EventMessage,
+    /// The characters (code points) of the event's `content` (Python nostr-relay).
+    ContentChars,
 }
 
 /// What a relay does with an event over its size limit.
@@ -115,6 +117,9 @@ pub struct RelayProfile {
     /// The REQ over the limit still gets its stored events and EOSE before the refusal, and
     /// is not kept (strfry: the query worker answers, then the live monitor refuses it).
     pub refuses_subscription_after_replay: bool,
+    /// The OK for a stored event sent again: accepted or not, and its message (strfry:
+    /// `true`, "duplicate: have this event").
+    pub duplicate_answer: (bool, String),
     /// Kinds a connection that has not authenticated (NIP-42) cannot read: a REQ asking for
     /// these kinds only is refused with CLOSED `auth-required:`, and events of these kinds
     /// are not sent to it (strfry's `relay.auth.restrictedReadKinds`, "4, 1059" by
@@ -229,6 +234,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: None,
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
+            duplicate_answer: (true, "duplicate: have this event".into()),
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -284,6 +290,7 @@ impl RelayProfile {
             refuses_subscription_after_replay: true,
             // golpe.yaml `relay.auth.restrictedReadKinds` (measured: AUTH, then CLOSED).
             restricted_read_kinds: vec![4, 1059],
+            duplicate_answer: (true, "duplicate: have this event".into()),
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -360,6 +367,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: Some("too many subscriptions".into()),
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
+            duplicate_answer: (true, "duplicate: have this event".into()),
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -422,6 +430,7 @@ impl RelayProfile {
             too_many_subscriptions_notice: None,
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
+            duplicate_answer: (true, "duplicate: have this event".into()),
             delivery_batch: None,
             ok_message: "broadcasted to {n} listeners".into(),
             processing: Duration::ZERO,
@@ -497,11 +506,13 @@ impl RelayProfile {
             }),
             max_subscriptions: 500,
             max_limit: None,
-            max_subscription_id: 64,
+            // Measured with `relaysim probe` against the real LocalRelay: 65 and 72 accepted.
+            max_subscription_id: usize::MAX,
             max_filters: None,
             too_many_subscriptions_notice: None,
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
+            duplicate_answer: (true, "duplicate: have this event".into()),
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -510,6 +521,59 @@ impl RelayProfile {
             // nostr-relay-builder 0.44 never pings and has no idle timeout (its
             // connection loop only answers pings).
             keepalive: None,
+        }
+    }
+
+    /// The Python `nostr-relay` 1.14 (PyPI) with its packaged configuration.
+    pub fn nostr_relay_py() -> Self {
+        RelayProfile {
+            name: "nostr-relay-py".into(),
+            sources: "relays.md, Python nostr-relay 1.14 (measured with `relaysim probe`, \
+                      fixtures/probes/nostr-relay-py-1.14.json): ephemeral events OK true \"\" and \
+                      stored (replayed to new REQs newest first; read from source: deleted by a \
+                      300 s garbage collection); a re-send OK false \"duplicate: exists\"; \
+                      max_event_size 4096 characters of content (OK false \"invalid: 280 \
+                      characters should be enough for anybody\"); no subscription-id limit; \
+                      32 subscriptions (NOTICE \"rejected: too many subscriptions\", no EOSE); \
+                      every burst in order. Read from source only: events more than 1 h ahead \
+                      rejected; 16 MiB messages (uvicorn); idle connections closed after \
+                      1800 s; a rejected event doubles a delay on its connection (not modelled); \
+                      error OKs carry an empty event id (not modelled)"
+                .into(),
+            max_event_bytes: Some(4096),
+            size_measure: SizeMeasure::ContentChars,
+            oversize: OversizeReaction::OkFalse(
+                "invalid: 280 characters should be enough for anybody".into(),
+            ),
+            max_message_bytes: Some(16 * KB * KB),
+            frame_oversize: FrameOversizeReaction::Drop,
+            ephemeral: EphemeralPolicy {
+                store_for: Some(Duration::from_secs(300)),
+                send_ok: true,
+                mute_without_listener: false,
+                reject_older_than: None,
+            },
+            reject_newer_than: Some(Duration::from_secs(3600)),
+            allowed_kinds: None,
+            rate_limit: None,
+            max_subscriptions: 32,
+            max_limit: Some(6000),
+            max_subscription_id: usize::MAX,
+            max_filters: None,
+            too_many_subscriptions_notice: Some("rejected: too many subscriptions".into()),
+            refuses_subscription_after_replay: false,
+            restricted_read_kinds: Vec::new(),
+            duplicate_answer: (false, "duplicate: exists".into()),
+            delivery_batch: None,
+            ok_message: String::new(),
+            processing: Duration::ZERO,
+            intake: Intake::Serial,
+            impairments: Impairments::none(),
+            keepalive: Some(KeepAlive {
+                ping_every: Duration::from_secs(1800),
+                silent_after: Duration::from_secs(1800),
+                pongs_only: false,
+            }),
         }
     }
 
@@ -553,7 +617,7 @@ impl RelayProfile {
     }
 
     /// The names of the built-in profiles.
-    pub const BUILT_IN: [&'static str; 8] = [
+    pub const BUILT_IN: [&'static str; 9] = [
         "ideal",
         "strfry",
         "damus",
@@ -561,6 +625,7 @@ impl RelayProfile {
         "khatru",
         "khatru-sane-defaults",
         "relay-builder",
+        "nostr-relay-py",
         "mobile",
     ];
 
@@ -574,6 +639,7 @@ impl RelayProfile {
             "khatru" => Self::khatru(),
             "khatru-sane-defaults" => Self::khatru_sane_defaults(),
             "relay-builder" => Self::relay_builder(),
+            "nostr-relay-py" => Self::nostr_relay_py(),
             "mobile" => Self::mobile(),
             _ => return None,
         })

@@ -1,3 +1,5 @@
+//! Longer than 600 lines because it holds one test per documented profile fact.
+//!
 //! Each profile's documented behaviour (`docs/relays.md`), asserted against the model.
 
 use super::*;
@@ -60,7 +62,17 @@ impl Bench {
         )
     }
 
+    /// Sends `event` from A and lets a batch writer commit it (the writer's own order and
+    /// timing are tested with [`Bench::send_event`]).
     fn publish(&mut self, event: &Event, now: Duration) {
+        self.send_event(event, now);
+        while let Some(t) = self.relay.writer.poll_timeout() {
+            self.relay.handle_timeout(t);
+        }
+    }
+
+    /// Sends `event` from A, as it arrives at the relay.
+    fn send_event(&mut self, event: &Event, now: Duration) {
         self.relay
             .handle_client_message(A, ClientMessage::Event(Arc::new(event.clone())), now);
     }
@@ -212,8 +224,10 @@ fn strfry_batches_live_deliveries_with_its_debounce() {
         0,
         "nothing before the batch flushes"
     );
-    assert_eq!(b.relay.poll_timeout(), Some(Duration::from_millis(110)));
-    b.relay.handle_timeout(Duration::from_millis(110));
+    // Committed 0.9 ms after it arrived (one event: 0.75 ms + 0.15 ms), flushed 100 ms later.
+    let flush = Duration::from_micros(110_900);
+    assert_eq!(b.relay.poll_timeout(), Some(flush));
+    b.relay.handle_timeout(flush);
     assert_eq!(deliveries(&b.drain()), 2);
 }
 
@@ -402,25 +416,27 @@ fn every_built_in_profile_has_sources_and_valid_delays() {
 }
 
 #[test]
-fn a_subscription_id_over_the_limit_gets_a_notice_without_the_id() {
+fn a_subscription_id_over_the_limit_gets_closed_with_the_id() {
     let mut b = Bench::new(RelayProfile::strfry());
-    let long = "s".repeat(72);
-    b.relay.handle_client_message(
-        B,
-        ClientMessage::Req {
-            sub: long.clone(),
-            filter: Box::new(Filter::new()),
-        },
-        s(0),
-    );
-    let out = b.out(B);
-    assert_eq!(
-        out,
-        vec![RelayMessage::Notice {
-            message: "ERROR: bad req: invalid subscription id length".into()
-        }]
-    );
-    let fits = "s".repeat(71);
+    for len in [65, 72] {
+        let long = "s".repeat(len);
+        b.relay.handle_client_message(
+            B,
+            ClientMessage::Req {
+                sub: long.clone(),
+                filter: Box::new(Filter::new()),
+            },
+            s(0),
+        );
+        assert_eq!(
+            b.out(B),
+            vec![RelayMessage::Closed {
+                sub: long,
+                message: "ERROR: bad req: invalid subscription id length".into()
+            }]
+        );
+    }
+    let fits = "s".repeat(64);
     b.relay.handle_client_message(
         B,
         ClientMessage::Req {
@@ -430,6 +446,94 @@ fn a_subscription_id_over_the_limit_gets_a_notice_without_the_id() {
         s(0),
     );
     assert_eq!(b.out(B), vec![RelayMessage::Eose { sub: fits }]);
+}
+
+#[test]
+fn strfry_refuses_the_201st_subscription_after_its_eose_and_keeps_it_not() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    for i in 0..200 {
+        b.relay.handle_client_message(
+            B,
+            ClientMessage::Req {
+                sub: format!("s{i}"),
+                filter: Box::new(Filter::new()),
+            },
+            s(0),
+        );
+    }
+    b.out(B);
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "over".into(),
+            filter: Box::new(Filter::new()),
+        },
+        s(0),
+    );
+    assert_eq!(
+        b.out(B),
+        vec![
+            RelayMessage::Eose { sub: "over".into() },
+            RelayMessage::Notice {
+                message: "ERROR: too many concurrent REQs".into()
+            }
+        ]
+    );
+    let e = b.event(1, s(0));
+    b.publish(&e, s(0));
+    b.relay.handle_timeout(s(1));
+    let to_over = b
+        .out(B)
+        .into_iter()
+        .filter(|m| matches!(m, RelayMessage::Event { sub, .. } if sub == "over"))
+        .count();
+    assert_eq!(to_over, 0, "the refused subscription gets nothing live");
+}
+
+#[test]
+fn strfry_refuses_a_req_for_gift_wraps_only_and_never_sends_them() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let gift_wraps = Filter::new().kind(Kind::from(1059));
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "g".into(),
+            filter: Box::new(gift_wraps),
+        },
+        s(0),
+    );
+    assert_eq!(
+        b.out(B),
+        vec![RelayMessage::Closed {
+            sub: "g".into(),
+            message: "ERROR: auth-required: requested filter requires authentication".into()
+        }]
+    );
+    // A REQ that also asks for another kind is kept, but gift wraps do not reach it.
+    let mixed = Filter::new().kinds([Kind::from(1059), Kind::from(CONTEXTVM_KIND)]);
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "m".into(),
+            filter: Box::new(mixed),
+        },
+        s(0),
+    );
+    assert_eq!(b.out(B), vec![RelayMessage::Eose { sub: "m".into() }]);
+    let wrap = b.alice.sign(1059, EPOCH_SECS, vec![], "sealed".into());
+    let plain = b.event(1, s(0));
+    b.publish(&wrap, s(0));
+    b.publish(&plain, s(0));
+    b.relay.handle_timeout(s(1));
+    let delivered: Vec<EventId> = b
+        .out(B)
+        .into_iter()
+        .filter_map(|m| match m {
+            RelayMessage::Event { event, .. } => Some(event.id),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(delivered, vec![plain.id]);
 }
 
 /// A new REQ gets back at most `limit` stored events, and never more than strfry's
@@ -578,7 +682,7 @@ fn through_writer(b: &mut Bench, events: &[(Event, Duration)]) -> (Vec<EventId>,
     for (e, at) in events {
         b.relay.handle_timeout(*at);
         sent.extend(b.drain());
-        b.publish(e, *at);
+        b.send_event(e, *at);
         sent.extend(b.drain());
     }
     b.relay.handle_timeout(s(10));
@@ -647,14 +751,14 @@ fn a_batch_writer_answers_nothing_before_its_commit_and_loses_it_on_a_restart() 
     let mut b = Bench::new(batch_writer());
     b.subscribe(B, s(0));
     let e = b.event(10, s(0));
-    b.publish(&e, s(0));
+    b.send_event(&e, s(0));
     assert!(
         b.drain().is_empty(),
         "no OK and no delivery before the commit"
     );
     assert_eq!(b.relay.poll_timeout(), Some(Duration::from_millis(2)));
     // The same event again while it waits: strfry's write finds it a duplicate.
-    b.publish(&e, Duration::from_millis(1));
+    b.send_event(&e, Duration::from_millis(1));
     assert_eq!(
         oks(&b.drain()),
         vec![(true, "duplicate: have this event".into())]

@@ -38,9 +38,11 @@ mod expect;
 mod peers;
 mod plan;
 mod policy;
+mod programs;
 pub(crate) mod relays;
 mod run;
 pub mod spec;
+mod timing;
 pub(crate) mod workloads;
 
 pub use diagnostic::{Diagnostic, Diagnostics, ScenarioError};

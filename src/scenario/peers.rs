@@ -2,16 +2,15 @@
 //! clocks and publish pipelines; names are unique because keys and traces derive from them.
 
 use super::diagnostic::{closest, Ctx, ScenarioError};
+use super::programs::{program, program_options};
 use super::spec::{self, ScenarioSpec};
+use super::timing::{clock, publish};
 use super::{ClientDef, ServerDef};
 use crate::peer::behaviour::{
     AcceptWait, Behaviour, CallRefresh, Dedup, MissingOk, OkQuorum, PublishWait, ReaderSession,
     Role, TimerSweep, TokenShape, OK_TIMEOUT, PRESETS,
 };
-use crate::peer::core::Clock;
 use crate::peer::engines::Implementation;
-use crate::relay::impair::Delay;
-use crate::sim::publish::{PublishMode, PublishPipeline};
 use std::time::Duration;
 use toml::Spanned;
 
@@ -239,66 +238,6 @@ fn client(
         .collect())
 }
 
-/// A peer's `program`, refused beside the keys of relaysim's own transport: the program is the
-/// peer's whole transport.
-fn program(
-    ctx: &Ctx,
-    program: &Option<Spanned<String>>,
-    key: &str,
-    transport: &[(&str, bool)],
-) -> Result<Option<String>, ScenarioError> {
-    let Some(program) = program else {
-        return Ok(None);
-    };
-    if program.get_ref().trim().is_empty() {
-        return Err(ctx.spanned(
-            program,
-            &format!("{key}.program"),
-            "name a program: `ts-sdk` or a path to a program module".into(),
-            None,
-        ));
-    }
-    if let Some((name, _)) = transport.iter().find(|(_, set)| *set) {
-        return Err(ctx.spanned(
-            program,
-            &format!("{key}.{name}"),
-            format!(
-                "`{name}` sets relaysim's own transport, but this peer's transport is the \
-                 program {:?}; leave one of them out",
-                program.get_ref()
-            ),
-            None,
-        ));
-    }
-    Ok(Some(program.get_ref().clone()))
-}
-
-/// A peer's `program_options`, as JSON for the program; only beside `program`.
-fn program_options(
-    ctx: &Ctx,
-    program: &Option<Spanned<String>>,
-    options: &Option<Spanned<toml::Table>>,
-    key: &str,
-) -> Result<serde_json::Value, ScenarioError> {
-    match (program, options) {
-        (_, None) => Ok(serde_json::Value::Object(Default::default())),
-        (None, Some(o)) => Err(ctx.spanned(
-            o,
-            &format!("{key}.program_options"),
-            "`program_options` are for a program peer: add `program`".into(),
-            None,
-        )),
-        (Some(_), Some(o)) => serde_json::to_value(o.get_ref()).map_err(|e| {
-            ctx.spanned(
-                o,
-                &format!("{key}.program_options"),
-                format!("cannot hand these options to a program: {e}"),
-                None,
-            )
-        }),
-    }
-}
-
 /// The relay indices of a peer's `relays` list.
 fn relays(
     ctx: &Ctx,
@@ -364,65 +303,6 @@ fn implementation(
             ctx.spanned(s, key, e.to_string(), suggestion)
         }),
     }
-}
-
-/// A peer's clock from its `clock_skew_secs` and `subscribe_since` keys.
-fn clock(
-    ctx: &Ctx,
-    key: &str,
-    skew: Option<i64>,
-    subscribe_since: bool,
-) -> Result<Clock, ScenarioError> {
-    const DAY: i64 = 86_400;
-    let skew_secs = skew.unwrap_or(0);
-    if !(-DAY..=DAY).contains(&skew_secs) {
-        return Err(ctx.at(
-            None,
-            &format!("{key}.clock_skew_secs"),
-            format!("must be within a day (-86400..=86400 seconds), got {skew_secs}"),
-            None,
-        ));
-    }
-    Ok(Clock {
-        skew_secs,
-        subscribe_since,
-    })
-}
-
-/// A peer's publish pipeline from its `publish` table (instant when absent).
-fn publish(
-    ctx: &Ctx,
-    key: &str,
-    spec: &Option<spec::PublishSpec>,
-) -> Result<PublishPipeline, ScenarioError> {
-    let Some(spec) = spec else {
-        return Ok(PublishPipeline::default());
-    };
-    let mode = match spec.mode.as_ref().map(|m| (m, m.get_ref().as_str())) {
-        None | Some((_, "sequential")) => PublishMode::Sequential,
-        Some((_, "concurrent")) => PublishMode::Concurrent,
-        Some((m, other)) => {
-            let options = ["sequential", "concurrent"];
-            return Err(ctx.spanned(
-                m,
-                &format!("{key}.mode"),
-                format!(
-                    "unknown publish mode {other:?}; expected one of {}",
-                    options.join(", ")
-                ),
-                closest(other, options),
-            ));
-        }
-    };
-    Ok(PublishPipeline {
-        mode,
-        per_event: spec.per_event.map_or(Duration::ZERO, |d| d.0),
-        per_kib: spec.per_kib.map_or(Duration::ZERO, |d| d.0),
-        jitter: match &spec.jitter {
-            Some(j) => super::relays::checked_delay(ctx, &format!("{key}.jitter"), j)?,
-            None => Delay::Zero,
-        },
-    })
 }
 
 /// A peer's behaviour from its `behaviour` key: a preset, or a `[behaviours.NAME]` table.

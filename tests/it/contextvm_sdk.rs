@@ -88,7 +88,7 @@ fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
 #[test]
 fn the_shipped_physics_scenarios_meet_their_expectations() {
     let files = relaysim::scenario::scenario_files(&[root().join("scenarios/physics")]).unwrap();
-    assert_eq!(files.len(), 6);
+    assert_eq!(files.len(), 7);
     for path in files {
         let s = Scenario::from_file(&path).unwrap();
         let report = s.run_all();

@@ -28,6 +28,7 @@ const LAYERS: &[(&str, u32)] = &[
     ("node_host", 12),
     ("turmoil_driver", 13),
     ("live_engine", 13),
+    ("probe", 13),
     ("sweep", 14),
     ("compare", 14),
     ("soak", 14),

@@ -550,7 +550,7 @@ async fn strfry_s_request_caps_are_applied_and_reported() {
             &limitation["max_filters"],
             &limitation["max_subid_length"]
         ),
-        (&500.into(), &200.into(), &71.into())
+        (&500.into(), &200.into(), &64.into())
     );
     let mut ws = connect_from(loopback(1), relay.local_addr).await.unwrap();
     let filters: Vec<String> = (0..201)

@@ -40,14 +40,7 @@ fn probe_profile(profile: RelayProfile, burst: usize, wait: Duration) -> ProbeRe
 
 #[test]
 fn the_strfry_profile_answers_the_probe_as_a_real_strfry_did() {
-    let fixture: ProbeReport = serde_json::from_str(
-        &std::fs::read_to_string(
-            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-                .join("fixtures/probes/strfry-f8a56a8.json"),
-        )
-        .unwrap(),
-    )
-    .unwrap();
+    let fixture = fixture("strfry-f8a56a8");
     let burst = fixture.bursts[0].sent;
     let model = probe_profile(RelayProfile::strfry(), burst, Duration::from_secs(2));
     let same_second = &model.bursts[0];
@@ -135,4 +128,72 @@ fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
             assert!(!report.gift_wrap_delivered, "{name}\n{text}");
         }
     }
+}
+
+/// The differences between rust-nostr's nostr-relay-builder `LocalRelay` (a dev-dependency,
+/// run in-process) and the `relay-builder` profile, each a documented modelling choice
+/// (docs/relays.md).
+#[test]
+fn the_relay_builder_profile_answers_the_probe_as_the_real_local_relay_does() {
+    use nostr_relay_builder::{LocalRelay, RelayBuilder};
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let burst = 40;
+    let wait = Duration::from_millis(700);
+    let real = runtime.block_on(async {
+        let relay = LocalRelay::new(RelayBuilder::default());
+        relay.run().await.unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs();
+        let report = probe(ProbeConfig {
+            url: relay.url().await.to_string(),
+            now_secs: now,
+            nonce: 11,
+            burst,
+            wait,
+        })
+        .await
+        .expect("the probe runs");
+        relay.shutdown();
+        report
+    });
+    drop(runtime);
+    let model = probe_profile(RelayProfile::relay_builder(), burst, wait);
+    let differences = differences(&real, &model);
+    assert_eq!(
+        differences,
+        Vec::<String>::new(),
+        "real:\n{}\nmodel:\n{}",
+        real.to_text(),
+        model.to_text()
+    );
+}
+
+/// The recorded probe of a real relay (`fixtures/probes/NAME.json`).
+fn fixture(name: &str) -> ProbeReport {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures/probes")
+        .join(format!("{name}.json"));
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
+}
+
+#[test]
+fn the_python_relay_profile_answers_the_probe_as_the_real_nostr_relay_did() {
+    let real = fixture("nostr-relay-py-1.14");
+    let model = probe_profile(
+        RelayProfile::nostr_relay_py(),
+        real.bursts[0].sent,
+        Duration::from_secs(2),
+    );
+    assert_eq!(
+        differences(&model, &real),
+        Vec::<String>::new(),
+        "{}",
+        model.to_text()
+    );
 }

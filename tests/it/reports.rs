@@ -137,7 +137,7 @@ fn profiles_lists_every_built_in_profile_and_details_one_with_its_sources() {
     let o = relaysim(&["profiles"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    assert_eq!(relaysim::RelayProfile::BUILT_IN.len(), 8);
+    assert_eq!(relaysim::RelayProfile::BUILT_IN.len(), 9);
     for name in relaysim::RelayProfile::BUILT_IN {
         assert!(text.lines().any(|l| l == name), "{name} in\n{text}");
     }

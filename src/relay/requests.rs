@@ -1,0 +1,124 @@
+//! How a relay answers a REQ: subscription-id and subscription-count limits, kinds it will not
+//! let an unauthenticated connection read, and the replay of stored events before EOSE.
+
+use super::{ConnId, Relay};
+use crate::nip01::RelayMessage;
+use nostr::prelude::{Event, Filter, MatchEventOptions};
+use std::sync::Arc;
+use std::time::Duration;
+
+impl Relay {
+    pub(super) fn on_req(&mut self, conn: ConnId, sub: String, filter: Filter, now: Duration) {
+        if !self.profile.accepts_subscription_id(&sub) {
+            // strfry throws "invalid subscription id length" from `SubId` (src/Subscription.h)
+            // and RelayIngester.cpp answers CLOSED with the id it read, or a NOTICE when it
+            // read none (measured at f8a56a85: CLOSED for 65 and 72 characters).
+            let message = "ERROR: bad req: invalid subscription id length".to_owned();
+            let answer = if sub.is_empty() {
+                RelayMessage::Notice { message }
+            } else {
+                RelayMessage::Closed { sub, message }
+            };
+            self.send(conn, answer);
+            return;
+        }
+        if self.reads_only_restricted_kinds(&filter) {
+            // strfry's ReadRestrictor::isFilterGroupFullyRestricted: it also sends an AUTH
+            // challenge first, which relaysim's peers would not answer (not modelled).
+            self.send(
+                conn,
+                RelayMessage::Closed {
+                    sub,
+                    message: "ERROR: auth-required: requested filter requires authentication"
+                        .into(),
+                },
+            );
+            return;
+        }
+        let c = self
+            .connections
+            .get_mut(&conn)
+            .expect("checked by the caller");
+        let over_limit = !c.subscriptions.contains_key(&sub)
+            && c.subscriptions.len() >= self.profile.max_subscriptions;
+        let refusal = over_limit.then(|| match &self.profile.too_many_subscriptions_notice {
+            Some(notice) => RelayMessage::Notice {
+                message: notice.clone(),
+            },
+            None => RelayMessage::Closed {
+                sub: sub.clone(),
+                message: "rate-limited: too many subscriptions".into(),
+            },
+        });
+        if let Some(refusal) = refusal.clone() {
+            if !self.profile.refuses_subscription_after_replay {
+                self.send(conn, refusal);
+                return;
+            }
+        } else if let Some((old, _)) = c
+            .subscriptions
+            .insert(sub.clone(), (filter.clone(), self.counters.accepted))
+        {
+            // A REQ with an existing id replaces it.
+            self.index.remove(&(conn, sub.clone()), &old);
+        }
+        if refusal.is_none() {
+            self.index.insert((conn, sub.clone()), &filter);
+        }
+        // Stored (ephemeral) events still within their lifetime are replayed before EOSE,
+        // newest first: strfry's DBScan sorts by created_at descending, ties by newest insert
+        // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
+        // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
+        self.expire_stored(now);
+        let mut replay: Vec<Arc<Event>> = self
+            .stored_order
+            .iter()
+            .rev()
+            .filter_map(|(_, id)| self.stored.get(id))
+            .filter(|(e, _)| filter.match_event(e, MatchEventOptions::default()))
+            .filter(|(e, _)| self.readable(e))
+            .map(|(e, _)| e.clone())
+            .collect();
+        replay.sort_by_key(|e| std::cmp::Reverse(e.created_at));
+        // `limit` counts stored events only, capped by the relay's own maximum.
+        let limit = [filter.limit, self.profile.max_limit]
+            .into_iter()
+            .flatten()
+            .min();
+        if let Some(limit) = limit {
+            replay.truncate(limit);
+        }
+        for event in replay {
+            self.counters.delivered += 1;
+            let message = RelayMessage::Event {
+                sub: sub.clone(),
+                event,
+            };
+            self.outbox.push_back((conn, message, true));
+        }
+        self.send(conn, RelayMessage::Eose { sub });
+        // strfry: the query worker answered; the live monitor then refuses the subscription.
+        if let Some(refusal) = refusal {
+            self.send(conn, refusal);
+        }
+    }
+
+    /// Whether every kind `filter` asks for is one an unauthenticated connection cannot read
+    /// (a filter without kinds asks for all).
+    fn reads_only_restricted_kinds(&self, filter: &Filter) -> bool {
+        let restricted = &self.profile.restricted_read_kinds;
+        !restricted.is_empty()
+            && filter.kinds.as_ref().is_some_and(|kinds| {
+                !kinds.is_empty() && kinds.iter().all(|k| restricted.contains(&k.as_u16()))
+            })
+    }
+
+    /// Whether an unauthenticated connection (every connection of relaysim's) may read
+    /// `event` (strfry's ReadRestrictor::shouldSendToSubscriber).
+    pub(super) fn readable(&self, event: &Event) -> bool {
+        !self
+            .profile
+            .restricted_read_kinds
+            .contains(&event.kind.as_u16())
+    }
+}
