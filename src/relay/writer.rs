@@ -54,7 +54,7 @@ impl BatchWriter {
             return;
         }
         let mut batch = std::mem::take(&mut self.queue);
-        batch.sort_by(|(_, a), (_, b)| (a.created_at, a.id).cmp(&(b.created_at, b.id)));
+        batch.sort_by_key(|(_, e)| (e.created_at, e.id));
         let n = u32::try_from(batch.len()).unwrap_or(u32::MAX);
         self.done_at = Some(now + cost.per_batch + cost.per_event.saturating_mul(n));
         self.committing = batch;
