@@ -79,7 +79,10 @@ fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
         for b in &report.bursts {
             let kept = match (&profile.intake, b.name.as_str()) {
                 (_, "await-ok") | (Intake::Serial, _) => Some(true),
-                (Intake::BatchCommit { .. }, "same-second") => Some(b.delivered < 2),
+                // Twenty or more ids in a random order are in order with odds of 1 in 20!;
+                // a rate limit (damus) may let only a few through.
+                (Intake::BatchCommit { .. }, "same-second") if b.delivered >= 20 => Some(false),
+                (Intake::BatchCommit { .. }, "same-second") => None,
                 (Intake::BatchCommit { .. }, _) => Some(true),
                 (Intake::Concurrent { .. }, _) => None,
             };

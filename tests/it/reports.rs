@@ -148,7 +148,7 @@ fn profiles_lists_every_built_in_profile_and_details_one_with_its_sources() {
     assert!(text.contains("maxWebsocketPayloadSize"), "{text}");
     let o = relaysim(&["profiles", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 8);
+    assert_eq!(json.as_array().unwrap().len(), 9);
     assert_eq!(json[3]["name"], "nostr-rs-relay");
     assert!(json[3]["knobs"]["ephemeral"]
         .as_str()
