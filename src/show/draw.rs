@@ -22,6 +22,15 @@ const ORANGE: RGBColor = RGBColor(230, 159, 0);
 const PURPLE: RGBColor = RGBColor(204, 121, 167);
 const RED: RGBColor = RGBColor(213, 94, 0);
 const BLUE: RGBColor = RGBColor(0, 114, 178);
+/// Reordered by a relay's writer sorting a committed batch (strfry), apart from the rest.
+const SKY: RGBColor = RGBColor(86, 180, 233);
+
+/// The name traces give reorderings by a relay writer's batch sort.
+const BATCH_SORT: &str = "writer-batch-sort";
+
+fn sorted_by_writer(m: &super::Mark) -> bool {
+    m.kind == MarkKind::Reordered && m.label.as_deref() == Some(BATCH_SORT)
+}
 
 /// Writes the picture to `svg` and `png`.
 pub fn write(timeline: &Timeline, svg: &Path, png: &Path) -> Result<(), String> {
@@ -154,14 +163,14 @@ fn render<DB: DrawingBackend>(t: &Timeline, root: DrawingArea<DB, Shift>) -> Res
             MarkKind::Duplicate => (PURPLE, 1, 0.3),
             _ => (ORANGE, 2, 0.95),
         };
-        let style = color.mix(alpha).stroke_width(width);
+        let color_of = |m: &super::Mark| if sorted_by_writer(m) { SKY } else { color };
         let marks = t.marks.iter().filter(|m| m.kind == kind);
         chart
             .draw_series(marks.clone().filter_map(|m| {
                 let (ft, fl) = m.from?;
                 Some(PathElement::new(
                     vec![(x(ft), y_of(fl)), (x(m.at.0), y_of(m.at.1))],
-                    style,
+                    color_of(m).mix(alpha).stroke_width(width),
                 ))
             }))
             .map_err(err)?;
@@ -171,7 +180,7 @@ fn render<DB: DrawingBackend>(t: &Timeline, root: DrawingArea<DB, Shift>) -> Res
                     Circle::new(
                         (x(m.at.0), y_of(m.at.1)),
                         if kind == MarkKind::Reordered { 3 } else { 2 },
-                        color.mix(alpha).filled(),
+                        color_of(m).mix(alpha).filled(),
                     )
                 }))
                 .map_err(err)?;
@@ -321,7 +330,21 @@ fn legend<DB: DrawingBackend>(
     area.draw(&Text::new("connection back", (758, y - 8), font))?;
     area.draw(&TriangleMarker::new((905, y), 6, RED.filled()))?;
     area.draw(&Text::new("refused by relay", (915, y - 8), font))?;
+    let sorted = t.marks.iter().filter(|m| sorted_by_writer(m)).count();
+    if sorted > 0 {
+        // Only traces through a batch-committing relay (strfry) have these.
+        area.draw(&PathElement::new(
+            vec![(1040, y), (1070, y)],
+            SKY.stroke_width(3),
+        ))?;
+        area.draw(&Text::new(
+            format!("reordered by batch sort ({sorted})"),
+            (1078, y - 8),
+            font,
+        ))?;
+    }
     if t.elided > 0 {
+        let y = if sorted > 0 { 86 } else { y };
         area.draw(&Text::new(
             format!(
                 "{} more marks not drawn (see --from/--to, --call)",

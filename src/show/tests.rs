@@ -142,3 +142,30 @@ fn a_window_keeps_only_what_happened_in_it_and_a_call_window_its_call() {
         Err(ShowError::EmptyWindow { .. })
     ));
 }
+
+#[cfg(feature = "plots")]
+#[test]
+fn reorderings_by_a_relay_writer_s_batch_sort_are_drawn_apart_and_counted() {
+    let trace = shipped("lossy-download.jsonl");
+    let t = Timeline::new(&trace, Window::default()).unwrap();
+    let sorted = t
+        .marks
+        .iter()
+        .filter(|m| {
+            m.kind == MarkKind::Reordered && m.label.as_deref() == Some("writer-batch-sort")
+        })
+        .count();
+    assert!(sorted > 0, "the shipped trace has batch-sorted deliveries");
+    let dir = std::env::temp_dir().join(format!("relaysim-show-sort-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (svg, png) = (dir.join("t.svg"), dir.join("t.png"));
+    draw::write(&t, &svg, &png).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains(&format!("reordered by batch sort ({sorted})")),
+        "the legend counts them"
+    );
+    // Drawn in their own colour (sky blue, #56B4E9).
+    assert!(text.to_ascii_uppercase().contains("#56B4E9"), "drawn apart");
+    std::fs::remove_dir_all(&dir).ok();
+}
