@@ -337,17 +337,21 @@ impl RelayProfile {
     pub fn nostr_rs_relay() -> Self {
         RelayProfile {
             name: "nostr-rs-relay".into(),
-            sources: "relays.md, nostr-rs-relay 0.8.12: max_event_bytes 131072 on the whole EVENT \
-                      message (NOTICE \"event exceeded max size\", no OK, connection kept); \
-                      WebSocket message over 131072: NOTICE \"message too large (N > M)\" then \
-                      the connection drops; ephemeral events live-only, never de-duplicated, no \
-                      OK at all; messages_per_sec server-wide delays writes, never rejects; 32 \
-                      subscriptions per connection (NOTICE beyond)"
+            sources: "relays.md, nostr-rs-relay 0.8.12 (measured with `relaysim probe`, \
+                      fixtures/probes/nostr-rs-relay-0.8.12.json): no OK at all for ephemeral \
+                      events, a re-send delivered again; WebSocket message over 262144 \
+                      (`2 << 17`, the default of max_ws_message_bytes and max_event_bytes): \
+                      NOTICE \"message too large (N > M)\" and the connection drops; no \
+                      subscription-id limit; 32 subscriptions per connection (NOTICE \
+                      \"Subscription error: Maximum concurrent subscription count reached\"). \
+                      Read from source only: max_event_bytes on the whole EVENT message \
+                      (NOTICE \"event exceeded max size\", connection kept); ephemeral events \
+                      live-only; messages_per_sec server-wide delays writes, never rejects"
                 .into(),
-            max_event_bytes: Some(128 * KB),
+            max_event_bytes: Some(256 * KB),
             size_measure: SizeMeasure::EventMessage,
             oversize: OversizeReaction::Notice("event exceeded max size".into()),
-            max_message_bytes: Some(128 * KB),
+            max_message_bytes: Some(256 * KB),
             frame_oversize: FrameOversizeReaction::NoticeThenDrop(
                 "message too large ({size} > {max})".into(),
             ),
@@ -362,9 +366,12 @@ impl RelayProfile {
             rate_limit: None,
             max_subscriptions: 32,
             max_limit: None,
-            max_subscription_id: 64,
+            // Measured: 65 and 72 characters accepted.
+            max_subscription_id: usize::MAX,
             max_filters: None,
-            too_many_subscriptions_notice: Some("too many subscriptions".into()),
+            too_many_subscriptions_notice: Some(
+                "Subscription error: Maximum concurrent subscription count reached".into(),
+            ),
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
             duplicate_answer: (true, "duplicate: have this event".into()),

@@ -200,3 +200,24 @@ fn the_python_relay_profile_answers_the_probe_as_the_real_nostr_relay_did() {
         model.to_text()
     );
 }
+
+#[test]
+fn the_nostr_rs_relay_profile_answers_the_probe_as_the_real_0_8_12_did() {
+    let real = fixture("nostr-rs-relay-0.8.12");
+    let model = probe_profile(
+        RelayProfile::nostr_rs_relay(),
+        real.bursts[0].sent,
+        Duration::from_secs(2),
+    );
+    // The one known difference: a 1.1 MB message closes the real relay's connection without
+    // the NOTICE it sends for 300 KB and 600 KB (fixtures/probes/README.md).
+    assert_eq!(
+        differences(&model, &real),
+        vec![
+            "1100000-byte event: notice: message too large (1100428 > 262144) | connection closed"
+                .to_owned()
+        ],
+        "{}",
+        model.to_text()
+    );
+}
