@@ -1,3 +1,5 @@
+//! Longer than 600 lines because it holds every built-in profile, each knob with its source.
+//!
 //! Relay profiles: every way real relays differ (`docs/relays.md`) is a knob, and the
 //! built-in profiles set the knobs the way the named relay does.
 

@@ -152,7 +152,7 @@ async fn nostr_rs_relay_drops_a_connection_after_its_notice() {
     let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{}", relay.local_addr))
         .await
         .unwrap();
-    let big = event(140_000);
+    let big = event(300_000);
     ws.send(Message::text(format!("[\"EVENT\",{}]", big.as_json())))
         .await
         .unwrap();
