@@ -24,8 +24,8 @@ pub(super) struct ProbeArgs {
     /// Events per burst (at most 1000; rising-created-at bursts take at most 500).
     #[arg(long, default_value_t = 200)]
     burst: usize,
-    /// How long to wait for any one answer, in milliseconds.
-    #[arg(long, default_value_t = 3000)]
+    /// How long to wait for any one answer, in milliseconds (1 to 600000).
+    #[arg(long, default_value_t = 3000, value_parser = clap::value_parser!(u64).range(1..=600_000))]
     wait_ms: u64,
     /// Write the report (of the URL's relay, else of the profile) as JSON here.
     #[arg(long)]

@@ -863,3 +863,21 @@ fn run_and_compare_give_the_same_output_for_any_job_count() {
     assert_eq!(zero.status.code(), Some(2));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn probe_refuses_a_burst_or_wait_out_of_its_bounds_before_connecting() {
+    for args in [
+        [
+            "probe",
+            "ws://127.0.0.1:9",
+            "--wait-ms",
+            "18446744073709551615",
+        ],
+        ["probe", "ws://127.0.0.1:9", "--wait-ms", "0"],
+        ["probe", "ws://127.0.0.1:9", "--burst", "1001"],
+    ] {
+        let o = relaysim(&args);
+        assert_eq!(o.status.code(), Some(2), "{args:?}");
+        assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
+    }
+}

@@ -2,7 +2,7 @@
 //! connections their programs open and close themselves.
 
 use super::slots::{ClientSlot, ServerSlot};
-use super::{Observation, PeerId, World};
+use super::{PeerId, World};
 use crate::nip01::Identity;
 use crate::sim::hosted::{
     relay_url, HostedPeer, HostedPeerSpec, HostedStart, ProgramHost, SharedHost,
@@ -172,19 +172,9 @@ impl World {
                             self.connect(relay, peer);
                         }
                     }
+                    // The program closed it itself: nothing to tell it.
                     LinkRequest::Close(_) => {
-                        if let Some(link) = self.links.get_mut(&(relay, peer)) {
-                            if link.connected {
-                                link.connected = false;
-                                let conn = link.conn;
-                                self.relays[relay].relay.disconnect(conn);
-                                self.observe(Observation::Disconnected {
-                                    relay,
-                                    peer,
-                                    reason: "closed-by-peer",
-                                });
-                            }
-                        }
+                        self.close_link(relay, peer, "closed-by-peer");
                     }
                 }
             }

@@ -192,20 +192,27 @@ impl World {
         self.observe(Observation::Connected { relay, peer });
     }
 
+    /// The network or the relay ended a connection: the peer's program, if hosted, is told.
     pub(super) fn disconnect(&mut self, relay: usize, peer: PeerId, reason: &'static str) {
-        if let Some(link) = self.links.get_mut(&(relay, peer)) {
-            if link.connected {
-                link.connected = false;
-                let conn = link.conn;
-                self.relays[relay].relay.disconnect(conn);
-                self.observe(Observation::Disconnected {
-                    relay,
-                    peer,
-                    reason,
-                });
-                self.tell_hosted_lost(relay, peer);
-            }
+        if self.close_link(relay, peer, reason) {
+            self.tell_hosted_lost(relay, peer);
         }
+    }
+
+    /// Closes the link's connection at the relay and reports it; whether it was open.
+    pub(super) fn close_link(&mut self, relay: usize, peer: PeerId, reason: &'static str) -> bool {
+        let Some(link) = self.links.get_mut(&(relay, peer)).filter(|l| l.connected) else {
+            return false;
+        };
+        link.connected = false;
+        let conn = link.conn;
+        self.relays[relay].relay.disconnect(conn);
+        self.observe(Observation::Disconnected {
+            relay,
+            peer,
+            reason,
+        });
+        true
     }
 
     /// Counts an outage and tells the observer; false when a replay suppresses it.
