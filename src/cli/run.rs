@@ -217,12 +217,14 @@ fn run_file(
     };
     bar.finish_and_clear();
     let names = scenario.workload_names();
+    let clients = scenario.client_names();
     let failed = scenario.check_observed(&report, args.engine == Engine::Des);
+    let unchecked = scenario.unchecked(&report);
     let out = match out {
         Some(out) => out,
         None => default_results_dir(path, args.engine)?,
     };
-    output::write_csv(&report, &names, &out)
+    output::write_csv(&report, &names, &clients, &out)
         .with_context(|| format!("cannot write results to {}", out.display()))?;
     let exit = if failed.is_empty() {
         Exit::Success
@@ -230,7 +232,8 @@ fn run_file(
         Exit::ExpectationFailed
     };
     if args.json {
-        let mut document = output::to_json(&report, &names, &failed);
+        let mut document = output::to_json(&report, &names, &clients, &failed);
+        document["expectations_unchecked"] = unchecked.clone().into();
         document["results"] = out.display().to_string().into();
         return Ok((exit, Some(document)));
     } else {
@@ -256,6 +259,12 @@ fn run_file(
             );
         }
         println!("results written to {}", out.display());
+        if !unchecked.is_empty() {
+            println!("expectations not checked by these runs:");
+            for u in &unchecked {
+                println!("  - {u}");
+            }
+        }
         if failed.is_empty() {
             println!("expectations: all hold");
         } else {

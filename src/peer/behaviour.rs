@@ -228,6 +228,17 @@ pub enum TokenShape {
     PeerCounter,
 }
 
+impl TokenShape {
+    /// The shape's name in scenario files (`tokens = "..."`).
+    pub fn name(&self) -> &'static str {
+        match self {
+            TokenShape::Prefixed(_) => "prefixed",
+            TokenShape::MessageId => "message-id",
+            TokenShape::PeerCounter => "peer-counter",
+        }
+    }
+}
+
 /// When a client's CEP-22 upload waits for the server's `accept`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum AcceptWait {

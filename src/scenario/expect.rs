@@ -2,7 +2,7 @@
 //! quantile and workload it names exists) and after a run (which assertions do not hold).
 
 use super::diagnostic::{closest, Ctx};
-use super::spec::{Bound, ExpectSpec};
+use super::spec::{parse_share, Bound, ExpectSpec, Rate};
 use super::Scenario;
 use crate::stats::{Report, METRICS};
 use std::time::Duration;
@@ -49,36 +49,74 @@ pub(super) fn validate(ctx: &Ctx, expect: &ExpectSpec, workloads: &[String]) {
             ctx.record(e);
         }
     }
-    for (workload, outcome) in &expect.outcomes {
-        if !names.contains(&workload.as_str()) {
-            ctx.record(ctx.at(
+    let unknown_workload = |key: &str, workload: &str| {
+        (!names.contains(&workload)).then(|| {
+            ctx.at(
                 None,
-                &format!("expect.outcomes.{workload}"),
+                key,
                 format!(
                     "no workload is named {workload:?}; workloads: {}",
                     names.join(", ")
                 ),
                 closest(workload, names.iter().copied()),
-            ));
+            )
+        })
+    };
+    let not_an_outcome = |key: &str, outcome: &str| {
+        if let Some(e) = words(key, outcome) {
+            return Some(e);
         }
-        if let Some(e) = words(&format!("expect.outcomes.{workload}"), outcome) {
-            ctx.record(e);
-            continue;
-        }
-        let valid = outcome == "completed"
-            || outcome == "failed"
-            || outcome
-                .strip_prefix("failed:")
-                .is_some_and(|c| !c.is_empty());
-        if !valid {
-            ctx.record(ctx.at(
+        (!is_outcome(outcome)).then(|| {
+            ctx.at(
                 None,
-                &format!("expect.outcomes.{workload}"),
+                key,
                 format!(
                     "{outcome:?} is not an outcome: use \"completed\", \"failed\" or \"failed:<cause>\""
                 ),
                 None,
-            ));
+            )
+        })
+    };
+    for (workload, outcome) in &expect.outcomes {
+        let key = format!("expect.outcomes.{workload}");
+        for e in [
+            unknown_workload(&key, workload),
+            not_an_outcome(&key, outcome),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            ctx.record(e);
+        }
+    }
+    for (workload, rates) in &expect.rates {
+        if let Some(e) = unknown_workload(&format!("expect.rates.{workload}"), workload) {
+            ctx.record(e);
+        }
+        for (outcome, rate) in rates {
+            let key = format!("expect.rates.{workload}.{outcome}");
+            if let Some(e) = not_an_outcome(&key, outcome) {
+                ctx.record(e);
+            }
+            let shares: Vec<&String> = match rate {
+                Rate::Exact(share) => vec![share],
+                Rate::Range { min, max } => {
+                    if min.is_none() && max.is_none() {
+                        ctx.record(ctx.at(
+                            None,
+                            &key,
+                            "a range needs `min`, `max` or both".into(),
+                            None,
+                        ));
+                    }
+                    min.iter().chain(max.iter()).collect()
+                }
+            };
+            for share in shares {
+                if let Err(why) = parse_share(share) {
+                    ctx.record(ctx.at(None, &key, why, None));
+                }
+            }
         }
     }
     if let Some(r) = expect.min_completion_ratio {
@@ -157,19 +195,80 @@ impl Scenario {
             let Some(index) = self.workloads.iter().position(|w| &w.name == workload) else {
                 continue; // checked when the scenario was read
             };
-            for item in report.items().filter(|i| i.workload == index) {
-                let got = match &item.outcome {
-                    crate::stats::Outcome::Completed => "completed".to_owned(),
-                    crate::stats::Outcome::Failed(c) => format!("failed:{c}"),
+            let runs = report
+                .runs
+                .iter()
+                .filter(|r| e.seed.is_none_or(|s| s == r.seed));
+            for run in runs {
+                for item in run.items.iter().filter(|i| i.workload == index) {
+                    if !outcome_matches(&item.outcome, expected) {
+                        failed.push(format!(
+                            "seed {}, workload {workload:?} call {} (client {}): {}, expected {expected}",
+                            run.seed,
+                            item.call,
+                            self.client_name(item.client),
+                            outcome_text(&item.outcome),
+                        ));
+                    }
+                }
+            }
+        }
+        for (workload, rates) in &e.rates {
+            let Some(index) = self.workloads.iter().position(|w| &w.name == workload) else {
+                continue;
+            };
+            let calls: Vec<(u64, &crate::stats::Item)> = report
+                .runs
+                .iter()
+                .flat_map(|r| r.items.iter().map(move |i| (r.seed, i)))
+                .filter(|(_, i)| i.workload == index)
+                .collect();
+            let total = calls.len() as u64;
+            for (expected, rate) in rates {
+                let mut seeds: Vec<u64> = calls
+                    .iter()
+                    .filter(|(_, i)| outcome_matches(&i.outcome, expected))
+                    .map(|(seed, _)| *seed)
+                    .collect();
+                let n = seeds.len() as u64;
+                seeds.dedup();
+                let held = |why: String| {
+                    let seen = if seeds.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (seeds {})", crate::stats::output::seed_ranges(&seeds))
+                    };
+                    format!(
+                        "workload {workload:?}: {n} of {total} calls ended {expected}{seen}, {why}"
+                    )
                 };
-                // Expectations name cause families; an implementation's own words may follow.
-                let matches = crate::stats::family(&got) == expected.as_str()
-                    || (expected == "failed" && got.starts_with("failed:"));
-                if !matches {
-                    failed.push(format!(
-                        "workload {workload:?} call {}: {got}, expected {expected}",
-                        item.call
-                    ));
+                // Shares compare by cross-multiplying: n/total against a/b, exactly.
+                let share = |text: &String| parse_share(text).unwrap_or((0, 1));
+                match rate {
+                    Rate::Exact(text) => {
+                        let (a, b) = share(text);
+                        // Over a number of calls that is no multiple of b, see `unchecked`.
+                        let checked = total % b == 0;
+                        if checked
+                            && u128::from(n) * u128::from(b) != u128::from(total) * u128::from(a)
+                        {
+                            failed.push(held(format!("expected {text}")));
+                        }
+                    }
+                    Rate::Range { min, max } => {
+                        if let Some(text) = min {
+                            let (a, b) = share(text);
+                            if u128::from(n) * u128::from(b) < u128::from(total) * u128::from(a) {
+                                failed.push(held(format!("expected at least {text}")));
+                            }
+                        }
+                        if let Some(text) = max {
+                            let (a, b) = share(text);
+                            if u128::from(n) * u128::from(b) > u128::from(total) * u128::from(a) {
+                                failed.push(held(format!("expected at most {text}")));
+                            }
+                        }
+                    }
                 }
             }
         }
@@ -182,6 +281,70 @@ impl Scenario {
             }
         }
         failed
+    }
+}
+
+/// `"completed"`, `"failed"` or `"failed:<cause>"`.
+fn is_outcome(outcome: &str) -> bool {
+    outcome == "completed"
+        || outcome == "failed"
+        || outcome
+            .strip_prefix("failed:")
+            .is_some_and(|c| !c.is_empty())
+}
+
+/// Whether a call's outcome is the expected one: a cause family, or `failed` for any cause.
+fn outcome_matches(got: &crate::stats::Outcome, expected: &str) -> bool {
+    match got {
+        crate::stats::Outcome::Completed => expected == "completed",
+        crate::stats::Outcome::Failed(cause) => {
+            expected == "failed"
+                || expected
+                    .strip_prefix("failed:")
+                    .is_some_and(|want| crate::stats::family(cause) == want)
+        }
+    }
+}
+
+fn outcome_text(got: &crate::stats::Outcome) -> String {
+    match got {
+        crate::stats::Outcome::Completed => "completed".to_owned(),
+        crate::stats::Outcome::Failed(c) => format!("failed:{c}"),
+    }
+}
+
+impl Scenario {
+    /// The expectations these runs could not check, each said in one sentence: `outcomes`
+    /// pinned to a seed that was not run, an exact share over a number of calls that is no
+    /// multiple of its denominator. They neither hold nor fail.
+    pub fn unchecked(&self, report: &Report) -> Vec<String> {
+        let e = &self.expect;
+        let mut out = Vec::new();
+        if let Some(seed) = e.seed {
+            if !e.outcomes.is_empty() && !report.runs.iter().any(|r| r.seed == seed) {
+                out.push(format!(
+                    "outcomes are those of seed {seed}, which was not run (add --seed {seed} --runs 1)"
+                ));
+            }
+        }
+        for (workload, rates) in &e.rates {
+            let Some(index) = self.workloads.iter().position(|w| &w.name == workload) else {
+                continue;
+            };
+            let total = report.items().filter(|i| i.workload == index).count() as u64;
+            for (outcome, rate) in rates {
+                if let Rate::Exact(text) = rate {
+                    let b = parse_share(text).map_or(1, |(_, b)| b);
+                    if total % b != 0 {
+                        out.push(format!(
+                            "rates.{workload}.{outcome} = {text:?} needs a multiple of {b} calls; \
+                             these runs made {total}"
+                        ));
+                    }
+                }
+            }
+        }
+        out
     }
 }
 

@@ -331,6 +331,18 @@ impl Scenario {
         self.workloads.iter().map(|w| w.name.clone()).collect()
     }
 
+    /// The clients' names, in index order (a group's members are `<name>-<k>`).
+    pub fn client_names(&self) -> Vec<String> {
+        self.clients.iter().map(|c| c.name.clone()).collect()
+    }
+
+    /// The name of client `index` (its index when there is no such client).
+    pub fn client_name(&self, index: usize) -> String {
+        self.clients
+            .get(index)
+            .map_or_else(|| index.to_string(), |c| c.name.clone())
+    }
+
     /// The same scenario with every server copying preset `server` and every client preset
     /// `client`, each with the engines that go with its preset (what `relaysim compare`
     /// runs). `None` for a preset this build does not know or cannot run.

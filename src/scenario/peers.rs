@@ -320,6 +320,24 @@ fn behaviour(
         return Ok(b);
     }
     if let Some(table) = spec.behaviours.get(name.get_ref()) {
+        let foreign = other_roles_knobs(table, role);
+        if !foreign.is_empty() {
+            let (this, other) = match role {
+                Role::Server => ("a server", "clients'"),
+                Role::Client => ("a client", "servers'"),
+            };
+            return Err(ctx.spanned(
+                name,
+                &format!("{peer}.behaviour"),
+                format!(
+                    "[behaviours.{}] sets {}, {other} knobs, and {peer} is {this}; give {this} \
+                     a table without them",
+                    name.get_ref(),
+                    foreign.join(", ")
+                ),
+                None,
+            ));
+        }
         // Its problems were recorded once, above; a peer using a broken table keeps relaysim's.
         return Ok(custom(ctx, name.get_ref(), table, role).unwrap_or_default());
     }
@@ -338,6 +356,34 @@ fn behaviour(
         ),
         closest(name.get_ref(), known),
     ))
+}
+
+/// The knobs of `t` that only a peer of the other role has (`feed_accept` on a client,
+/// `reader_session` on a server), by name: set there, they would do nothing.
+fn other_roles_knobs(t: &spec::BehaviourSpec, role: Role) -> Vec<&'static str> {
+    let server = [
+        ("feed_accept", t.feed_accept.is_some()),
+        ("stream_accept", t.stream_accept.is_some()),
+        ("ping_bypass", t.ping_bypass.is_some()),
+        ("writer_e_tags", t.writer_e_tags.is_some()),
+    ];
+    let client = [
+        ("upload_accept", t.upload_accept.is_some()),
+        ("reader_session", t.reader_session.is_some()),
+        ("call_refresh", t.call_refresh.is_some()),
+        ("timer_sweep", t.timer_sweep.is_some()),
+        ("nonce_limit", t.nonce_limit.is_some()),
+        ("failures_reach_call", t.failures_reach_call.is_some()),
+    ];
+    let other: &[(&'static str, bool)] = match role {
+        Role::Server => &client,
+        Role::Client => &server,
+    };
+    other
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(k, _)| *k)
+        .collect()
 }
 
 /// A `[behaviours.NAME]` table: its preset with the knobs it sets.
@@ -410,13 +456,18 @@ fn custom(
         };
     }
     if let Some(prefix) = &t.token_prefix {
-        if t.tokens.as_ref().is_some_and(|t| t.get_ref() != "prefixed") {
-            return Err(ctx.at(
-                None,
-                &format!("{key}.token_prefix"),
-                "applies to `tokens = \"prefixed\"`".into(),
-                None,
-            ));
+        // Only with prefixed tokens, said or the preset's: a prefix never changes the shape.
+        if !matches!(b.tokens, TokenShape::Prefixed(_)) {
+            let why = match &t.tokens {
+                Some(_) => "applies to `tokens = \"prefixed\"`".to_owned(),
+                None => format!(
+                    "applies to `tokens = \"prefixed\"`, and preset {:?} makes {} tokens; \
+                     add `tokens = \"prefixed\"` to change the shape",
+                    b.preset,
+                    b.tokens.name()
+                ),
+            };
+            return Err(ctx.at(None, &format!("{key}.token_prefix"), why, None));
         }
         if prefix.len() > 4096 {
             return Err(ctx.at(

@@ -564,6 +564,51 @@ pub struct ExpectSpec {
     /// `"failed:<cause>"`, by workload name.
     #[serde(default)]
     pub outcomes: BTreeMap<String, String>,
+    /// Hold `outcomes` to the run of this seed only (other runs' calls may end otherwise):
+    /// an outcome that depends on the seed, stated for the seed that shows it.
+    pub seed: Option<u64>,
+    /// Shares of a workload's calls over all runs that end a given way, by workload and
+    /// outcome: `{ "ts-stream" = { "failed:stream-sequence" = "12/20" } }`.
+    #[serde(default)]
+    pub rates: BTreeMap<String, BTreeMap<String, Rate>>,
+}
+
+/// The share of a workload's calls that end one way: exactly `"a/b"`, or within
+/// `{ min = "a/b", max = "c/d" }`.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged)]
+pub enum Rate {
+    /// Exactly this share: `"12/20"` holds for 12 of 20 calls, 24 of 40, ...
+    Exact(String),
+    /// Within a range of shares.
+    Range {
+        /// At least.
+        min: Option<String>,
+        /// At most.
+        max: Option<String>,
+    },
+}
+
+/// A share `a/b` (`a <= b`, `0 < b <= 1,000,000`), as a numerator and denominator.
+pub fn parse_share(text: &str) -> Result<(u64, u64), String> {
+    let (a, b) = text
+        .split_once('/')
+        .ok_or_else(|| format!("{text:?} is not a share: write it as \"a/b\", e.g. \"12/20\""))?;
+    let number = |s: &str| {
+        s.trim()
+            .parse::<u64>()
+            .map_err(|_| format!("{text:?} is not a share: {s:?} is not a whole number"))
+    };
+    let (a, b) = (number(a)?, number(b)?);
+    if b == 0 || b > 1_000_000 {
+        return Err(format!(
+            "{text:?}: the denominator must be between 1 and 1,000,000"
+        ));
+    }
+    if a > b {
+        return Err(format!("{text:?}: a share cannot exceed 1 ({a} > {b})"));
+    }
+    Ok((a, b))
 }
 
 #[cfg(test)]

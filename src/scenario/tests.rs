@@ -301,7 +301,7 @@ fn a_broken_part_causes_no_second_problem_and_behaviour_tables_are_checked_once(
     let every_knob = format!(
         "{BASE}behaviour = \"all\"\n[behaviours.all]\npublish_wait = \"ok\"\n\
          ok_quorum = \"any\"\nmissing_ok = \"retry\"\nok_timeout = \"2s\"\n\
-         ping_bypass = true\nwriter_e_tags = false\ncall_refresh = \"e-tag\"\n\
+         call_refresh = \"e-tag\"\n\
          timer_sweep = \"5s\"\nnonce_limit = 0\nfailures_reach_call = false\n"
     );
     let s = Scenario::from_toml_str(&every_knob, "t.toml").unwrap_or_else(|e| panic!("{e}"));
@@ -314,7 +314,7 @@ fn a_broken_part_causes_no_second_problem_and_behaviour_tables_are_checked_once(
             missing: crate::peer::behaviour::MissingOk::Retry,
         }
     );
-    assert!(b.ping_bypass && !b.writer_e_tags && !b.failures_reach_call);
+    assert!(!b.failures_reach_call);
     assert_eq!(b.call_refresh, crate::peer::behaviour::CallRefresh::ETag);
     assert_eq!(
         (b.timer_sweep, b.nonce_limit),
@@ -353,4 +353,157 @@ fn program_options_reach_the_program_peer_as_json() {
         serde_json::json!({ "chunk_size_bytes": 1000, "stateless": true })
     );
     assert_eq!(s.servers[0].program_options, serde_json::json!({}));
+}
+
+/// A scenario whose every call completes (the `ideal` relay), with `expect` appended.
+fn all_complete(expect: &str) -> Scenario {
+    let text =
+        format!("{BASE}[[workloads]]\nname = \"w\"\nkind = \"request\"\n[expect]\n{expect}\n");
+    Scenario::from_toml_str(&text, "t.toml").expect("valid")
+}
+
+#[test]
+fn outcomes_pinned_to_a_seed_hold_that_run_alone_and_name_seed_and_client() {
+    let s = all_complete("seed = 2\noutcomes = { w = \"failed\" }");
+    let report = s.run_seeds(1, 3, |_| {});
+    let failed = s.check(&report);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(
+        failed[0].starts_with("seed 2, workload \"w\" call 1 (client c): completed"),
+        "{}",
+        failed[0]
+    );
+    // A pinned seed the runs did not cover is said, and neither holds nor fails.
+    let s = all_complete("seed = 9\noutcomes = { w = \"failed\" }");
+    let report = s.run_seeds(1, 3, |_| {});
+    assert!(s.check(&report).is_empty());
+    let notes = s.unchecked(&report);
+    assert!(notes[0].contains("seed 9, which was not run"), "{notes:?}");
+}
+
+#[test]
+fn rates_are_exact_shares_or_bounds_over_every_run() {
+    let s =
+        all_complete("[expect.rates]\nw = { completed = \"1/2\", failed = { max = \"1/10\" } }");
+    let report = s.run_seeds(1, 2, |_| {});
+    let failed = s.check(&report);
+    assert_eq!(
+        failed,
+        ["workload \"w\": 2 of 2 calls ended completed (seeds 1-2), expected 1/2"]
+    );
+    // Three calls cannot be half of anything: the exact share is not checked, and says so.
+    let report = s.run_seeds(1, 3, |_| {});
+    assert!(s.check(&report).is_empty());
+    assert!(s.unchecked(&report)[0].contains("needs a multiple of 2 calls; these runs made 3"));
+    let s = all_complete("[expect.rates]\nw = { completed = { min = \"2/3\" }, failed = \"0/1\" }");
+    assert!(s.check(&s.run_seeds(1, 3, |_| {})).is_empty());
+}
+
+#[test]
+fn rates_name_a_workload_an_outcome_and_a_share() {
+    for (rates, key, words) in [
+        (
+            "x = { completed = \"1/2\" }",
+            "expect.rates.x",
+            "no workload is named",
+        ),
+        (
+            "w = { done = \"1/2\" }",
+            "expect.rates.w.done",
+            "not an outcome",
+        ),
+        (
+            "w = { completed = \"3/2\" }",
+            "expect.rates.w.completed",
+            "cannot exceed 1",
+        ),
+        (
+            "w = { completed = \"half\" }",
+            "expect.rates.w.completed",
+            "not a share",
+        ),
+        (
+            "w = { completed = \"1/0\" }",
+            "expect.rates.w.completed",
+            "denominator",
+        ),
+        (
+            "w = { completed = {} }",
+            "expect.rates.w.completed",
+            "needs `min`, `max`",
+        ),
+    ] {
+        let d = err(&format!(
+            "[[workloads]]\nname = \"w\"\nkind = \"request\"\n[expect.rates]\n{rates}\n"
+        ));
+        assert_eq!(d.key, key, "{rates}");
+        assert!(d.message.contains(words), "{rates}: {}", d.message);
+    }
+}
+
+#[test]
+fn a_behaviour_table_with_the_other_role_s_knobs_is_refused_where_a_peer_uses_it() {
+    let on = |table: &str, role: &str| {
+        let text = format!(
+            "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n{}\
+             [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n{}[behaviours.x]\n{table}\n",
+            if role == "server" {
+                "behaviour = \"x\"\n"
+            } else {
+                ""
+            },
+            if role == "client" {
+                "behaviour = \"x\"\n"
+            } else {
+                ""
+            },
+        );
+        match Scenario::from_toml_str(&text, "t.toml") {
+            Err(ScenarioError::Invalid(d)) => Some(d.first().clone()),
+            Err(e) => panic!("{e}"),
+            Ok(_) => None,
+        }
+    };
+    let d = on("feed_accept = true", "client").expect("a server's knob on a client");
+    assert_eq!(d.key, "clients[0].behaviour");
+    assert!(
+        d.message.contains("sets feed_accept, servers' knobs"),
+        "{}",
+        d.message
+    );
+    let d = on("reader_session = \"at-start\"\nnonce_limit = 64", "server").expect("refused");
+    assert_eq!(d.key, "servers[0].behaviour");
+    assert!(
+        d.message.contains("reader_session, nonce_limit"),
+        "{}",
+        d.message
+    );
+    assert!(on("feed_accept = true", "server").is_none());
+    assert!(on("reader_session = \"at-start\"", "client").is_none());
+    assert!(
+        on("dedup = \"none\"", "server").is_none(),
+        "shared knobs fit both"
+    );
+}
+
+#[test]
+fn a_token_prefix_never_changes_the_token_shape_on_its_own() {
+    let d = err("[behaviours.x]\npreset = \"ts-sdk\"\ntoken_prefix = \"long-\"\n");
+    assert_eq!(d.key, "behaviours.x.token_prefix");
+    assert!(
+        d.message.contains("makes message-id tokens"),
+        "{}",
+        d.message
+    );
+    // relaysim's own tokens are prefixed: a prefix alone fits them, as does saying the shape.
+    Scenario::from_toml_str(
+        &format!("{BASE}[behaviours.x]\ntoken_prefix = \"q\"\n"),
+        "t",
+    )
+    .expect("relaysim's preset has prefixed tokens");
+    Scenario::from_toml_str(
+        &format!("{BASE}[behaviours.x]\npreset = \"rust-sdk\"\ntokens = \"prefixed\"\ntoken_prefix = \"q\"\n"),
+        "t",
+    )
+    .expect("the shape said");
 }

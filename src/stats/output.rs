@@ -14,6 +14,16 @@ use std::path::Path;
 /// Names the workloads of a report (index → name).
 pub type WorkloadNames<'a> = &'a [String];
 
+/// Names the clients of a report (index → name).
+pub type ClientNames<'a> = &'a [String];
+
+fn client_name(clients: ClientNames, index: usize) -> String {
+    clients
+        .get(index)
+        .cloned()
+        .unwrap_or_else(|| index.to_string())
+}
+
 /// A duration in microseconds for people: milliseconds below 10 s, then seconds below
 /// 10 min, then minutes (CSV files keep microseconds).
 pub fn human_us(us: u64) -> String {
@@ -181,7 +191,12 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
 }
 
 /// Writes `summary.csv`, `latency.csv` and `failures.csv` into `dir` (created if needed).
-pub fn write_csv(report: &Report, workloads: WorkloadNames, dir: &Path) -> io::Result<()> {
+pub fn write_csv(
+    report: &Report,
+    workloads: WorkloadNames,
+    clients: ClientNames,
+    dir: &Path,
+) -> io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let mut w = csv::Writer::from_path(dir.join("summary.csv"))?;
     w.write_record([
@@ -210,7 +225,7 @@ pub fn write_csv(report: &Report, workloads: WorkloadNames, dir: &Path) -> io::R
                 run_index.to_string(),
                 run.seed.to_string(),
                 name,
-                item.client.to_string(),
+                client_name(clients, item.client),
                 item.call.to_string(),
                 item.tool.to_owned(),
                 outcome.to_owned(),
@@ -245,6 +260,7 @@ pub fn write_csv(report: &Report, workloads: WorkloadNames, dir: &Path) -> io::R
 pub fn to_json(
     report: &Report,
     workloads: WorkloadNames,
+    clients: ClientNames,
     expectation_failures: &[String],
 ) -> serde_json::Value {
     let latency: serde_json::Map<String, serde_json::Value> = METRICS
@@ -266,7 +282,7 @@ pub fn to_json(
             r.items.iter().map(move |i| {
                 json!({
                     "run": run, "seed": r.seed,
-                    "workload": workloads.get(i.workload), "client": i.client, "call": i.call, "tool": i.tool,
+                    "workload": workloads.get(i.workload), "client": client_name(clients, i.client), "call": i.call, "tool": i.tool,
                     "outcome": match &i.outcome { Outcome::Completed => "completed".to_owned(), Outcome::Failed(c) => format!("failed:{c}") },
                     "latency_us": i.latency.map(|l| l.as_micros() as u64),
                 })

@@ -211,6 +211,15 @@ fn run_json_is_one_document_with_the_results() {
     assert_eq!(v["runs"], 2);
     assert_eq!(v["completion_ratio"], 1.0);
     assert_eq!(v["items"].as_array().unwrap().len(), 6);
+    assert_eq!(
+        v["items"][0]["client"], "client",
+        "clients by name, not index"
+    );
+    let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
+    assert!(
+        summary.lines().nth(1).unwrap().contains(",client,"),
+        "{summary}"
+    );
 }
 
 #[test]

@@ -86,6 +86,34 @@ fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
 }
 
 #[test]
+fn the_readme_s_twenty_seeds_of_the_ping_overtaking_a_chunk_hold_every_stated_rate() {
+    // README: `relaysim run scenarios/contextvm-sdk/writer-ping-overtakes-chunk.toml --runs 20
+    // --seed 1` states how many of the 20 streams each writer loses; it must exit 0.
+    let s = scenario("scenarios/contextvm-sdk/writer-ping-overtakes-chunk.toml");
+    let report = s.run_seeds(1, 20, |_| {});
+    assert_eq!(s.check(&report), Vec::<String>::new());
+    assert_eq!(
+        s.unchecked(&report),
+        Vec::<String>::new(),
+        "every rate checked"
+    );
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let failing = |w: &str| {
+        report
+            .items()
+            .filter(|i| s.workload_names()[i.workload] == w && i.outcome.family().is_some())
+            .count()
+    };
+    let row = format!(
+        "| {}/20 fail | {}/20 fail | {}/20 fail",
+        failing("ts-stream"),
+        failing("rust-stream"),
+        failing("relaysim-stream")
+    );
+    assert!(readme.contains(&row), "README lacks {row:?}");
+}
+
+#[test]
 fn the_shipped_physics_scenarios_meet_their_expectations() {
     let files = relaysim::scenario::scenario_files(&[root().join("scenarios/physics")]).unwrap();
     assert_eq!(files.len(), 7);

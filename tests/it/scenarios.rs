@@ -65,9 +65,9 @@ fn the_same_seed_gives_the_same_report() {
     for name in ["default", "two-relays-one-down", "stream-reorder-duplicate"] {
         let path = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("scenarios/{name}.toml"));
         let scenario = Scenario::from_file(&path).unwrap();
-        let names = scenario.workload_names();
-        let a = to_json(&scenario.run_seeds(9, 1, |_| {}), &names, &[]);
-        let b = to_json(&scenario.run_seeds(9, 1, |_| {}), &names, &[]);
+        let (names, clients) = (scenario.workload_names(), scenario.client_names());
+        let a = to_json(&scenario.run_seeds(9, 1, |_| {}), &names, &clients, &[]);
+        let b = to_json(&scenario.run_seeds(9, 1, |_| {}), &names, &clients, &[]);
         assert_eq!(a, b, "{name}");
     }
 }
