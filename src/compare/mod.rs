@@ -16,13 +16,14 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::time::Duration;
 
-/// Which implementation (behaviour preset and its engines) each side runs.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+/// Which implementation (behaviour preset or the scenario's own `[behaviours.NAME]` table,
+/// and its engines) each side runs.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct Pairing {
-    /// The servers' preset.
-    pub server: &'static str,
-    /// The clients' preset.
-    pub client: &'static str,
+    /// The servers' preset or table.
+    pub server: String,
+    /// The clients' preset or table.
+    pub client: String,
 }
 
 impl Pairing {
@@ -192,7 +193,35 @@ pub fn pairings() -> Vec<Pairing> {
     let mut out = Vec::new();
     for server in &all {
         for client in &all {
-            out.push(Pairing { server, client });
+            out.push(Pairing {
+                server: (*server).to_owned(),
+                client: (*client).to_owned(),
+            });
+        }
+    }
+    out
+}
+
+/// The pairings `scenario` is compared under: every preset of this build, and the scenario's
+/// own `[behaviours.NAME]` tables beside them, each on the sides it fits (a table that sets
+/// servers' knobs is no client's). A custom behaviour is compared, never replaced.
+pub fn pairings_for(scenario: &Scenario) -> Vec<Pairing> {
+    let sets = scenario.behaviour_sets();
+    // A table whose preset needs engines this build lacks cannot run.
+    let runs = |server: &str, client: &str| scenario.with_presets(server, client).is_some();
+    let mut servers: Vec<String> = presets().into_iter().map(str::to_owned).collect();
+    let mut clients = servers.clone();
+    servers.extend(sets.iter().filter(|s| s.1).map(|s| s.0.clone()));
+    clients.extend(sets.iter().filter(|s| s.2).map(|s| s.0.clone()));
+    let mut out = Vec::new();
+    for server in &servers {
+        for client in &clients {
+            if runs(server, client) {
+                out.push(Pairing {
+                    server: server.clone(),
+                    client: client.clone(),
+                });
+            }
         }
     }
     out
@@ -207,11 +236,11 @@ pub fn compare(
     jobs: usize,
     mut progress: impl FnMut(),
 ) -> Comparison {
-    let reports = pairings()
+    let reports = pairings_for(scenario)
         .into_iter()
         .map(|pairing| {
             let s = scenario
-                .with_presets(pairing.server, pairing.client)
+                .with_presets(&pairing.server, &pairing.client)
                 .expect("pairings name presets this build runs");
             (
                 pairing,
@@ -246,8 +275,8 @@ pub fn add_program_row(
     let runs = comparison.seeds.len() as u32;
     let report = s.run_seeds_on(first, runs, jobs, |_| progress());
     let pairing = Pairing {
-        server: PROGRAM,
-        client: PROGRAM,
+        server: PROGRAM.to_owned(),
+        client: PROGRAM.to_owned(),
     };
     comparison.reports.push((pairing, report));
 }
@@ -304,7 +333,7 @@ impl Comparison {
                     causes,
                     latencies,
                 };
-                (*pairing, result)
+                (pairing.clone(), result)
             })
             .collect()
     }
@@ -319,7 +348,10 @@ impl Comparison {
                 let first = results.first().map(|(_, r)| key(r));
                 let same = results.iter().all(|(_, r)| Some(key(r)) == first);
                 (!same).then(|| {
-                    let summaries = results.iter().map(|(p, r)| (*p, r.summary())).collect();
+                    let summaries = results
+                        .iter()
+                        .map(|(p, r)| (p.clone(), r.summary()))
+                        .collect();
                     (self.workloads[w].clone(), summaries)
                 })
             })
@@ -553,18 +585,18 @@ impl Comparison {
             "p99_us",
         ])?;
         for (index, name) in self.workloads.iter().enumerate() {
-            let mut rows: Vec<(&str, &str, WorkloadResult)> = self
+            let mut rows: Vec<(String, String, WorkloadResult)> = self
                 .workload(index)
                 .into_iter()
                 .map(|(p, r)| (p.server, p.client, r))
                 .collect();
             if let Some(row) = &self.ts_sdk {
                 if let Some(r) = row.results.get(index).and_then(Option::as_ref) {
-                    rows.push((&row.label, &row.label, r.clone()));
+                    rows.push((row.label.clone(), row.label.clone(), r.clone()));
                 }
             }
             for (server, client, r) in rows {
-                let mut record = vec![server.to_owned(), client.to_owned(), name.clone()];
+                let mut record = vec![server, client, name.clone()];
                 record.extend(r.csv_cells());
                 w.write_record(record)?;
             }

@@ -146,6 +146,9 @@ pub struct Scenario {
     server_config: ServerConfig,
     policy: spec::PolicySpec,
     expect: spec::ExpectSpec,
+    /// Its `[behaviours.NAME]` tables, built for each role they fit (`relaysim compare` pairs
+    /// them beside the presets).
+    behaviour_sets: Vec<peers::BehaviourSet>,
     /// The program of its program peers (`program = "..."`), one per scenario.
     program: Option<String>,
     /// Where a program's relative path is read from: the scenario file's directory.
@@ -208,6 +211,7 @@ impl Scenario {
             servers,
             clients,
             groups,
+            behaviour_sets,
         } = peers::peers(&ctx, &spec, &relay_names);
         let mut programs: Vec<&String> = servers
             .iter()
@@ -289,6 +293,7 @@ impl Scenario {
             server_config,
             policy: spec.policy,
             expect: spec.expect,
+            behaviour_sets,
             program,
             base_dir: PathBuf::from("."),
             hosts: None,
@@ -331,6 +336,14 @@ impl Scenario {
         self.workloads.iter().map(|w| w.name.clone()).collect()
     }
 
+    /// Its `[behaviours.NAME]` tables' names, with whether each fits a server and a client.
+    pub fn behaviour_sets(&self) -> Vec<(String, bool, bool)> {
+        self.behaviour_sets
+            .iter()
+            .map(|b| (b.name.clone(), b.server.is_some(), b.client.is_some()))
+            .collect()
+    }
+
     /// The clients' names, in index order (a group's members are `<name>-<k>`).
     pub fn client_names(&self) -> Vec<String> {
         self.clients.iter().map(|c| c.name.clone()).collect()
@@ -345,15 +358,26 @@ impl Scenario {
 
     /// The same scenario with every server copying preset `server` and every client preset
     /// `client`, each with the engines that go with its preset (what `relaysim compare`
-    /// runs). `None` for a preset this build does not know or cannot run.
+    /// runs); either may also name one of the scenario's `[behaviours.NAME]` tables. `None`
+    /// for a name this build does not know or cannot run on that side.
     pub fn with_presets(&self, server: &str, client: &str) -> Option<Self> {
         use crate::peer::behaviour::{Behaviour, Role};
         let engines = |b: &Behaviour| match b.wants_sdk_engines() {
             true => crate::implementations::parse("contextvm-sdk").ok(),
             false => Some(Implementation::default()),
         };
-        let server = Behaviour::preset(server, Role::Server)?;
-        let client = Behaviour::preset(client, Role::Client)?;
+        // A preset's name, or one of the scenario's own `[behaviours.NAME]` tables.
+        let find = |name: &str, role: Role| {
+            Behaviour::preset(name, role).or_else(|| {
+                let set = self.behaviour_sets.iter().find(|b| b.name == name)?;
+                match role {
+                    Role::Server => set.server.clone(),
+                    Role::Client => set.client.clone(),
+                }
+            })
+        };
+        let server = find(server, Role::Server)?;
+        let client = find(client, Role::Client)?;
         let mut s = self.with_implementations(engines(&server)?, engines(&client)?);
         for d in &mut s.servers {
             d.behaviour = server.clone();

@@ -20,6 +20,20 @@ pub(super) struct Peers {
     pub(super) clients: Vec<ClientDef>,
     /// Client indices by their `[[clients]]` table's name (a table with `count` is a group).
     pub(super) groups: Vec<(String, Vec<usize>)>,
+    /// The `[behaviours.NAME]` tables, by name: as a server's behaviour and as a client's,
+    /// each `None` where the table sets the other role's knobs.
+    pub(super) behaviour_sets: Vec<BehaviourSet>,
+}
+
+/// A `[behaviours.NAME]` table, built for each role it fits.
+#[derive(Debug, Clone)]
+pub(super) struct BehaviourSet {
+    /// The table's name.
+    pub(super) name: String,
+    /// As a server's behaviour (`None`: it sets clients' knobs).
+    pub(super) server: Option<Behaviour>,
+    /// As a client's behaviour (`None`: it sets servers' knobs).
+    pub(super) client: Option<Behaviour>,
 }
 
 /// Every peer name `spec` declares (clients with `count` as `<name>-0`, `<name>-1`, ...),
@@ -68,7 +82,19 @@ pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> P
         ));
     }
     // Each behaviour table is checked once, whether or not a peer uses it.
+    let mut behaviour_sets = Vec::new();
     for (name, table) in &spec.behaviours {
+        let built = |role| {
+            other_roles_knobs(table, role)
+                .is_empty()
+                .then(|| custom(ctx, name, table, role).ok())
+                .flatten()
+        };
+        behaviour_sets.push(BehaviourSet {
+            name: name.clone(),
+            server: built(Role::Server),
+            client: built(Role::Client),
+        });
         if PRESETS.contains(&name.as_str()) {
             ctx.record(ctx.at(
                 None,
@@ -129,6 +155,7 @@ pub(super) fn peers(ctx: &Ctx, spec: &ScenarioSpec, relay_names: &[String]) -> P
         servers,
         clients,
         groups,
+        behaviour_sets,
     }
 }
 

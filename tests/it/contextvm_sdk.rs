@@ -237,10 +237,10 @@ proptest! {
             interval = "20ms"
             "#
         );
-        let p = pairings()[pairing];
+        let p = pairings()[pairing].clone();
         let s = Scenario::from_toml_str(&text, "generated.toml")
             .unwrap()
-            .with_presets(p.server, p.client)
+            .with_presets(&p.server, &p.client)
             .unwrap();
         let report = s.run_seeds(seed, 1, |_| {});
         prop_assert_eq!(report.integrity_violations(), 0, "{}", p.label());
@@ -480,6 +480,60 @@ fn a_client_timeout_names_the_server_s_failure_of_its_upload() {
         )),
         "{texts:?}"
     );
+}
+
+#[test]
+fn compare_pairs_a_scenario_s_own_behaviour_tables_beside_the_presets() {
+    // A Rust client with 70-byte prefixed tokens: its reader refuses the writer's long ping
+    // nonces. Replacing the table by the presets would show every pairing completing.
+    let text = r#"
+[[relays]]
+name = "r"
+[[servers]]
+name = "s"
+relays = ["r"]
+behaviour = "rust-sdk"
+[[clients]]
+name = "c"
+relays = ["r"]
+behaviour = "long-tokens"
+[behaviours.long-tokens]
+preset = "rust-sdk"
+tokens = "prefixed"
+token_prefix = "tttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttttt"
+nonce_limit = 64
+[policy]
+idle_timeout = "1s"
+[[workloads]]
+name = "slow-stream"
+kind = "stream"
+chunks = 3
+chunk_bytes = 16
+interval = "3s"
+"#;
+    let s = Scenario::from_toml_str(text, "long-tokens.toml").unwrap();
+    let c = compare(&s, 1, 1, 1, || {});
+    let labels: Vec<String> = c.reports.iter().map(|(p, _)| p.label()).collect();
+    assert_eq!(
+        labels.len(),
+        12,
+        "3 server presets × (3 presets + the table): {labels:?}"
+    );
+    assert!(
+        labels.iter().all(|l| !l.starts_with("long-tokens/")),
+        "a client's table"
+    );
+    let result = |label: &str| {
+        c.workload(0)
+            .into_iter()
+            .find(|(p, _)| p.label() == label)
+            .unwrap_or_else(|| panic!("no {label}"))
+            .1
+    };
+    assert_eq!(result("rust-sdk/rust-sdk").completed, 1);
+    let table = result("rust-sdk/long-tokens");
+    assert_eq!(table.completed, 0, "{}", c.text());
+    assert!(c.text().contains("rust-sdk/long-tokens"), "{}", c.text());
 }
 
 #[test]
