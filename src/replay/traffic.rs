@@ -84,7 +84,7 @@ pub fn traffic(trace: &Trace) -> Traffic {
 
 impl Traffic {
     /// The traffic as one JSON document: `peers` (by name: published, delivered, duplicates,
-    /// reordered, lost), `calls` (per method: requests, answered, and the latency percentiles
+    /// reordered, lost), `calls` (per method: requests, answered, answers repeated after the first, and the latency percentiles
     /// of the answered ones in microseconds, `null` when none was answered) and
     /// `gift_wrapped`.
     pub fn to_json(&self) -> serde_json::Value {
@@ -112,6 +112,7 @@ impl Traffic {
                     "method": c.method,
                     "requests": c.requests,
                     "answered": c.answered,
+                    "repeated": c.repeated,
                     "p50_us": answered(c.p50_us),
                     "p90_us": answered(c.p90_us),
                     "p99_us": answered(c.p99_us),

@@ -7,8 +7,11 @@
 //! (responses, progress, CEP-22 frames; the TypeScript SDK's CEP-41 writer frames do not, see
 //! `docs/behaviours.md`). A call is *answered* when an event with a JSON-RPC `result` or
 //! `error` for it is delivered, or the `end` frame of a CEP-22 transfer (whose result the
-//! client reassembles from the frames), and its latency runs from the request's publication to the
-//! last delivery of any event tagged with it, so a CEP-22 result counts until its last frame.
+//! client reassembles from the frames, so the frames before it count), and its latency runs
+//! from the request's publication to that first answer. Later answers (a second relay's copy,
+//! a storing relay replaying the response to a new subscription, a second response from a
+//! server that ran the request twice) are counted apart, as repeated answers: measured to the
+//! last of them, a call that took 164 ms would read as the seconds until a replay.
 //! Gift-wrapped events (kinds 1059 and 21059) cannot be read without the recipient's key; they
 //! are counted, not paired.
 //!
@@ -38,9 +41,19 @@ pub const OTHER_METHODS: &str = "(other methods)";
 struct Request {
     method: String,
     published_us: u64,
-    /// The last delivery of an event tagged with this request.
-    last_us: Option<u64>,
-    answered: bool,
+    /// The first delivery of an answer to this request.
+    answered_us: Option<u64>,
+    /// Answers delivered after the first.
+    repeated: u64,
+}
+
+/// A method's settled requests.
+#[derive(Debug, Clone)]
+struct Settled {
+    requests: u64,
+    repeated: u64,
+    /// Latencies of the answered ones.
+    latency: Histogram<u64>,
 }
 
 /// Pairs requests with what answered them; see the module documentation.
@@ -50,7 +63,7 @@ pub struct RpcPairs {
     /// Request ids in the order they were published, to settle the oldest first.
     order: VecDeque<String>,
     /// Per method: requests settled, and the latencies of those answered.
-    settled: BTreeMap<String, (u64, Histogram<u64>)>,
+    settled: BTreeMap<String, Settled>,
     /// Methods seen (bounded by [`MAX_METHODS`]).
     methods: std::collections::BTreeSet<String>,
     /// Deliveries of gift-wrapped events, which cannot be read here.
@@ -66,6 +79,8 @@ pub struct PairRow {
     pub requests: u64,
     /// Requests whose `result` or `error` was delivered.
     pub answered: u64,
+    /// Answers delivered after a request's first (duplicates, replays, second responses).
+    pub repeated: u64,
     /// Latency percentiles of answered requests, in microseconds.
     pub p50_us: u64,
     /// 90th percentile.
@@ -145,8 +160,8 @@ impl RpcPairs {
             Request {
                 method,
                 published_us: t_us,
-                last_us: None,
-                answered: false,
+                answered_us: None,
+                repeated: 0,
             },
         );
         self.order.push_back(id.to_owned());
@@ -200,10 +215,15 @@ impl RpcPairs {
                     .and_then(Value::as_str)
                     == Some("end")
         });
+        if !answers {
+            return;
+        }
         for id in known {
             if let Some(request) = self.requests.get_mut(id) {
-                request.last_us = Some(request.last_us.unwrap_or(0).max(t_us));
-                request.answered |= answers;
+                match request.answered_us {
+                    None => request.answered_us = Some(t_us),
+                    Some(_) => request.repeated += 1,
+                }
             }
         }
     }
@@ -226,32 +246,36 @@ impl RpcPairs {
         }
         by_method
             .into_iter()
-            .map(|(method, (requests, h))| PairRow {
+            .map(|(method, s)| PairRow {
                 method: method.to_owned(),
-                requests,
-                answered: h.len(),
-                p50_us: h.value_at_quantile(0.5),
-                p90_us: h.value_at_quantile(0.9),
-                p99_us: h.value_at_quantile(0.99),
-                max_us: h.max(),
+                requests: s.requests,
+                answered: s.latency.len(),
+                repeated: s.repeated,
+                p50_us: s.latency.value_at_quantile(0.5),
+                p90_us: s.latency.value_at_quantile(0.9),
+                p99_us: s.latency.value_at_quantile(0.99),
+                max_us: s.latency.max(),
             })
             .collect()
     }
 }
 
 /// Counts `request` in its method's row of `rows`.
-fn record(rows: &mut BTreeMap<String, (u64, Histogram<u64>)>, request: &Request) {
-    let (count, histogram) = rows.entry(request.method.clone()).or_insert_with(|| {
-        (
-            0,
+fn record(rows: &mut BTreeMap<String, Settled>, request: &Request) {
+    let row = rows
+        .entry(request.method.clone())
+        .or_insert_with(|| Settled {
+            requests: 0,
+            repeated: 0,
             // One microsecond to a day, three significant figures: fixed bounds, so
             // `saturating_record` clamps instead of needing to resize.
-            Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("valid bounds"),
-        )
-    });
-    *count += 1;
-    if let (true, Some(last)) = (request.answered, request.last_us) {
-        histogram.saturating_record(last.saturating_sub(request.published_us).max(1));
+            latency: Histogram::new_with_bounds(1, 86_400_000_000, 3).expect("valid bounds"),
+        });
+    row.requests += 1;
+    row.repeated += request.repeated;
+    if let Some(answered) = request.answered_us {
+        row.latency
+            .saturating_record(answered.saturating_sub(request.published_us).max(1));
     }
 }
 
@@ -273,8 +297,8 @@ pub fn table(rows: &[PairRow], gift_wrapped: u64) -> String {
     }
     let _ = writeln!(
         out,
-        "{:<28} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
-        "request", "sent", "answered", "p50", "p90", "p99", "max"
+        "{:<28} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
+        "request", "sent", "answered", "again", "p50", "p90", "p99", "max"
     );
     for c in rows {
         let cells = if c.answered == 0 {
@@ -289,8 +313,15 @@ pub fn table(rows: &[PairRow], gift_wrapped: u64) -> String {
         };
         let _ = writeln!(
             out,
-            "{:<28} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
-            c.method, c.requests, c.answered, cells[0], cells[1], cells[2], cells[3]
+            "{:<28} {:>8} {:>8} {:>8} {:>9} {:>9} {:>9} {:>9}",
+            c.method, c.requests, c.answered, c.repeated, cells[0], cells[1], cells[2], cells[3]
+        );
+    }
+    if rows.iter().any(|r| r.repeated > 0) {
+        let _ = writeln!(
+            out,
+            "latency runs to a request's first answer; `again`: answers delivered after it \
+             (another relay's copy, a replay to a new subscription, a second response)"
         );
     }
     out.push_str(&wrapped);
@@ -315,13 +346,11 @@ mod tests {
     }
 
     #[test]
-    fn a_call_is_answered_by_its_result_and_lasts_until_its_last_tagged_delivery() {
+    fn a_call_lasts_until_its_first_answer_and_later_answers_are_counted_apart() {
         let mut pairs = RpcPairs::default();
         pairs.published(1_000, &request("a", "tools/call", Some("large")));
-        pairs.delivered(
-            5_000,
-            &reply("a", json!({"jsonrpc": "2.0", "id": 1, "result": {}})),
-        );
+        let result = reply("a", json!({"jsonrpc": "2.0", "id": 1, "result": {}}));
+        pairs.delivered(5_000, &result);
         pairs.delivered(
             9_000,
             &reply(
@@ -329,17 +358,22 @@ mod tests {
                 json!({"jsonrpc": "2.0", "method": "notifications/progress"}),
             ),
         );
+        // A storing relay replays the response to a new subscription seconds later.
+        pairs.delivered(6_900_000, &result);
         let rows = pairs.rows();
         assert_eq!(rows.len(), 1);
         assert_eq!(rows[0].method, "tools/call large");
-        assert_eq!((rows[0].requests, rows[0].answered), (1, 1));
-        // From publication (1 ms) to the last tagged delivery (9 ms), to the histogram's
-        // three significant figures.
+        assert_eq!(
+            (rows[0].requests, rows[0].answered, rows[0].repeated),
+            (1, 1, 1)
+        );
+        // From publication (1 ms) to the first answer (5 ms), to three significant figures.
         assert!(
-            (7_990..=8_010).contains(&rows[0].max_us),
+            (3_990..=4_010).contains(&rows[0].max_us),
             "{}",
             rows[0].max_us
         );
+        assert!(table(&rows, 0).contains("first answer"));
     }
 
     #[test]
