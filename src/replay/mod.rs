@@ -272,6 +272,9 @@ impl Frames {
 pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
     let mut receivers: BTreeMap<String, Receivers> = BTreeMap::new();
     let mut results: BTreeMap<(String, String), Injected> = BTreeMap::new();
+    // The event that started each (receiver, token): a start in another event is a second
+    // writer, whatever its frame says (a second run of the same tool writes the same frames).
+    let mut starts: BTreeMap<(String, String), (String, Duration)> = BTreeMap::new();
     let mut last = Duration::ZERO;
     for line in lines {
         let Line::Delivered { t, peer, id, .. } = line else {
@@ -298,6 +301,10 @@ pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
                 frame.body,
                 crate::protocol::oversized::TransferBody::Chunk { .. }
             );
+            let is_start = matches!(
+                frame.body,
+                crate::protocol::oversized::TransferBody::Start { .. }
+            );
             let entry = results
                 .entry((peer.clone(), token_text(&frame.token)))
                 .or_insert_with(|| Injected {
@@ -309,6 +316,9 @@ pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
                 });
             if is_chunk {
                 entry.chunks += 1;
+            }
+            if is_start {
+                second_writer(&mut starts, entry, id, now);
             }
             r.transfers
                 .get_or_insert_with(|| OversizedReceiver::new(ReceiverConfig::default()))
@@ -328,7 +338,7 @@ pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
                 continue;
             }
             let token = token_text(&frame.token);
-            results
+            let entry = results
                 .entry((peer.clone(), token.clone()))
                 .or_insert_with(|| Injected {
                     receiver: peer.clone(),
@@ -337,6 +347,9 @@ pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
                     outcome: "unfinished".into(),
                     chunks: 0,
                 });
+            if matches!(frame.body, StreamBody::Start { .. }) {
+                second_writer(&mut starts, entry, id, now);
+            }
             r.streams
                 .get_or_insert_with(|| OpenStreamRegistry::new(StreamPolicy::default()))
                 .handle_frame(sender, frame, now);
@@ -352,6 +365,44 @@ pub(crate) fn inject_lines(lines: &[Line], frames: &Frames) -> Vec<Injected> {
         last + Duration::from_secs(3600),
     );
     results.into_values().collect()
+}
+
+/// Cause family of a transfer or stream whose token a second writer started again.
+pub const DUPLICATE_WRITER: &str = "duplicate-writer";
+
+/// A `start` in event `id` at `now` for `entry`: the first opens it; one in another event while
+/// the first is unfinished is a second writer under the same token (a server that ran the
+/// request twice: two relays, a reconnect's replay of the stored request). The SDKs' readers
+/// then fail the stream ("Non-increasing progress", "Duplicate start frame"); relaysim's own
+/// would read the second writer's frames as duplicates, so the cause is named here.
+fn second_writer(
+    starts: &mut BTreeMap<(String, String), (String, Duration)>,
+    entry: &mut Injected,
+    id: &str,
+    now: Duration,
+) {
+    let key = (entry.receiver.clone(), entry.token.clone());
+    match starts.get(&key) {
+        None => {
+            starts.insert(key, (id.to_owned(), now));
+        }
+        Some((first, _)) if first == id => {} // the same event again: a relay's duplicate
+        Some((first, at)) => {
+            if entry.outcome == "unfinished" {
+                let short = |id: &str| id.chars().take(8).collect::<String>();
+                entry.outcome = format!(
+                    "failed:{DUPLICATE_WRITER}: a second start (event {}) {} after the first \
+                     (event {}) under token {}: two writers share one token",
+                    short(id),
+                    crate::stats::output::human_us(
+                        u64::try_from(now.saturating_sub(*at).as_micros()).unwrap_or(u64::MAX)
+                    ),
+                    short(first),
+                    entry.token
+                );
+            }
+        }
+    }
 }
 
 fn run_timers(

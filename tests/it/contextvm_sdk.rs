@@ -61,7 +61,7 @@ fn a_comparison_repeats_exactly() {
 fn the_shipped_difference_scenarios_state_both_outcomes_and_hold() {
     let files =
         relaysim::scenario::scenario_files(&[root().join("scenarios/contextvm-sdk")]).unwrap();
-    assert_eq!(files.len(), 8);
+    assert_eq!(files.len(), 9);
     for path in files {
         let s = Scenario::from_file(&path).unwrap();
         let report = s.run_all();
@@ -111,6 +111,59 @@ fn the_readme_s_twenty_seeds_of_the_ping_overtaking_a_chunk_hold_every_stated_ra
         failing("relaysim-stream")
     );
     assert!(readme.contains(&row), "README lacks {row:?}");
+}
+
+#[test]
+fn inject_names_a_second_writer_under_one_token_as_the_cause() {
+    // The TS server runs a request strfry replayed after its reconnect: two writers, one token.
+    let dir = std::env::temp_dir().join(format!("relaysim-dup-writer-{}", std::process::id()));
+    let trace = dir.join("t.jsonl");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args([
+            "run",
+            "scenarios/contextvm-sdk/ts-server-reruns-replayed-request.toml",
+        ])
+        .args([
+            "--trace",
+            trace.to_str().unwrap(),
+            "--out",
+            dir.to_str().unwrap(),
+        ])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stdout)
+    );
+    let inject = std::process::Command::new(env!("CARGO_BIN_EXE_relaysim"))
+        .args([
+            "replay",
+            trace.to_str().unwrap(),
+            "--mode",
+            "inject",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&inject.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&inject.stdout)));
+    let rows = v["receivers"].as_array().expect("receivers");
+    let outcome = |who: &str| {
+        rows.iter()
+            .find(|r| r["receiver"] == who)
+            .map(|r| r["injected"].as_str().unwrap_or("").to_owned())
+            .unwrap_or_else(|| panic!("no {who} in {v}"))
+    };
+    let ts = outcome("ts-client");
+    assert!(
+        ts.starts_with("failed:duplicate-writer: a second start"),
+        "{ts}"
+    );
+    assert!(ts.contains("two writers share one token"), "{ts}");
+    assert_eq!(outcome("relaysim-client"), "completed");
+    let _ = std::fs::remove_dir_all(&dir);
 }
 
 #[test]
