@@ -21,6 +21,14 @@ fn world_findings(world: &World, report: &mut crate::stats::RunReport) {
     }
 }
 
+/// The world's relay and peer names, for the collector's explanations.
+fn names_of(world: &World) -> crate::stats::why::Names {
+    crate::stats::why::Names {
+        relays: world.relay_names_all(),
+        peers: world.peers().into_iter().collect(),
+    }
+}
+
 impl Scenario {
     /// Builds the world for one run.
     pub fn build(&self, seed: u64) -> World {
@@ -88,7 +96,7 @@ impl Scenario {
     /// Runs once with `seed`.
     pub fn run(&self, seed: u64) -> crate::stats::RunReport {
         let mut world = self.build(seed);
-        let collector = Rc::new(RefCell::new(Collector::new()));
+        let collector = Rc::new(RefCell::new(Collector::named(names_of(&world))));
         world.set_observer(Box::new(collector.clone()));
         world.run_until(self.duration);
         drop(world.take_observer());
@@ -145,7 +153,7 @@ impl Scenario {
             shrunk,
             scenario_toml: self.source.clone(),
         };
-        let collector = Rc::new(RefCell::new(Collector::new()));
+        let collector = Rc::new(RefCell::new(Collector::named(names_of(&world))));
         let writer = Rc::new(RefCell::new(TraceWriter::new(&header, names, events)));
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
         world.run_until(self.duration);

@@ -28,6 +28,17 @@ const SKY: RGBColor = RGBColor(86, 180, 233);
 /// The name traces give reorderings by a relay writer's batch sort.
 const BATCH_SORT: &str = "writer-batch-sort";
 
+/// The longest explanation drawn under a failing call (the words have it whole).
+const WHY_CHARS: usize = 150;
+
+/// `text` cut to `max` characters, with an ellipsis when cut.
+fn clipped(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((at, _)) => format!("{}…", &text[..at]),
+        None => text.to_owned(),
+    }
+}
+
 fn sorted_by_writer(m: &super::Mark) -> bool {
     m.kind == MarkKind::Reordered && m.label.as_deref() == Some(BATCH_SORT)
 }
@@ -56,7 +67,7 @@ fn render<DB: DrawingBackend>(t: &Timeline, root: DrawingArea<DB, Shift>) -> Res
     root.fill(&WHITE).map_err(err)?;
     let (_, height) = root.dim_in_pixel();
     let root = root.titled(&t.title, ("sans-serif", 20)).map_err(err)?;
-    let (chart_area, legend_area) = root.split_vertically(height - 110);
+    let (chart_area, legend_area) = root.split_vertically(height - 120);
     let (divisor, unit) = time_unit(t.to_us - t.from_us);
     let x0 = t.from_us as f64 / divisor;
     let x1 = t.to_us as f64 / divisor;
@@ -147,6 +158,16 @@ fn render<DB: DrawingBackend>(t: &Timeline, root: DrawingArea<DB, Shift>) -> Res
                 ("sans-serif", 14).into_font().color(&RED),
             )))
             .map_err(err)?;
+        // The cause in words, under the frame: what it awaited, what the relays refused.
+        if let Some(why) = &f.why {
+            chart
+                .draw_series(std::iter::once(Text::new(
+                    clipped(why, WHY_CHARS),
+                    (a, y - band - 0.3),
+                    ("sans-serif", 12).into_font().color(&RED),
+                )))
+                .map_err(err)?;
+        }
     }
     // Lines, thinnest and most common first.
     for kind in [
@@ -234,6 +255,11 @@ fn render<DB: DrawingBackend>(t: &Timeline, root: DrawingArea<DB, Shift>) -> Res
             MarkKind::Completed => {
                 chart
                     .draw_series(std::iter::once(Circle::new(at, 6, GREEN.filled())))
+                    .map_err(err)?;
+            }
+            MarkKind::Answered => {
+                chart
+                    .draw_series(std::iter::once(Circle::new(at, 6, GREEN.stroke_width(2))))
                     .map_err(err)?;
             }
             MarkKind::Failed => {
@@ -343,8 +369,18 @@ fn legend<DB: DrawingBackend>(
             font,
         ))?;
     }
+    let answered = count(MarkKind::Answered);
+    if answered > 0 {
+        let y = 84;
+        area.draw(&Circle::new((35, y), 6, GREEN.stroke_width(2)))?;
+        area.draw(&Text::new(
+            format!("answered, but the call failed ({answered})"),
+            (47, y - 8),
+            font,
+        ))?;
+    }
     if t.elided > 0 {
-        let y = if sorted > 0 { 86 } else { y };
+        let y = if sorted > 0 || answered > 0 { 84 } else { y };
         area.draw(&Text::new(
             format!(
                 "{} more marks not drawn (see --from/--to, --call)",

@@ -14,7 +14,7 @@ mod words;
 
 use crate::trace::{Line, Trace};
 use spans::{call_window, failing_calls, title};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// Marks past this many are counted, not drawn: a picture of more is a smear, and the window
 /// options (`--from`, `--to`, `--call`) are the way to see a part.
@@ -67,6 +67,9 @@ pub enum MarkKind {
     Called,
     /// A call ended well.
     Completed,
+    /// A call's response or stream ended well, but the call failed (its stream broke, its
+    /// result did not match): not drawn as completed.
+    Answered,
     /// A call failed.
     Failed,
 }
@@ -87,6 +90,7 @@ impl MarkKind {
             MarkKind::Connected => "reconnected",
             MarkKind::Called => "call",
             MarkKind::Completed => "completed",
+            MarkKind::Answered => "answered",
             MarkKind::Failed => "failed",
         }
     }
@@ -117,6 +121,8 @@ pub struct Span {
     pub to_us: u64,
     /// What it is.
     pub label: String,
+    /// For a failing call: what it awaited and what happened while it was open.
+    pub why: Option<String>,
 }
 
 /// Which part of a trace to show.
@@ -291,6 +297,13 @@ impl Timeline {
         };
         // When each event left its author for each relay (a delivery's line starts there).
         let mut sent: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+        // Calls the trace's summary says failed: their good answers are not completions.
+        let failed_calls: BTreeSet<(&str, u64)> = trace
+            .outcomes()
+            .iter()
+            .filter(|o| o.outcome != "completed")
+            .map(|o| (o.client.as_str(), o.call))
+            .collect();
         let mut outages = Vec::new();
         for line in &trace.lines {
             match line {
@@ -358,11 +371,12 @@ impl Timeline {
                             from_us: *t,
                             to_us: end,
                             label: format!("outage {index}: {kind} {}", human(*duration_us)),
+                            why: None,
                         });
                     }
                 }
                 other => {
-                    if let Some((kind, t, name, label)) = point_mark(other) {
+                    if let Some((kind, t, name, label)) = point_mark(other, &failed_calls) {
                         if let Some(lane) = lanes.get(name) {
                             push(Mark {
                                 kind,
@@ -407,7 +421,10 @@ pub(crate) fn is_failure(event: &str) -> bool {
 
 /// A mark drawn at one point of one lane: its kind, time, lane name and words, for the lines
 /// that make one (`None` for the others and for client reports that end nothing).
-fn point_mark(line: &Line) -> Option<(MarkKind, u64, &str, Option<String>)> {
+fn point_mark<'a>(
+    line: &'a Line,
+    failed_calls: &BTreeSet<(&str, u64)>,
+) -> Option<(MarkKind, u64, &'a str, Option<String>)> {
     Some(match line {
         // Lost on the way up: it never reached the relay; down: the peer.
         Line::Lost {
@@ -461,9 +478,21 @@ fn point_mark(line: &Line) -> Option<(MarkKind, u64, &str, Option<String>)> {
             Some(format!("#{call} {event}")),
         ),
         Line::Client {
-            t, client, event, ..
+            t,
+            client,
+            call,
+            event,
         } if event == "response-ok" || event == "stream-ended-ok" => {
-            (MarkKind::Completed, *t, client, None)
+            if failed_calls.contains(&(client.as_str(), *call)) {
+                (
+                    MarkKind::Answered,
+                    *t,
+                    client,
+                    Some(format!("#{call} {event}")),
+                )
+            } else {
+                (MarkKind::Completed, *t, client, None)
+            }
         }
         _ => return None,
     })

@@ -75,6 +75,7 @@ pub(super) fn failing_calls(trace: &Trace, lanes: &Lanes, end_us: u64) -> Vec<Sp
                     "call #{} {} ({}): {}",
                     o.call, o.tool, o.workload, o.outcome
                 ),
+                why: o.why.clone(),
             })
         })
         .collect()

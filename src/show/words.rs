@@ -79,6 +79,9 @@ impl Timeline {
                 human(f.from_us),
                 human(f.to_us)
             );
+            if let Some(why) = &f.why {
+                let _ = writeln!(out, "  why: {why}");
+            }
         }
         out
     }

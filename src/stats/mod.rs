@@ -20,6 +20,7 @@
 pub mod interval;
 pub mod output;
 pub mod rpc_pairs;
+pub mod why;
 
 use crate::peer::client::{CallFailure, CallId, ClientEvent};
 use crate::peer::tools::Expected;
@@ -92,6 +93,9 @@ pub struct Item {
     pub latency: Option<Duration>,
     /// For a stream: chunks the server wrote and chunks the client read.
     pub chunks: Option<(u64, u64)>,
+    /// For a failed call: what it awaited when it ran out of time, and the refusals and
+    /// dropped connections while it was open ([`why`]).
+    pub why: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -101,6 +105,7 @@ struct CallRecord {
     expected: Expected,
     started: Duration,
     first_chunk: Option<Duration>,
+    last_chunk: Option<Duration>,
     chunks_read: u64,
     chunks_written: u64,
     next_index: u64,
@@ -120,6 +125,12 @@ pub struct Collector {
     histograms: BTreeMap<&'static str, Histogram<u64>>,
     counters: BTreeMap<String, u64>,
     stores: BTreeMap<usize, crate::protocol::resumable::server::StoreStats>,
+    /// Refusals and drops, to explain calls that ran out of time.
+    events: why::RunEvents,
+    /// Events sent to a relay, and relay answers (`OK`) to them: the difference went
+    /// unanswered.
+    sent_to_relays: u64,
+    answered_by_relays: u64,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -130,6 +141,14 @@ impl Collector {
     /// An empty collector.
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty collector that names relays and peers in its explanations.
+    pub fn named(names: why::Names) -> Self {
+        Collector {
+            events: why::RunEvents::named(names),
+            ..Self::default()
+        }
     }
 
     fn record(&mut self, metric: &'static str, value: Duration) {
@@ -154,6 +173,26 @@ impl Collector {
             if matches!(&outcome, Outcome::Failed(c) if c == "integrity-violation") {
                 integrity_violations += 1;
             }
+            let why = outcome.family().and_then(|family| {
+                self.events.explain(
+                    &why::Awaiting {
+                        started: r.started,
+                        ended: at,
+                        stream: match r.expected {
+                            Expected::Stream { chunks } => Some(why::StreamProgress {
+                                chunks,
+                                read: r.chunks_read,
+                                written: r.chunks_written,
+                                next_index: r.next_index,
+                                last_read: r.last_chunk,
+                            }),
+                            _ => None,
+                        },
+                        responded: r.response.is_some(),
+                    },
+                    why::ran_out_of_time(family),
+                )
+            });
             items.push(Item {
                 workload: r.workload,
                 client: *client,
@@ -162,9 +201,16 @@ impl Collector {
                 outcome,
                 latency: at.map(|t| t.saturating_sub(r.started)),
                 chunks: (r.tool == "stream").then_some((r.chunks_written, r.chunks_read)),
+                why,
             });
         }
         let mut counters = self.counters;
+        // Events no relay answered: lost on the way, sent into a dropped connection, or
+        // a relay that answers some events with silence (nostr-rs-relay 0.8, ephemeral).
+        let unanswered = self.sent_to_relays.saturating_sub(self.answered_by_relays);
+        if unanswered > 0 {
+            counters.insert("ok_missing".to_owned(), unanswered);
+        }
         if !self.stores.is_empty() {
             let sum = |f: fn(&crate::protocol::resumable::server::StoreStats) -> u64| {
                 self.stores.values().map(f).sum::<u64>()
@@ -267,10 +313,19 @@ impl Observer for Collector {
             Observation::Published { bytes, .. } => {
                 self.count("events_published", 1);
                 self.count("bytes_published", *bytes as u64);
+                self.sent_to_relays += 1;
             }
             Observation::Verdict {
-                accepted, message, ..
+                accepted,
+                message,
+                peer,
+                relay,
+                ..
             } => {
+                self.answered_by_relays += 1;
+                if !*accepted {
+                    self.events.refused(at, *peer, *relay, message);
+                }
                 if *accepted && message.starts_with("duplicate:") {
                     self.count("relay_duplicates", 1);
                 } else if *accepted {
@@ -310,7 +365,14 @@ impl Observer for Collector {
             Observation::Lost { .. } => self.count("lost", 1),
             // Counted where the copies arrive, with their mechanism.
             Observation::Duplicated { .. } => {}
-            Observation::Disconnected { .. } => self.count("disconnects", 1),
+            Observation::Disconnected {
+                relay,
+                peer,
+                reason,
+            } => {
+                self.count("disconnects", 1);
+                self.events.dropped(at, *peer, *relay, reason);
+            }
             Observation::Connected { .. } | Observation::LinkPlan { .. } => {}
             Observation::Outage { suppressed, .. } => {
                 if !suppressed {
@@ -332,6 +394,7 @@ impl Observer for Collector {
                         expected: expected.clone(),
                         started: at,
                         first_chunk: None,
+                        last_chunk: None,
                         chunks_read: 0,
                         chunks_written: 0,
                         next_index: 0,
@@ -382,6 +445,7 @@ impl Observer for Collector {
                         first = Some(at.saturating_sub(r.started));
                     }
                     r.chunks_read += 1;
+                    r.last_chunk = Some(at);
                     if !intact || *index != r.next_index {
                         r.chunk_violations += 1;
                     }

@@ -1,6 +1,8 @@
 //! Reports as text, CSV and JSON.
 //!
-//! - `summary.csv`: one row per run and workload call: `run,seed,workload,client,call,tool,outcome,cause,latency_us`
+//! - `summary.csv`: one row per run and workload call: `run,seed,workload,client,call,tool,outcome,cause,latency_us,why`
+//!   (`why`: for a call that ran out of time, what it awaited and what the relays refused and
+//!   which connections dropped while it was open)
 //!   (`cause` carries another implementation's own words after `": "` when it gave them).
 //! - `latency.csv`: one row per metric: `metric,count,min_us,p50_us,p90_us,p99_us,p999_us,max_us`.
 //! - `failures.csv`: one row per failure cause family: `cause,count`.
@@ -102,6 +104,37 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
                 out,
                 "  … and {} more (summary.csv has every call's)",
                 texts.len() - SHOWN
+            );
+        }
+    }
+    // Failed calls: what each awaited, if it ran out of time, and what happened meanwhile.
+    let whys: Vec<(u64, &super::Item)> = report
+        .runs
+        .iter()
+        .flat_map(|r| r.items.iter().map(move |i| (r.seed, i)))
+        .filter(|(_, i)| i.why.is_some())
+        .collect();
+    if !whys.is_empty() {
+        const SHOWN: usize = 4;
+        let _ = writeln!(out, "\nwhy calls failed:");
+        for (seed, i) in whys.iter().take(SHOWN) {
+            let name = workloads.get(i.workload).map_or("?", String::as_str);
+            let cause = match &i.outcome {
+                Outcome::Failed(c) => super::family(c),
+                Outcome::Completed => "completed",
+            };
+            let _ = writeln!(
+                out,
+                "  seed {seed} {name} call {}: {cause}: {}",
+                i.call,
+                i.why.as_deref().unwrap_or_default()
+            );
+        }
+        if whys.len() > SHOWN {
+            let _ = writeln!(
+                out,
+                "  … and {} more (summary.csv has every call's)",
+                whys.len() - SHOWN
             );
         }
     }
@@ -209,6 +242,7 @@ pub fn write_csv(
         "outcome",
         "cause",
         "latency_us",
+        "why",
     ])?;
     for (run_index, run) in report.runs.iter().enumerate() {
         for item in &run.items {
@@ -231,6 +265,7 @@ pub fn write_csv(
                 outcome.to_owned(),
                 cause,
                 latency,
+                item.why.clone().unwrap_or_default(),
             ])?;
         }
     }
@@ -285,6 +320,7 @@ pub fn to_json(
                     "workload": workloads.get(i.workload), "client": client_name(clients, i.client), "call": i.call, "tool": i.tool,
                     "outcome": match &i.outcome { Outcome::Completed => "completed".to_owned(), Outcome::Failed(c) => format!("failed:{c}") },
                     "latency_us": i.latency.map(|l| l.as_micros() as u64),
+                    "why": i.why,
                 })
             })
         })

@@ -245,4 +245,8 @@ pub struct OutcomeLine {
     pub tool: String,
     /// `completed` or `failed:<cause>`.
     pub outcome: String,
+    /// For a call that ran out of time: what it awaited, and the refusals and dropped
+    /// connections while it was open.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }

@@ -108,6 +108,7 @@ impl TraceWriter {
                     Outcome::Completed => "completed".into(),
                     Outcome::Failed(c) => format!("failed:{c}"),
                 },
+                why: i.why.clone(),
             })
             .collect();
         let total = report.items.len();

@@ -1,0 +1,338 @@
+//! Why a call failed, beyond its cause: for a call that ran out of time, what it was awaiting
+//! and what it last saw; for every failed call, what the relays and connections did while it
+//! was open (each refusal's text, each dropped connection). One line beside its cause:
+//! `awaiting chunk 23 of 147 (23 read, 40 written, the last at 4.1s); relays refused 3
+//! publishes while it was open: "rate-limited: slow down" (server via damus ×3)`.
+//!
+//! The world reports refusals and drops without saying which call they hurt (a relay refuses
+//! an event, not a call), so a call is told those that happened while it was open, by whom.
+//! Both lists are bounded: a run that refuses millions of events keeps the first
+//! [`MAX_KEPT`] of each and counts the rest.
+
+use crate::sim::world::PeerId;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Refusals and drops kept per run, each.
+pub const MAX_KEPT: usize = 4096;
+/// Dropped connections listed by name in one call's line.
+const DROPS_LISTED: usize = 3;
+
+/// The names a line uses: relays by index, peers by id.
+#[derive(Debug, Clone, Default)]
+pub struct Names {
+    /// Relay names by index.
+    pub relays: Vec<String>,
+    /// Peer names.
+    pub peers: BTreeMap<PeerId, String>,
+}
+
+impl Names {
+    fn peer(&self, p: PeerId) -> String {
+        self.peers.get(&p).cloned().unwrap_or_else(|| match p {
+            PeerId::Client(i) => format!("client {i}"),
+            PeerId::Server(i) => format!("server {i}"),
+        })
+    }
+
+    fn relay(&self, r: usize) -> String {
+        self.relays
+            .get(r)
+            .cloned()
+            .unwrap_or_else(|| format!("relay {r}"))
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Refusal {
+    at: Duration,
+    peer: PeerId,
+    relay: usize,
+    message: String,
+}
+
+#[derive(Debug, Clone)]
+struct Drop {
+    at: Duration,
+    peer: PeerId,
+    relay: usize,
+    reason: &'static str,
+}
+
+/// What a run's relays and connections did, kept to explain the calls that ran out of time.
+#[derive(Debug, Clone, Default)]
+pub struct RunEvents {
+    names: Names,
+    refusals: Vec<Refusal>,
+    drops: Vec<Drop>,
+    /// Refusals and drops past [`MAX_KEPT`].
+    not_kept: u64,
+}
+
+/// What a call had when it ran out of time.
+pub struct Awaiting {
+    /// When it was made.
+    pub started: Duration,
+    /// When it failed (`None`: the run ended first).
+    pub ended: Option<Duration>,
+    /// For a stream: chunks the whole stream has, read, written by the server, and when the
+    /// last one was read.
+    pub stream: Option<StreamProgress>,
+    /// Whether a response arrived.
+    pub responded: bool,
+}
+
+/// How far a stream got.
+pub struct StreamProgress {
+    /// Chunks it has.
+    pub chunks: u64,
+    /// Read by the client.
+    pub read: u64,
+    /// Written by the server.
+    pub written: u64,
+    /// The next chunk index the client awaits.
+    pub next_index: u64,
+    /// When the last chunk was read.
+    pub last_read: Option<Duration>,
+}
+
+impl RunEvents {
+    /// Names for the lines.
+    pub fn named(names: Names) -> Self {
+        RunEvents {
+            names,
+            ..Default::default()
+        }
+    }
+
+    /// A relay refused an event of `peer` (`OK false`).
+    pub fn refused(&mut self, at: Duration, peer: PeerId, relay: usize, message: &str) {
+        if self.refusals.len() < MAX_KEPT {
+            self.refusals.push(Refusal {
+                at,
+                peer,
+                relay,
+                message: message.to_owned(),
+            });
+        } else {
+            self.not_kept += 1;
+        }
+    }
+
+    /// `peer`'s connection to `relay` went down.
+    pub fn dropped(&mut self, at: Duration, peer: PeerId, relay: usize, reason: &'static str) {
+        if self.drops.len() < MAX_KEPT {
+            self.drops.push(Drop {
+                at,
+                peer,
+                relay,
+                reason,
+            });
+        } else {
+            self.not_kept += 1;
+        }
+    }
+
+    /// The line beside a failed call's cause: what it awaited (when it ran out of time,
+    /// `awaiting`) and what happened while it was open; `None` when there is nothing to say.
+    pub fn explain(&self, call: &Awaiting, awaiting: bool) -> Option<String> {
+        let open = |at: Duration| at >= call.started && call.ended.is_none_or(|end| at <= end);
+        let ms = |d: Duration| crate::stats::output::human_us(d.as_micros() as u64);
+        let mut parts: Vec<String> = Vec::new();
+        if awaiting {
+            parts.push(self.awaited(call));
+        }
+        let refusals: Vec<&Refusal> = self.refusals.iter().filter(|r| open(r.at)).collect();
+        if !refusals.is_empty() {
+            parts.push(self.refusals_text(&refusals));
+        }
+        let drops: Vec<&Drop> = self.drops.iter().filter(|d| open(d.at)).collect();
+        if !drops.is_empty() {
+            let listed: Vec<String> = drops
+                .iter()
+                .take(DROPS_LISTED)
+                .map(|d| {
+                    format!(
+                        "{}–{} at {} ({})",
+                        self.names.peer(d.peer),
+                        self.names.relay(d.relay),
+                        ms(d.at),
+                        d.reason
+                    )
+                })
+                .collect();
+            let more = drops.len().saturating_sub(DROPS_LISTED);
+            parts.push(format!(
+                "connections dropped while it was open: {}{}",
+                listed.join(", "),
+                if more > 0 {
+                    format!(" and {more} more")
+                } else {
+                    String::new()
+                }
+            ));
+        }
+        if parts.is_empty() {
+            return None;
+        }
+        if self.not_kept > 0 {
+            parts.push(format!(
+                "{} later refusals and drops of the run are not listed",
+                self.not_kept
+            ));
+        }
+        Some(parts.join("; "))
+    }
+
+    /// What a call that ran out of time was awaiting.
+    fn awaited(&self, call: &Awaiting) -> String {
+        let ms = |d: Duration| crate::stats::output::human_us(d.as_micros() as u64);
+        let mut out = match &call.stream {
+            Some(s) if s.read == 0 => format!(
+                "awaiting the stream's first chunk ({} of {} written)",
+                s.written, s.chunks
+            ),
+            Some(s) if s.next_index < s.chunks => format!(
+                "awaiting chunk {} of {} ({} read, {} written{})",
+                s.next_index,
+                s.chunks,
+                s.read,
+                s.written,
+                s.last_read
+                    .map_or(String::new(), |t| format!(", the last at {}", ms(t)))
+            ),
+            Some(_) if !call.responded => "every chunk read; awaiting the final response".into(),
+            Some(_) => "every chunk read and answered; awaiting the stream's close".into(),
+            None if call.responded => "awaiting the rest of the answer".into(),
+            None => "awaiting the response".into(),
+        };
+        if call.ended.is_none() {
+            out.push_str(" when the run ended");
+        }
+        out
+    }
+
+    /// Refusals grouped by text, then by who and where, in the order first seen.
+    fn refusals_text(&self, refusals: &[&Refusal]) -> String {
+        let mut groups: Vec<(&str, Vec<(String, u64)>)> = Vec::new();
+        for r in refusals {
+            let who = format!(
+                "{} via {}",
+                self.names.peer(r.peer),
+                self.names.relay(r.relay)
+            );
+            let group = match groups.iter().position(|(m, _)| *m == r.message) {
+                Some(i) => &mut groups[i].1,
+                None => {
+                    groups.push((&r.message, Vec::new()));
+                    &mut groups.last_mut().expect("just pushed").1
+                }
+            };
+            match group.iter_mut().find(|(w, _)| *w == who) {
+                Some((_, n)) => *n += 1,
+                None => group.push((who, 1)),
+            }
+        }
+        let texts: Vec<String> = groups
+            .iter()
+            .map(|(message, whos)| {
+                let whos: Vec<String> = whos.iter().map(|(w, n)| format!("{w} ×{n}")).collect();
+                format!("{message:?} ({})", whos.join(", "))
+            })
+            .collect();
+        format!(
+            "relays refused {} publish{} while it was open: {}",
+            refusals.len(),
+            if refusals.len() == 1 { "" } else { "es" },
+            texts.join(", ")
+        )
+    }
+}
+
+/// Whether a failure of this family is one where the call ran out of time without being told
+/// why, so that what it awaited is worth saying.
+pub fn ran_out_of_time(family: &str) -> bool {
+    family == "unfinished" || family.ends_with("timeout")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        Names {
+            relays: vec!["damus".into()],
+            peers: BTreeMap::from([
+                (PeerId::Server(0), "server".into()),
+                (PeerId::Client(0), "client".into()),
+            ]),
+        }
+    }
+
+    #[test]
+    fn a_stream_timeout_says_which_chunk_it_awaited_and_what_the_relays_refused_meanwhile() {
+        let mut run = RunEvents::named(names());
+        let s = Duration::from_secs;
+        run.refused(s(1), PeerId::Server(0), 0, "rate-limited: slow down");
+        run.refused(s(2), PeerId::Server(0), 0, "rate-limited: slow down");
+        run.refused(s(99), PeerId::Server(0), 0, "after the call");
+        run.dropped(s(3), PeerId::Client(0), 0, "outage");
+        let line = run
+            .explain(
+                &Awaiting {
+                    started: s(0),
+                    ended: Some(s(30)),
+                    stream: Some(StreamProgress {
+                        chunks: 147,
+                        read: 23,
+                        written: 40,
+                        next_index: 23,
+                        last_read: Some(Duration::from_millis(4100)),
+                    }),
+                    responded: false,
+                },
+                true,
+            )
+            .unwrap();
+        assert_eq!(
+            line,
+            "awaiting chunk 23 of 147 (23 read, 40 written, the last at 4100.0ms); relays \
+             refused 2 publishes while it was open: \"rate-limited: slow down\" (server via \
+             damus ×2); connections dropped while it was open: client–damus at 3000.0ms (outage)"
+        );
+    }
+
+    #[test]
+    fn a_call_the_run_outlived_says_so_and_the_kept_lists_are_bounded() {
+        let mut run = RunEvents::named(names());
+        for k in 0..MAX_KEPT as u64 + 5 {
+            run.refused(
+                Duration::from_millis(k),
+                PeerId::Client(0),
+                0,
+                "blocked: no",
+            );
+        }
+        let call = Awaiting {
+            started: Duration::ZERO,
+            ended: None,
+            stream: None,
+            responded: false,
+        };
+        let line = run.explain(&call, true).unwrap();
+        assert!(
+            line.starts_with(
+                "awaiting the response when the run ended; relays refused 4096 publishes"
+            ),
+            "{line}"
+        );
+        assert!(
+            line.ends_with("5 later refusals and drops of the run are not listed"),
+            "{line}"
+        );
+        // A failure that did not run out of time is told only what happened meanwhile.
+        let without = run.explain(&call, false).unwrap();
+        assert!(without.starts_with("relays refused 4096"), "{without}");
+        assert_eq!(RunEvents::default().explain(&call, false), None);
+    }
+}
