@@ -67,7 +67,7 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
                 })
             })
             .collect();
-        let compared = r.recorded.len();
+        let compared = r.recorded.len() + r.call_pairs().len();
         print_json(&json!({
             "mode": "schedule",
             "live": true,
@@ -78,6 +78,7 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
             "replayed_publications": r.replayed_publications,
             "matched_publications": r.matched_publications,
             "calls": r.calls,
+            "recorded_calls": r.recorded_calls,
             "receivers": receivers,
             "compared": compared,
             "same_outcome": (compared > 0).then(|| r.same_outcome()),
@@ -91,7 +92,7 @@ pub(super) fn replay_live(args: &ReplayArgs, trace: &Trace) -> Result<Exit> {
     }
     if !r.compared() {
         if args.check {
-            bail!("--check has nothing to check: the recording shows no transfer or stream reaching a client");
+            bail!("--check has nothing to check: the recording shows no transfer or stream reaching a client, and no call of the scenario's clients");
         }
         return Ok(Exit::Success);
     }
@@ -130,11 +131,27 @@ fn print_live(r: &relaysim::replay::live_schedule::LiveScheduleReplay) {
             .map_or("<missing>", String::as_str);
         println!("{client:<16} {token:<10} {recorded:<30} {new}");
     }
+    let pairs = r.call_pairs();
+    if !pairs.is_empty() {
+        println!("the recording's calls, and the rerun's:");
+        for (recorded, rerun) in &pairs {
+            println!(
+                "{:<16} call {:<4} {:<30} {}",
+                recorded.client,
+                recorded.call,
+                recorded.outcome,
+                rerun.map_or("<not made>", |c| c.outcome.as_str())
+            );
+        }
+    }
     if r.compared() {
         let same = r.same_outcome();
         println!("outcome {}", if same { "unchanged" } else { "CHANGED" });
     } else {
-        println!("nothing to compare: no transfer or stream reached a client in the recording");
+        println!(
+            "nothing to compare: no transfer or stream reached a client in the recording, and it \
+             records no call of the scenario's clients"
+        );
     }
 }
 

@@ -207,8 +207,28 @@ fn run_file(
             }
             if let Some(trace) = &args.trace {
                 let relays = scenario.plan(seed).relays;
+                // The relays' traces closed before the calls ended; their outcomes go in now.
+                let outcomes = report.runs.last().map_or_else(Vec::new, |run| {
+                    run.items
+                        .iter()
+                        .map(|i| relaysim::trace::OutcomeLine {
+                            workload: scenario.workload_names()[i.workload].clone(),
+                            client: scenario.client_name(i.client),
+                            call: i.call,
+                            tool: i.tool.to_owned(),
+                            outcome: match &i.outcome {
+                                relaysim::stats::Outcome::Completed => "completed".into(),
+                                relaysim::stats::Outcome::Failed(c) => format!("failed:{c}"),
+                            },
+                            why: i.why.clone(),
+                        })
+                        .collect()
+                });
                 for (name, _) in &relays {
                     let path = relaysim::live::relay_trace_path(trace, name, relays.len());
+                    relaysim::trace::set_outcomes(&path, outcomes.clone()).with_context(|| {
+                        format!("cannot write the outcomes into {}", path.display())
+                    })?;
                     eprintln!("trace of relay {name} written to {}", path.display());
                 }
             }
@@ -248,15 +268,7 @@ fn run_file(
             .min()
         {
             let file = path.map_or(String::new(), |p| format!(" {}", p.display()));
-            let engine = match args.engine {
-                Engine::Des => "",
-                Engine::Turmoil => " --engine turmoil",
-                Engine::Live => " --engine live",
-            };
-            println!(
-                "reproduce one with a trace: relaysim run{file}{engine} --seed {seed} --runs 1 \
-                 --trace trace-{seed}.jsonl"
-            );
+            println!("{}", reproduce_hint(&file, args.engine, &args.relay, *seed));
         }
         println!("results written to {}", out.display());
         if !unchecked.is_empty() {
@@ -275,6 +287,26 @@ fn run_file(
         }
     }
     Ok((exit, None))
+}
+
+/// The command that reruns one failing seed with a trace: the whole command, with the relays
+/// a live run was given by URL.
+fn reproduce_hint(file: &str, engine: Engine, relays: &[(String, String)], seed: u64) -> String {
+    let engine: String = match engine {
+        Engine::Des => String::new(),
+        Engine::Turmoil => " --engine turmoil".into(),
+        Engine::Live => std::iter::once(" --engine live".to_owned())
+            .chain(
+                relays
+                    .iter()
+                    .map(|(name, url)| format!(" --relay {name}={url}")),
+            )
+            .collect(),
+    };
+    format!(
+        "reproduce one with a trace: relaysim run{file}{engine} --seed {seed} --runs 1 \
+         --trace trace-{seed}.jsonl"
+    )
 }
 
 /// The file that says which scenario a results directory belongs to.
@@ -338,4 +370,21 @@ pub(super) fn with_program_hosts(scenario: &mut Scenario) -> Result<()> {
         scenario.set_program_hosts(std::sync::Arc::new(relaysim::node_host::NodeHosts::new()));
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_live_run_s_reproduce_hint_keeps_the_relays_given_by_url() {
+        let relays = [("far".to_owned(), "ws://127.0.0.1:7777".to_owned())];
+        assert_eq!(
+            reproduce_hint(" s.toml", Engine::Live, &relays, 3),
+            "reproduce one with a trace: relaysim run s.toml --engine live --relay \
+             far=ws://127.0.0.1:7777 --seed 3 --runs 1 --trace trace-3.jsonl"
+        );
+        assert!(reproduce_hint("", Engine::Des, &[], 1)
+            .starts_with("reproduce one with a trace: relaysim run --seed 1"));
+    }
 }

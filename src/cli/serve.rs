@@ -100,6 +100,10 @@ fn deployment(args: &ServeArgs) -> Result<Deployment> {
 }
 
 pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
+    // Before any relay is served: a command that cannot start says so, with the fix.
+    if !args.command.is_empty() {
+        check_command(&args.command)?;
+    }
     if let Some(path) = &args.trace {
         super::create_parent(path)?;
     }
@@ -149,6 +153,56 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
         }
     };
     finish(&args, &report, command)
+}
+
+/// Why `command` cannot start, with the fix: a program not found on `PATH` (or at its path),
+/// or a node script whose packages were never installed (a `package.json` above it and no
+/// `node_modules` on the way), which node would only report as a module it cannot find.
+fn check_command(command: &[String]) -> Result<()> {
+    let program = &command[0];
+    let found = if program.contains('/') {
+        std::path::Path::new(program).is_file()
+    } else {
+        std::env::var_os("PATH").is_some_and(|paths| {
+            std::env::split_paths(&paths).any(|dir| dir.join(program).is_file())
+        })
+    };
+    if !found {
+        let hint = if program == "node" {
+            "; install Node.js 20 or later"
+        } else {
+            ""
+        };
+        bail!("cannot find `{program}` on PATH{hint}");
+    }
+    let is_node = std::path::Path::new(program)
+        .file_name()
+        .is_some_and(|n| n == "node");
+    let script = command[1..]
+        .iter()
+        .find(|a| !a.starts_with('-'))
+        .filter(|a| [".js", ".mjs", ".cjs"].iter().any(|ext| a.ends_with(ext)));
+    if let (true, Some(script)) = (is_node, script) {
+        let script = std::path::Path::new(script);
+        if !script.is_file() {
+            bail!("no script at {}", script.display());
+        }
+        let mut dir = script.parent();
+        while let Some(d) = dir {
+            if d.join("node_modules").is_dir() {
+                break;
+            }
+            if d.join("package.json").is_file() {
+                bail!(
+                    "the packages of {} are not installed: run `npm ci` in {}",
+                    script.display(),
+                    d.display()
+                );
+            }
+            dir = d.parent();
+        }
+    }
+    Ok(())
 }
 
 /// What the command did: its exit status and the outcomes file it was given (in a temporary
@@ -225,6 +279,27 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
         let failed = outcomes.iter().filter(|o| !o.completed()).count();
         if !run.success || failed > 0 {
             exit = Exit::ExpectationFailed;
+        }
+        if let Some(path) = &args.trace {
+            // The trace closed with the relays; the command's outcomes come after.
+            let lines = outcomes
+                .iter()
+                .enumerate()
+                .map(|(i, o)| relaysim::trace::OutcomeLine {
+                    workload: o.call.clone(),
+                    client: o.peer.clone(),
+                    call: i as u64 + 1,
+                    tool: o.call.clone(),
+                    outcome: relaysim::trace::program_outcome(&o.outcome),
+                    why: None,
+                })
+                .collect();
+            relaysim::trace::set_outcomes(path, lines).with_context(|| {
+                format!(
+                    "cannot write the outcomes into the trace {}",
+                    path.display()
+                )
+            })?;
         }
     }
     let json = serde_json::to_string_pretty(report)?;

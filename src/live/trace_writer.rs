@@ -310,9 +310,10 @@ async fn write_lines(
         }
     }
     let summary = Line::Summary {
+        // The calls' outcomes are not known here: `trace::set_outcomes` adds them after.
         outcomes: Vec::new(),
         integrity_violations: 0,
-        completion_ratio: 1.0,
+        completion_ratio: None,
         dropped: dropped.load(Ordering::Relaxed),
     };
     writeln!(

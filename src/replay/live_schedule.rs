@@ -139,6 +139,9 @@ pub struct LiveScheduleReplay {
     pub replayed: BTreeMap<(String, String), String>,
     /// How each of the replay's calls ended, as the rerun endpoints saw it.
     pub calls: Vec<OutcomeLine>,
+    /// How the recording's calls ended, when the trace carries them (relaysim's own peers
+    /// in `run --engine live`; a served command's reported outcomes).
+    pub recorded_calls: Vec<OutcomeLine>,
     /// Publications in the recording.
     pub recorded_publications: usize,
     /// Publications in the replay, and how many of them the recording has (whose deliveries
@@ -154,14 +157,36 @@ impl LiveScheduleReplay {
     /// Whether there is anything to compare: a transfer or stream that reached a client in the
     /// recording. (Calls themselves are not in a relay's recording.)
     pub fn compared(&self) -> bool {
-        !self.recorded.is_empty()
+        !self.recorded.is_empty() || !self.call_pairs().is_empty()
     }
 
-    /// Whether every transfer and stream the recording shows ended the same in the replay.
+    /// Whether every transfer and stream the recording shows ended the same in the replay,
+    /// and every recorded call of a rerun client ended the same way (by cause family).
     pub fn same_outcome(&self) -> bool {
+        let family = |o: &str| crate::stats::family(o).to_owned();
         self.recorded
             .iter()
             .all(|(k, v)| self.replayed.get(k) == Some(v))
+            && self.call_pairs().iter().all(|(recorded, replayed)| {
+                replayed.is_some_and(|r| family(&r.outcome) == family(&recorded.outcome))
+            })
+    }
+
+    /// Each recorded call of a client the rerun has, with the rerun's same call (`None`:
+    /// the rerun did not make it). A served program's calls name its own peers, not the
+    /// scenario's, and are left out.
+    pub fn call_pairs(&self) -> Vec<(&OutcomeLine, Option<&OutcomeLine>)> {
+        self.recorded_calls
+            .iter()
+            .filter(|c| self.calls.iter().any(|r| r.client == c.client))
+            .map(|c| {
+                let rerun = self
+                    .calls
+                    .iter()
+                    .find(|r| r.client == c.client && r.call == c.call);
+                (c, rerun)
+            })
+            .collect()
     }
 }
 
@@ -264,6 +289,7 @@ pub fn schedule_live(
         recorded,
         replayed: received(&replay, &|n| Some(n.to_owned()))?,
         calls: replay.outcomes().to_vec(),
+        recorded_calls: trace.outcomes().to_vec(),
         recorded_publications,
         replayed_publications,
         matched_publications,

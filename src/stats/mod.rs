@@ -1,6 +1,10 @@
 //! Statistics of runs: latency histograms (microseconds of virtual time), counters, and the
 //! outcome of every workload call, collected by an [`Observer`] on the world.
 //!
+//! Longer than 600 lines because the collector, the classification of a call's record into
+//! its outcome and the report built from them share one record type and read best together;
+//! explanations (`why`), outputs and request pairing live in their own modules.
+//!
 //! Metrics (all microseconds of virtual time):
 //! - `relay_delivery_latency`: an event's first publish to each delivery to a subscriber;
 //! - `time_to_first_chunk`: a stream call to its first chunk read;

@@ -5,9 +5,11 @@
 //! line per observation in the order the world made it, with virtual time `t` in microseconds,
 //! then a `summary` line with every call's outcome.
 
+mod outcomes;
 mod reader;
 mod writer;
 
+pub use outcomes::{program_outcome, set_outcomes};
 pub use reader::{first_difference, plans_of, NamedPlans, Trace, TraceError};
 pub use writer::{client_event_text, Names, TraceWriter};
 
@@ -197,7 +199,10 @@ pub enum Line {
     Summary {
         outcomes: Vec<OutcomeLine>,
         integrity_violations: u64,
-        completion_ratio: f64,
+        /// Completed calls / calls; left out when the trace knows no outcome (a live trace
+        /// whose calls reported nothing).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        completion_ratio: Option<f64>,
         /// Live traces: observations that could not be written because the writer fell
         /// behind (never silently: counted here, and 0 is left out).
         #[serde(default, skip_serializing_if = "is_zero")]

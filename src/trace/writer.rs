@@ -120,11 +120,11 @@ impl TraceWriter {
         let summary = Line::Summary {
             outcomes,
             integrity_violations: report.integrity_violations,
-            completion_ratio: if total == 0 {
+            completion_ratio: Some(if total == 0 {
                 1.0
             } else {
                 done as f64 / total as f64
-            },
+            }),
             dropped: 0,
         };
         self.push(&summary);

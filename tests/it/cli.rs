@@ -189,7 +189,9 @@ fn run_without_a_file_runs_the_default_scenario_and_explains_itself() {
         assert!(out_dir.join(file).exists(), "{file}");
     }
     let summary = std::fs::read_to_string(out_dir.join("summary.csv")).unwrap();
-    assert!(summary.starts_with("run,seed,workload,client,call,tool,outcome,cause,latency_us\n"));
+    assert!(
+        summary.starts_with("run,seed,workload,client,call,tool,outcome,cause,latency_us,why\n")
+    );
     assert_eq!(summary.lines().count(), 5, "a header and one row per call");
 }
 
@@ -750,11 +752,18 @@ fn serve_runs_a_command_against_a_scenario_s_relays_and_reports_its_outcomes() {
             "127.0.0.1:0",
             "--out",
             dir.to_str().unwrap(),
+            "--trace",
+            dir.join("serve.jsonl").to_str().unwrap(),
             "--",
             "sh",
             "-c",
             &script,
         ])
+    };
+    // The trace closed with the relays; the command's outcome is written into its summary.
+    let summary = || -> serde_json::Value {
+        let text = std::fs::read_to_string(dir.join("serve.jsonl")).unwrap();
+        serde_json::from_str(text.lines().last().unwrap()).unwrap()
     };
     let ok = serve("completed");
     let text = stdout(&ok);
@@ -771,8 +780,52 @@ fn serve_runs_a_command_against_a_scenario_s_relays_and_reports_its_outcomes() {
         "{text}"
     );
     assert!(dir.join("report.json").exists() && dir.join("report.txt").exists());
+    assert_eq!(summary()["outcomes"][0]["outcome"], "completed");
+    assert_eq!(summary()["outcomes"][0]["client"], "sdk");
+    assert_eq!(summary()["completion_ratio"], 1.0);
     let failed = serve("timeout");
     assert_eq!(failed.status.code(), Some(1), "{}", stdout(&failed));
+    assert_eq!(
+        summary()["outcomes"][0]["outcome"],
+        "failed:program-timeout: timeout"
+    );
+    assert_eq!(summary()["completion_ratio"], 0.0);
+    // A command that cannot start is refused before any relay is served or report printed.
+    let missing = relaysim(&[
+        "serve",
+        scenario.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--",
+        "relaysim-no-such-program-anywhere",
+    ]);
+    assert_eq!(missing.status.code(), Some(2));
+    assert!(stdout(&missing).is_empty(), "{}", stdout(&missing));
+    assert!(
+        stderr(&missing).contains("cannot find `relaysim-no-such-program-anywhere`"),
+        "{}",
+        stderr(&missing)
+    );
+    // A node script whose packages were never installed: the fix, not node's stack.
+    let program = dir.join("uninstalled");
+    std::fs::create_dir_all(&program).unwrap();
+    std::fs::write(program.join("package.json"), "{}").unwrap();
+    std::fs::write(program.join("peers.mjs"), "import '@contextvm/sdk';").unwrap();
+    let uninstalled = relaysim(&[
+        "serve",
+        scenario.to_str().unwrap(),
+        "--listen",
+        "127.0.0.1:0",
+        "--",
+        "node",
+        program.join("peers.mjs").to_str().unwrap(),
+    ]);
+    assert_eq!(uninstalled.status.code(), Some(2));
+    assert!(
+        stderr(&uninstalled).contains("run `npm ci` in"),
+        "{}",
+        stderr(&uninstalled)
+    );
     let both = relaysim(&["serve", scenario.to_str().unwrap(), "--profile", "damus"]);
     assert_eq!(both.status.code(), Some(2));
     assert!(stderr(&both).contains("not both"), "{}", stderr(&both));
@@ -789,16 +842,31 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
          [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n[[workloads]]\nkind = \"request\"\ncount = 2\n",
     );
     let out = file.with_extension("out");
+    let trace = file.with_extension("jsonl");
     let run = relaysim(&[
         "run",
         file.to_str().unwrap(),
         "--engine",
         "live",
+        "--trace",
+        trace.to_str().unwrap(),
         "--out",
         out.to_str().unwrap(),
     ]);
     let text = stdout(&run);
     assert_eq!(run.status.code(), Some(0), "{text}{}", stderr(&run));
+    // The relay's trace closed before the calls ended; their outcomes were written in after.
+    let recorded = std::fs::read_to_string(&trace).unwrap();
+    let summary: serde_json::Value =
+        serde_json::from_str(recorded.lines().last().unwrap()).unwrap();
+    assert_eq!(summary["type"], "summary");
+    assert_eq!(
+        summary["outcomes"].as_array().unwrap().len(),
+        2,
+        "{summary}"
+    );
+    assert_eq!(summary["outcomes"][0]["client"], "c");
+    assert_eq!(summary["completion_ratio"], 1.0);
     assert!(
         text.contains("request-0                         2         2"),
         "{text}"

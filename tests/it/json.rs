@@ -204,7 +204,10 @@ fn replay_json_of_a_live_trace_compares_receivers_or_says_nothing_was_compared()
     for r in receivers {
         assert_eq!(r["recorded"], r["replayed"], "{r}");
     }
-    assert_eq!(d["compared"], receivers.len());
+    // The trace carries the run's call outcomes: each is compared with the rerun's too.
+    let recorded_calls = d["recorded_calls"].as_array().unwrap();
+    assert_eq!(recorded_calls.len(), d["calls"].as_array().unwrap().len());
+    assert_eq!(d["compared"], receivers.len() + recorded_calls.len());
     assert_eq!(d["same_outcome"], true);
 
     let inject = ["replay", text(&trace), "--mode", "inject", "--json"];

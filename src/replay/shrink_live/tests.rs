@@ -107,7 +107,7 @@ fn trace(deliveries: &[(usize, bool, bool, u64)]) -> Trace {
     lines.push(Line::Summary {
         outcomes: Vec::new(),
         integrity_violations: 0,
-        completion_ratio: 1.0,
+        completion_ratio: None,
         dropped: 0,
     });
     let text: String = lines
