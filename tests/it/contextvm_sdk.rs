@@ -411,6 +411,60 @@ fn an_unfed_accept_fails_a_long_upload_in_the_sdk_s_own_words() {
 /// `start` meets a live session, which refuses it in the SDK's words and the stream is dead. A
 /// reader that opens on `start` finds no session for it, drops it, and reports nothing yet.
 #[test]
+fn a_duplicate_start_leaves_the_sdk_s_active_upload_alone() {
+    // sdk-behaviour §2.4: "Duplicate start frame for active transfer" is refused and the
+    // existing transfer continues; a relay's second copy of `start` must not kill it.
+    use relaysim::adapter::contextvm_sdk::SdkTransferReceiver;
+    use relaysim::protocol::endpoint::TransferReceiving;
+    use relaysim::protocol::envelope::EscapedContentEnvelope;
+    use relaysim::protocol::jsonrpc::{Message, RequestId};
+    use relaysim::protocol::oversized::{
+        OversizedSender, ReceiverConfig, ReceiverEvent, SenderConfig, TransferFrame,
+    };
+    let message = Message::Request {
+        id: RequestId::Number(1),
+        method: "tools/call".into(),
+        params: Some(
+            serde_json::json!({ "name": "upload", "arguments": { "data": "y".repeat(50_000) } }),
+        ),
+    }
+    .to_json();
+    let config = SenderConfig {
+        budget: 8_000,
+        wait_for_accept: true,
+        ..SenderConfig::default()
+    };
+    let envelope = EscapedContentEnvelope { overhead: 650 };
+    let mut sender =
+        OversizedSender::new(RequestId::String("7".into()), message, config, &envelope).unwrap();
+    let mut receiver = SdkTransferReceiver::new(ReceiverConfig::default());
+    let now = Duration::ZERO;
+    let start = sender.poll_transmit(now).expect("start");
+    receiver.handle_frame(&"client", start.clone(), now);
+    let (_, accept) = receiver.poll_transmit().expect("accept");
+    sender.handle_frame(&accept);
+    let frames: Vec<TransferFrame> = std::iter::from_fn(|| sender.poll_transmit(now)).collect();
+    assert!(frames.len() > 3);
+    for (k, frame) in frames.into_iter().enumerate() {
+        if k == 2 {
+            receiver.handle_frame(&"client", start.clone(), now); // the copy
+        }
+        receiver.handle_frame(&"client", frame, now);
+    }
+    let events: Vec<_> = std::iter::from_fn(|| receiver.poll_event()).collect();
+    assert!(
+        matches!(events.last(), Some(ReceiverEvent::Completed { .. })),
+        "{events:?}"
+    );
+    assert!(
+        !events
+            .iter()
+            .any(|e| matches!(e, ReceiverEvent::Failed { .. })),
+        "{events:?}"
+    );
+}
+
+#[test]
 fn a_chunk_before_start_kills_a_session_opened_at_request_time() {
     use relaysim::adapter::contextvm_sdk::SdkStreamReader;
     use relaysim::protocol::endpoint::StreamReading;

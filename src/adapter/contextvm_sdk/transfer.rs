@@ -104,6 +104,11 @@ impl<P: Clone + Ord + Send> TransferReceiving<P> for SdkTransferReceiver<P> {
                     self.transfers.remove(&key);
                 }
             }
+            // A second `start` under a token the receiver tracks (a relay's copy, another
+            // relay's): the SDK's receiver refuses the frame and leaves the active transfer
+            // as it was (sdk-behaviour §2.4), so it goes on here too.
+            Err(OversizedTransferError::Sequence(message))
+                if was_tracking && message.starts_with("Duplicate start frame") => {}
             Err(e) => {
                 self.transfers.remove(&key);
                 self.events.push_back(ReceiverEvent::Failed {
