@@ -25,7 +25,8 @@ pub struct LiveRelayCounters {
     pub rejected: BTreeMap<String, u64>,
     /// Events answered `duplicate:` (an id the relay already had, not broadcast again).
     pub answered_duplicate: u64,
-    /// Events held back or dropped by a rate limit.
+    /// Events held back or dropped by a rate limit without a refusal (refusals are counted in
+    /// `rejected`, by their prefix: `rate-limited`).
     pub rate_limited: u64,
     /// Event copies delivered to subscribers' sockets.
     pub delivered: u64,
@@ -148,7 +149,11 @@ impl LiveReport {
                 ("accepted", r.accepted.to_string()),
                 ("rejected", listed(&r.rejected)),
                 ("answered duplicate", r.answered_duplicate.to_string()),
-                ("rate-limited", r.rate_limited.to_string()),
+                // Refusals by a rate limit are under "rejected"; these got no refusal.
+                (
+                    "held or dropped by a rate limit",
+                    r.rate_limited.to_string(),
+                ),
                 ("delivered", r.delivered.to_string()),
                 ("lost on a link", listed(&r.lost)),
                 ("duplicated on a link", listed(&r.duplicated)),
@@ -161,7 +166,7 @@ impl LiveReport {
                 ("closed for silence", r.closed_silent.to_string()),
             ];
             for (name, value) in rows {
-                let _ = writeln!(out, "  {name:<22} {value}");
+                let _ = writeln!(out, "  {name:<32} {value}");
             }
         }
         let _ = writeln!(out);

@@ -318,8 +318,27 @@ impl Scenario {
     /// pinned to a seed that was not run, an exact share over a number of calls that is no
     /// multiple of its denominator. They neither hold nor fail.
     pub fn unchecked(&self, report: &Report) -> Vec<String> {
+        self.unchecked_observed(report, true)
+    }
+
+    /// As [`Scenario::unchecked`], for an engine that may not observe relay events: the
+    /// latency bounds on relay-side metrics and the counter bounds that
+    /// [`Scenario::check_observed`] leaves out are listed here, not passed in silence.
+    pub fn unchecked_observed(&self, report: &Report, relay_events: bool) -> Vec<String> {
         let e = &self.expect;
         let mut out = Vec::new();
+        if !relay_events {
+            for key in e.latency.keys().filter(|k| k.starts_with("relay_")) {
+                out.push(format!(
+                    "latency.{key}: this engine does not observe the relays' deliveries"
+                ));
+            }
+            for name in e.counters.keys() {
+                out.push(format!(
+                    "counters.{name}: this engine does not count relay events"
+                ));
+            }
+        }
         if let Some(seed) = e.seed {
             if !e.outcomes.is_empty() && !report.runs.iter().any(|r| r.seed == seed) {
                 out.push(format!(

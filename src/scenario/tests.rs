@@ -507,3 +507,22 @@ fn a_token_prefix_never_changes_the_token_shape_on_its_own() {
     )
     .expect("the shape said");
 }
+
+#[test]
+fn expectations_an_engine_cannot_observe_are_listed_as_not_checked() {
+    let s = all_complete(
+        "latency = { \"relay_delivery_latency.p99\" = \"1ms\" }\ncounters = { delivered = 999 }",
+    );
+    let report = s.run_seeds(1, 1, |_| {});
+    // The des world sees the relays: both bounds fail.
+    assert_eq!(s.check(&report).len(), 2, "{:?}", s.check(&report));
+    // An engine that does not: neither fails, and both are said to be unchecked.
+    assert!(s.check_observed(&report, false).is_empty());
+    let notes = s.unchecked_observed(&report, false);
+    assert_eq!(notes.len(), 2, "{notes:?}");
+    assert!(
+        notes[0].starts_with("latency.relay_delivery_latency.p99"),
+        "{notes:?}"
+    );
+    assert!(notes[1].starts_with("counters.delivered"), "{notes:?}");
+}

@@ -855,6 +855,11 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
     ]);
     let text = stdout(&run);
     assert_eq!(run.status.code(), Some(0), "{text}{}", stderr(&run));
+    assert!(
+        stderr(&run).contains("one live run on real sockets, up to 10m of wall clock"),
+        "a live run says what it is doing before it goes quiet: {}",
+        stderr(&run)
+    );
     // The relay's trace closed before the calls ended; their outcomes were written in after.
     let recorded = std::fs::read_to_string(&trace).unwrap();
     let summary: serde_json::Value =
