@@ -179,6 +179,29 @@ async fn a_named_peer_s_connection_drop_refuses_that_peer_only() {
     relay.shutdown().await;
 }
 
+/// A random drop of an unlabelled peer holds off its address for the downtime, as a labelled
+/// peer's holds off its label: it no longer reconnects within milliseconds of a long drop.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unlabelled_peer_s_random_drop_refuses_its_address_for_the_downtime() {
+    let mut profile = RelayProfile::ideal();
+    profile.impairments.outages.connection_drop_every = Some(Duration::from_millis(200));
+    profile.impairments.outages.connection_down_for =
+        (Duration::from_secs(3), Duration::from_secs(3));
+    let relay = start(ServeConfig::new(profile)).await;
+    let mut carol = connect_from(loopback(5), relay.local_addr).await.unwrap();
+    assert!(closes(&mut carol).await, "the random drop comes");
+    assert_eq!(
+        connect_from(loopback(5), relay.local_addr).await.err(),
+        Some(503),
+        "refused by address while the drop lasts"
+    );
+    assert!(
+        connect_from(loopback(6), relay.local_addr).await.is_ok(),
+        "another address is not held off"
+    );
+    relay.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_partition_holds_a_connected_peer_s_messages_both_ways() {
     let started = std::time::Instant::now();

@@ -103,8 +103,8 @@ struct Conn {
     /// A partition holds this connection's messages until then.
     stalled_until: Duration,
     drop_rng: Option<LinkState>,
-    /// Whether the peer has a label: only a labelled peer is refused after a random drop
-    /// (unlabelled ones share their address with every other unlabelled client).
+    /// Whether the peer has a label (an unlabelled one's trace name belongs to this
+    /// connection alone).
     labelled: bool,
     /// Drops the socket at once.
     kill: Option<oneshot::Sender<()>>,

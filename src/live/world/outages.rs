@@ -63,14 +63,15 @@ impl World {
                     None => self.conns_of(relay, peer.as_deref()),
                 };
                 // Who is refused until the drop ends: the named peer, everyone, or the one
-                // randomly dropped connection's peer when it is labelled (an unlabelled one
-                // shares its address with every other unlabelled client: only its connection
-                // drops).
+                // randomly dropped connection's peer: its label, or, unlabelled, its address
+                // (a real drop takes the device's network away, so every client sharing that
+                // address is held off too; `--label` or an address of its own tells peers
+                // apart).
                 let (who, named) = match (&peer, random) {
                     (Some(p), _) => (Some(p.clone()), peer.clone()),
                     (None, None) => (Some("*".to_owned()), None),
                     (None, Some(conn)) => match self.conns.get(&conn) {
-                        Some(c) => (c.labelled.then(|| c.identity.clone()), Some(c.peer.clone())),
+                        Some(c) => (Some(c.identity.clone()), Some(c.peer.clone())),
                         None => return, // already gone: its random drops end with it
                     },
                 };
