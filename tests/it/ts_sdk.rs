@@ -189,8 +189,12 @@ fn rate_limited(profile: &str, reason: &str) {
         "{stdout}"
     );
     assert_eq!(code, Some(1));
+    // The report's row: `  rejected   <reason> ×N`.
     assert!(
-        stdout.contains(&format!("rejected               {reason}")),
+        stdout.lines().any(|l| l
+            .trim_start()
+            .strip_prefix("rejected ")
+            .is_some_and(|rest| rest.trim_start().starts_with(reason))),
         "{stdout}"
     );
     let _ = std::fs::remove_dir_all(dir);
