@@ -21,7 +21,7 @@ fn world_findings(world: &World, report: &mut crate::stats::RunReport) {
     }
 }
 
-/// The world's relay and peer names, for the collector's explanations.
+/// The world's relay and peer names, for the collector's explanations and trace lines.
 fn names_of(world: &World) -> crate::stats::why::Names {
     crate::stats::why::Names {
         relays: world.relay_names_all(),
@@ -132,12 +132,9 @@ impl Scenario {
             suppressed_outages: suppressed,
             shrunk,
         } = context;
-        use crate::trace::{Line, Names, TraceWriter};
+        use crate::trace::{Line, TraceWriter};
         let mut world = self.build(seed);
-        let names = Names {
-            relays: world.relay_names_all(),
-            peers: world.peers().into_iter().collect(),
-        };
+        let names = names_of(&world);
         for planner in make(&names) {
             world.add_planner(planner);
         }
@@ -153,7 +150,7 @@ impl Scenario {
             shrunk,
             scenario_toml: self.source.clone(),
         };
-        let collector = Rc::new(RefCell::new(Collector::named(names_of(&world))));
+        let collector = Rc::new(RefCell::new(Collector::named(names.clone())));
         let writer = Rc::new(RefCell::new(TraceWriter::new(&header, names, events)));
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
         world.run_until(self.duration);

@@ -17,8 +17,26 @@ use std::time::Duration;
 pub const MAX_KEPT: usize = 4096;
 /// Dropped connections listed by name in one call's line.
 const DROPS_LISTED: usize = 3;
+/// Refusals grouped by text in one call's line (the rest are counted).
+const REFUSALS_GROUPED: usize = 256;
 
-/// The names a line uses: relays by index, peers by id.
+/// The first index in `0..len` at which `before` no longer holds (`before` holds for a
+/// prefix of the indices).
+fn partition(len: usize, before: impl Fn(usize) -> bool) -> usize {
+    let (mut lo, mut hi) = (0, len);
+    while lo < hi {
+        let mid = lo + (hi - lo) / 2;
+        if before(mid) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Names of a world's relays and peers (for these lines and for trace lines); one the world
+/// did not name is called by its index (`client 0`, `relay 0`).
 #[derive(Debug, Clone, Default)]
 pub struct Names {
     /// Relay names by index.
@@ -28,14 +46,21 @@ pub struct Names {
 }
 
 impl Names {
-    fn peer(&self, p: PeerId) -> String {
+    /// Peer `p`'s name.
+    pub fn peer(&self, p: PeerId) -> String {
         self.peers.get(&p).cloned().unwrap_or_else(|| match p {
             PeerId::Client(i) => format!("client {i}"),
             PeerId::Server(i) => format!("server {i}"),
         })
     }
 
-    fn relay(&self, r: usize) -> String {
+    /// Client `i`'s name.
+    pub fn client(&self, i: usize) -> String {
+        self.peer(PeerId::Client(i))
+    }
+
+    /// Relay `r`'s name.
+    pub fn relay(&self, r: usize) -> String {
         self.relays
             .get(r)
             .cloned()
@@ -136,17 +161,26 @@ impl RunEvents {
     /// The line beside a failed call's cause: what it awaited (when it ran out of time,
     /// `awaiting`) and what happened while it was open; `None` when there is nothing to say.
     pub fn explain(&self, call: &Awaiting, awaiting: bool) -> Option<String> {
-        let open = |at: Duration| at >= call.started && call.ended.is_none_or(|end| at <= end);
+        // Both lists are in time order (the world reports in time order): a call's window is
+        // found by bisection, so a run with many failed calls and many refusals stays cheap.
+        let window = |times: &dyn Fn(usize) -> Duration, len: usize| {
+            let first = partition(len, |i| times(i) < call.started);
+            let end = match call.ended {
+                Some(end) => partition(len, |i| times(i) <= end),
+                None => len,
+            };
+            first..end.max(first)
+        };
         let ms = |d: Duration| crate::stats::output::human_us(d.as_micros() as u64);
         let mut parts: Vec<String> = Vec::new();
         if awaiting {
             parts.push(self.awaited(call));
         }
-        let refusals: Vec<&Refusal> = self.refusals.iter().filter(|r| open(r.at)).collect();
+        let refusals = &self.refusals[window(&|i| self.refusals[i].at, self.refusals.len())];
         if !refusals.is_empty() {
-            parts.push(self.refusals_text(&refusals));
+            parts.push(self.refusals_text(refusals));
         }
-        let drops: Vec<&Drop> = self.drops.iter().filter(|d| open(d.at)).collect();
+        let drops = &self.drops[window(&|i| self.drops[i].at, self.drops.len())];
         if !drops.is_empty() {
             let listed: Vec<String> = drops
                 .iter()
@@ -212,10 +246,11 @@ impl RunEvents {
         out
     }
 
-    /// Refusals grouped by text, then by who and where, in the order first seen.
-    fn refusals_text(&self, refusals: &[&Refusal]) -> String {
+    /// Refusals grouped by text, then by who and where, in the order first seen; the first
+    /// [`REFUSALS_GROUPED`] are grouped, the rest counted.
+    fn refusals_text(&self, refusals: &[Refusal]) -> String {
         let mut groups: Vec<(&str, Vec<(String, u64)>)> = Vec::new();
-        for r in refusals {
+        for r in refusals.iter().take(REFUSALS_GROUPED) {
             let who = format!(
                 "{} via {}",
                 self.names.peer(r.peer),
@@ -240,11 +275,17 @@ impl RunEvents {
                 format!("{message:?} ({})", whos.join(", "))
             })
             .collect();
+        let more = refusals.len().saturating_sub(REFUSALS_GROUPED);
         format!(
-            "relays refused {} publish{} while it was open: {}",
+            "relays refused {} publish{} while it was open: {}{}",
             refusals.len(),
             if refusals.len() == 1 { "" } else { "es" },
-            texts.join(", ")
+            texts.join(", "),
+            if more > 0 {
+                format!(", and {more} more")
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -328,6 +369,10 @@ mod tests {
         );
         assert!(
             line.ends_with("5 later refusals and drops of the run are not listed"),
+            "{line}"
+        );
+        assert!(
+            line.contains("(client via damus ×256), and 3840 more"),
             "{line}"
         );
         // A failure that did not run out of time is told only what happened meanwhile.

@@ -2,9 +2,8 @@
 
 use super::*;
 use crate::peer::client::ClientEvent;
-use crate::sim::world::{Observation, Observer, PeerId, Way};
+use crate::sim::world::{Observation, Observer, Way};
 use crate::stats::{Outcome, RunReport};
-use std::collections::BTreeMap;
 
 fn us(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
@@ -45,28 +44,9 @@ pub fn client_event_text(event: &ClientEvent) -> (u64, String) {
     }
 }
 
-/// Names of the world's relays and peers, for trace lines.
-#[derive(Debug, Clone, Default)]
-pub struct Names {
-    /// Relay names by index.
-    pub relays: Vec<String>,
-    /// Peer names.
-    pub peers: BTreeMap<PeerId, String>,
-}
-
-impl Names {
-    fn relay(&self, i: usize) -> String {
-        self.relays.get(i).cloned().unwrap_or_default()
-    }
-
-    fn peer(&self, p: PeerId) -> String {
-        self.peers.get(&p).cloned().unwrap_or_default()
-    }
-
-    fn client(&self, i: usize) -> String {
-        self.peer(PeerId::Client(i))
-    }
-}
+/// Names of the world's relays and peers, for trace lines (the same names the statistics'
+/// explanations use).
+pub use crate::stats::why::Names;
 
 /// Writes trace lines as the world runs.
 #[derive(Debug)]
