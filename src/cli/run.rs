@@ -222,11 +222,12 @@ fn run_file(
             if let Some(trace) = &args.trace {
                 let relays = scenario.plan(seed).relays;
                 // The relays' traces closed before the calls ended; their outcomes go in now.
+                let workloads = scenario.workload_names();
                 let outcomes = report.runs.last().map_or_else(Vec::new, |run| {
                     run.items
                         .iter()
                         .map(|i| relaysim::trace::OutcomeLine {
-                            workload: scenario.workload_names()[i.workload].clone(),
+                            workload: workloads[i.workload].clone(),
                             client: scenario.client_name(i.client),
                             call: i.call,
                             tool: i.tool.to_owned(),

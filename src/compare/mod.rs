@@ -206,25 +206,30 @@ pub fn pairings() -> Vec<Pairing> {
 /// own `[behaviours.NAME]` tables beside them, each on the sides it fits (a table that sets
 /// servers' knobs is no client's). A custom behaviour is compared, never replaced.
 pub fn pairings_for(scenario: &Scenario) -> Vec<Pairing> {
-    let sets = scenario.behaviour_sets();
-    // A table whose preset needs engines this build lacks cannot run.
-    let runs = |server: &str, client: &str| scenario.with_presets(server, client).is_some();
-    let mut servers: Vec<String> = presets().into_iter().map(str::to_owned).collect();
-    let mut clients = servers.clone();
-    servers.extend(sets.iter().filter(|s| s.1).map(|s| s.0.clone()));
-    clients.extend(sets.iter().filter(|s| s.2).map(|s| s.0.clone()));
-    let mut out = Vec::new();
-    for server in &servers {
-        for client in &clients {
-            if runs(server, client) {
-                out.push(Pairing {
-                    server: server.clone(),
-                    client: client.clone(),
-                });
-            }
-        }
-    }
-    out
+    use crate::peer::behaviour::Role;
+    // Presets and tables alike, each on the sides it fits with engines this build has.
+    let names: Vec<String> = presets()
+        .into_iter()
+        .map(str::to_owned)
+        .chain(scenario.behaviour_tables())
+        .collect();
+    let side = |role| {
+        names
+            .iter()
+            .filter(|n| scenario.can_run_behaviour(n, role))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    let clients = side(Role::Client);
+    side(Role::Server)
+        .into_iter()
+        .flat_map(|server| {
+            clients.iter().map(move |client| Pairing {
+                server: server.clone(),
+                client: client.clone(),
+            })
+        })
+        .collect()
 }
 
 /// Runs `scenario` `runs` times from `first_seed` under every pairing, `jobs` runs at once;

@@ -336,12 +336,9 @@ impl Scenario {
         self.workloads.iter().map(|w| w.name.clone()).collect()
     }
 
-    /// Its `[behaviours.NAME]` tables' names, with whether each fits a server and a client.
-    pub fn behaviour_sets(&self) -> Vec<(String, bool, bool)> {
-        self.behaviour_sets
-            .iter()
-            .map(|b| (b.name.clone(), b.server.is_some(), b.client.is_some()))
-            .collect()
+    /// Its `[behaviours.NAME]` tables' names, in name order.
+    pub fn behaviour_tables(&self) -> Vec<String> {
+        self.behaviour_sets.iter().map(|b| b.name.clone()).collect()
     }
 
     /// The clients' names, in index order (a group's members are `<name>-<k>`).
@@ -361,24 +358,10 @@ impl Scenario {
     /// runs); either may also name one of the scenario's `[behaviours.NAME]` tables. `None`
     /// for a name this build does not know or cannot run on that side.
     pub fn with_presets(&self, server: &str, client: &str) -> Option<Self> {
-        use crate::peer::behaviour::{Behaviour, Role};
-        let engines = |b: &Behaviour| match b.wants_sdk_engines() {
-            true => crate::implementations::parse("contextvm-sdk").ok(),
-            false => Some(Implementation::default()),
-        };
-        // A preset's name, or one of the scenario's own `[behaviours.NAME]` tables.
-        let find = |name: &str, role: Role| {
-            Behaviour::preset(name, role).or_else(|| {
-                let set = self.behaviour_sets.iter().find(|b| b.name == name)?;
-                match role {
-                    Role::Server => set.server.clone(),
-                    Role::Client => set.client.clone(),
-                }
-            })
-        };
-        let server = find(server, Role::Server)?;
-        let client = find(client, Role::Client)?;
-        let mut s = self.with_implementations(engines(&server)?, engines(&client)?);
+        use crate::peer::behaviour::Role;
+        let (server, server_engines) = self.behaviour_named(server, Role::Server)?;
+        let (client, client_engines) = self.behaviour_named(client, Role::Client)?;
+        let mut s = self.with_implementations(server_engines, client_engines);
         for d in &mut s.servers {
             d.behaviour = server.clone();
         }
@@ -386,6 +369,35 @@ impl Scenario {
             d.behaviour = client.clone();
         }
         Some(s)
+    }
+
+    /// Whether `name` (a preset or one of the scenario's `[behaviours.NAME]` tables) can be
+    /// the behaviour of a peer of `role` in this build: it fits the role and its engines are
+    /// built.
+    pub fn can_run_behaviour(&self, name: &str, role: crate::peer::behaviour::Role) -> bool {
+        self.behaviour_named(name, role).is_some()
+    }
+
+    /// The behaviour called `name` for `role` (a preset, or a table that fits the role), with
+    /// the engines that go with it; `None` when there is none or its engines are not built.
+    fn behaviour_named(
+        &self,
+        name: &str,
+        role: crate::peer::behaviour::Role,
+    ) -> Option<(crate::peer::behaviour::Behaviour, Implementation)> {
+        use crate::peer::behaviour::{Behaviour, Role};
+        let behaviour = Behaviour::preset(name, role).or_else(|| {
+            let set = self.behaviour_sets.iter().find(|b| b.name == name)?;
+            match role {
+                Role::Server => set.server.clone(),
+                Role::Client => set.client.clone(),
+            }
+        })?;
+        let engines = match behaviour.wants_sdk_engines() {
+            true => crate::implementations::parse("contextvm-sdk").ok()?,
+            false => Implementation::default(),
+        };
+        Some((behaviour, engines))
     }
 
     /// The same scenario with every peer a program peer running `program` (a shipped

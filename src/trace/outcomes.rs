@@ -55,20 +55,16 @@ pub fn set_outcomes(path: &Path, outcomes: Vec<OutcomeLine>) -> std::io::Result<
     file.flush()
 }
 
-/// A foreign program's outcome as a trace's: `completed`, or failed in its own words, whose
-/// family says whether it timed out (`program-timeout`) or not (`program-error`), as a hosted
-/// program's are named.
+/// A served program's reported outcome as a trace's: `completed`, or failed in its own words
+/// under the family a hosted program's failure gets ([`crate::peer::client::program_cause`]).
 pub fn program_outcome(words: &str) -> String {
     if words == "completed" {
         return words.to_owned();
     }
-    let lower = words.to_lowercase();
-    let family = if lower.contains("timeout") || lower.contains("timed out") {
-        "program-timeout"
-    } else {
-        "program-error"
-    };
-    format!("failed:{family}: {words}")
+    format!(
+        "failed:{}: {words}",
+        crate::peer::client::program_cause(words)
+    )
 }
 
 #[cfg(test)]
@@ -103,6 +99,19 @@ mod tests {
         assert_eq!(
             last["outcomes"][1]["outcome"],
             "failed:program-timeout: timeout"
+        );
+        // The same families as a hosted program's failures.
+        assert_eq!(
+            program_outcome("initialize: timeout"),
+            "failed:program-timeout: initialize: timeout"
+        );
+        assert_eq!(
+            program_outcome("Request timed out"),
+            "failed:program-timeout: Request timed out"
+        );
+        assert_eq!(
+            program_outcome("error: boom"),
+            "failed:program-error: error: boom"
         );
         // No outcomes: no ratio at all, rather than a claim of 1.0.
         set_outcomes(&path, Vec::new()).unwrap();

@@ -163,12 +163,22 @@ impl CallFailure {
             CallFailure::Download(f) => format!("download-{}", f.cause()),
             CallFailure::Upload(f) => format!("upload-{}", f.cause()),
             CallFailure::ResumeRefused(_) => "resume-refused".into(),
-            // A hosted program's words vary; its timeouts are told apart from its errors.
-            CallFailure::Program(text) if text.to_lowercase().contains("timed out") => {
-                "program-timeout".into()
-            }
-            CallFailure::Program(_) => "program-error".into(),
+            CallFailure::Program(text) => program_cause(text).into(),
         }
+    }
+}
+
+/// The cause family of a foreign program's failure in its own words: a program's words vary,
+/// so its timeouts ("… timed out", or the outcome-file word `timeout`, alone or after a
+/// `what: `) are told apart from its other errors. Hosted programs and served commands alike.
+pub fn program_cause(words: &str) -> &'static str {
+    let timed_out = words.to_lowercase().contains("timed out")
+        || words == "timeout"
+        || words.ends_with(": timeout");
+    if timed_out {
+        "program-timeout"
+    } else {
+        "program-error"
     }
 }
 
