@@ -181,6 +181,53 @@ content = "ascii"
     );
 }
 
+/// A stream writer that outruns its relays holds at most a send window of frames out: its
+/// next chunk waits for answers, as a socket's full send buffer makes a writer wait. Through a
+/// relay that answers every event a stream larger than the window completes at once; through
+/// one that answers none (nostr-rs-relay and ephemeral events) the writer waits until its
+/// unanswered frames stop counting, so the stream takes at least that long.
+#[test]
+fn a_stream_that_outruns_its_relays_waits_for_room_in_its_send_window() {
+    use relaysim::peer::server::{ANSWER_WAIT, SEND_WINDOW_BYTES};
+    let chunk_bytes = 32 << 10;
+    let chunks = SEND_WINDOW_BYTES / chunk_bytes + 100;
+    let latency = |profile: &str| {
+        let text = format!(
+            r#"name = "stream-window"
+seed = 1
+[policy]
+request_timeout = "10m"
+[[relays]]
+name = "r"
+profile = "{profile}"
+[[servers]]
+name = "server"
+relays = ["r"]
+[[clients]]
+name = "client"
+relays = ["r"]
+[[workloads]]
+kind = "stream"
+chunks = {chunks}
+chunk_bytes = {chunk_bytes}
+interval = "0s"
+"#
+        );
+        let s = relaysim::Scenario::from_toml_str(&text, "stream-window.toml").unwrap();
+        let report = s.run(s.seed);
+        assert_eq!(report.items.len(), 1);
+        let item = &report.items[0];
+        assert_eq!(item.outcome, relaysim::Outcome::Completed, "{profile}");
+        item.latency.expect("completed")
+    };
+    assert!(latency("ideal") < ANSWER_WAIT);
+    let unanswered = latency("nostr-rs-relay");
+    assert!(
+        unanswered >= ANSWER_WAIT && unanswered < 2 * ANSWER_WAIT,
+        "{unanswered:?}"
+    );
+}
+
 /// `scripts/bench.sh` runs `scripts/download-1gib.toml` (too large for a test to run): it must
 /// stay a valid scenario of a 1 GiB download that its receiver admits.
 #[test]

@@ -195,6 +195,12 @@ struct Stream {
     /// The tool's next write waits for the stream's lane: the SDK writer's `write` holds its
     /// lock until the frame before was published, so a waiting chunk has no progress yet.
     write_waiting: bool,
+    /// Its frames out and not yet answered: like a socket's send buffer, a full window holds
+    /// the tool's next write (see `send_window`), so a writer that outruns its relays waits
+    /// instead of piling up frames.
+    window: send_window::SendWindow,
+    /// The tool's next write waits for room in the window.
+    window_waiting: bool,
 }
 
 struct DirectResponse {
@@ -469,6 +475,12 @@ impl Peer for ContextVmServer {
                 self.outgoing
                     .values()
                     .filter_map(|o| o.window.poll_timeout()),
+            )
+            .chain(
+                self.streams
+                    .values()
+                    .filter(|s| s.window_waiting)
+                    .filter_map(|s| s.window.poll_timeout()),
             )
             .min()
     }

@@ -12,6 +12,12 @@ use crate::protocol::oversized::ReceiverEvent;
 use nostr::prelude::{EventId, PublicKey};
 use serde_json::Value;
 
+/// Whose window a frame published counts against.
+enum Windowed {
+    Transfer((PublicKey, ProgressToken)),
+    Stream((PublicKey, ProgressToken)),
+}
+
 impl ContextVmServer {
     /// Publishes what the engines have to send and finishes streams that ended.
     pub(super) fn pump(&mut self) {
@@ -19,6 +25,9 @@ impl ContextVmServer {
         while let Some((id, outcome)) = self.core.poll_publish_outcome() {
             for o in self.outgoing.values_mut() {
                 o.window.answered(&id);
+            }
+            for s in self.streams.values_mut() {
+                s.window.answered(&id);
             }
             let Some(direct) = self.direct.remove(&id) else {
                 continue;
@@ -88,8 +97,9 @@ impl ContextVmServer {
         // Without lanes (relaysim's peers) no frame needs one: none is named.
         let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
         // A transfer's frames are made only while its send window has room (see
-        // `send_window`); each made is noted, with its transfer, to count once published.
-        let mut windowed: Vec<(usize, (PublicKey, ProgressToken))> = Vec::new();
+        // `send_window`), and a stream's chunks are written only while its window has; each
+        // frame made is noted, with its transfer or stream, to count once published.
+        let mut windowed: Vec<(usize, Windowed)> = Vec::new();
         for (key, o) in self.outgoing.iter_mut() {
             o.window.expire(now);
             let (mut room, mut frames) = (o.window.room(), o.window.frames_room());
@@ -101,7 +111,7 @@ impl ContextVmServer {
                 let text = frame.to_json();
                 room = room.saturating_sub(text.len());
                 frames -= 1;
-                windowed.push((out.len(), key.clone()));
+                windowed.push((out.len(), Windowed::Transfer(key.clone())));
                 out.push((o.client, Some(o.reply_to), text, o.resumable.clone(), lane));
             }
             if o.sender.is_done() {
@@ -112,7 +122,9 @@ impl ContextVmServer {
         let mut finished: Vec<(u64, Result<Value, ErrorObject>)> = Vec::new();
         let ping_bypass = self.config.behaviour.ping_bypass;
         let e_tags = self.config.behaviour.writer_e_tags;
-        for ((client, _), stream) in self.streams.iter_mut() {
+        for (key, stream) in self.streams.iter_mut() {
+            let client = &key.0;
+            stream.window.expire(now);
             let reply_to = self
                 .calls
                 .get(&stream.call)
@@ -121,6 +133,7 @@ impl ContextVmServer {
             while let Some(frame) = stream.writer.poll_transmit(now) {
                 let bypass = ping_bypass && matches!(frame.body, StreamBody::Ping { .. });
                 let lane = (lanes && !bypass).then(|| lane_of(client, &frame.token));
+                windowed.push((out.len(), Windowed::Stream(key.clone())));
                 out.push((
                     *client,
                     reply_to,
@@ -163,9 +176,14 @@ impl ContextVmServer {
                 lane.as_deref(),
             );
             if let Some((_, key)) = windowed.next_if(|(at, _)| *at == n) {
-                // A finished transfer's window went with it: nothing waits on it any more.
-                if let Some(o) = self.outgoing.get_mut(&key) {
-                    o.window.sent(id, bytes, now);
+                // A finished transfer's or stream's window went with it: nothing waits on it
+                // any more.
+                let window = match key {
+                    Windowed::Transfer(key) => self.outgoing.get_mut(&key).map(|o| &mut o.window),
+                    Windowed::Stream(key) => self.streams.get_mut(&key).map(|s| &mut s.window),
+                };
+                if let Some(window) = window {
+                    window.sent(id, bytes, now);
                 }
             }
         }
@@ -191,14 +209,17 @@ impl ContextVmServer {
         // Writes that waited for their lane go on once it is free: an SDK writer's `write` holds
         // its lock until the frame before it was published.
         let core = &self.core;
+        // So do writes that waited for room in the stream's window.
         let free: Vec<u64> = self
             .streams
             .iter_mut()
             .filter(|((client, token), s)| {
-                s.write_waiting && !core.lane_busy(&lane_of(client, token))
+                (s.write_waiting && !core.lane_busy(&lane_of(client, token)))
+                    || (s.window_waiting && s.window.has_room())
             })
             .map(|(_, s)| {
                 s.write_waiting = false;
+                s.window_waiting = false;
                 s.call
             })
             .collect();

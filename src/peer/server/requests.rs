@@ -133,6 +133,8 @@ impl ContextVmServer {
                                 responded: false,
                                 resumable,
                                 write_waiting: false,
+                                window: Default::default(),
+                                window_waiting: false,
                             },
                         );
                         self.schedule(now, Job::WriteChunk(call_id));
@@ -199,6 +201,11 @@ impl ContextVmServer {
                 };
                 if lanes && core.lane_busy(&lane_of(client, stream.writer.token())) {
                     stream.write_waiting = true;
+                    return;
+                }
+                stream.window.expire(now);
+                if stream.written < stream.chunks && !stream.window.has_room() {
+                    stream.window_waiting = true;
                     return;
                 }
                 let mut wrote = false;

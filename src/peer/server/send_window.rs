@@ -1,4 +1,4 @@
-//! How much of a CEP-22 response a server has out at once.
+//! How much of a CEP-22 response, or of a CEP-41 stream, a server has out at once.
 //!
 //! Without a bound, a server makes every frame of a transfer the moment it answers, so a
 //! 1 GiB result is a second gibibyte of frames (and their events) in flight at once. A real
@@ -16,6 +16,12 @@
 //! A response whose frames come to less than 16 MiB never fills its window, so it goes out
 //! exactly as before; each transfer has its own window, so concurrent transfers do not wait
 //! for each other.
+//!
+//! A stream has a window of its own too: while it is full, the tool's next `write` waits (its
+//! pings and close still go out). Without it a tool writing at `interval = "0s"` made every
+//! chunk in one instant, 1,000,000 chunks of 1 MiB a terabyte of frames in flight; with it a
+//! writer that outruns its relays holds about 16 MiB out, as a writer behind a full socket
+//! send buffer does.
 
 use nostr::prelude::EventId;
 use std::collections::{BTreeMap, VecDeque};
@@ -49,6 +55,11 @@ impl SendWindow {
         MAX_FRAMES_OUT.saturating_sub(self.out.len())
     }
 
+    /// Whether another frame may go out now.
+    pub(super) fn has_room(&self) -> bool {
+        self.room() > 0 && self.frames_room() > 0
+    }
+
     /// A frame of `bytes` went out as event `id` at `now`.
     pub(super) fn sent(&mut self, id: EventId, bytes: usize, now: Duration) {
         if self.out.insert(id, bytes).is_none() {
@@ -77,7 +88,7 @@ impl SendWindow {
 
     /// When the window next opens by itself: only while it is full.
     pub(super) fn poll_timeout(&self) -> Option<Duration> {
-        if self.room() > 0 && self.frames_room() > 0 {
+        if self.has_room() {
             return None;
         }
         self.order
