@@ -179,6 +179,9 @@ impl ProgramHost for Pooled {
             "seed": world.seed.to_string(),
             "epoch_ms": world.epoch_ms,
             "env": { "LOG_LEVEL": "warn" },
+            // What a program logs itself names the calls it hurt (`why`); the SDK's own
+            // console lines stay on stderr.
+            "log_outputs": ["program"],
             "peers": peers,
         }))
     }
@@ -280,6 +283,10 @@ fn output(o: &Value) -> Option<HostOutput> {
             } else {
                 Err(text("error").unwrap_or_default())
             },
+        },
+        "log" => HostOutput::Log {
+            peer: peer()?,
+            text: text("text")?,
         },
         "error" => HostOutput::Error {
             peer: peer(),

@@ -229,8 +229,9 @@ export async function server(env) {
     publishRelayList: false, // would also publish to public bootstrap relays
     ...sdkOptions(options),
   });
-  transport.onerror = (e) => env.log(`server transport error: ${e?.message ?? e}`);
-  mcp.onerror = (e) => env.log(`server error: ${e?.message ?? e}`); // e.g. "Failed to send response: ..."
+  // The transport's errors reach this too (MCP's Protocol.connect chains transport.onerror),
+  // e.g. "Duplicate start frame for active transfer (token: 1)", "Failed to send response: ...".
+  mcp.onerror = (e) => env.log(`server error: ${e?.message ?? e}`);
   await mcp.connect(transport);
   // Ready once a relay has confirmed the subscription (EOSE): a request published before
   // would be lost (kind 25910 is ephemeral). At most `ready_timeout_ms` (default 5000) of

@@ -444,17 +444,24 @@ impl Scenario {
     }
 
     /// The same scenario with every server on `server` engines and every client on `client`
-    /// engines, their behaviours unchanged.
+    /// engines, their behaviours unchanged. A program peer becomes one of relaysim's peers on
+    /// those engines (with the default behaviour, as a program peer has none of its own), so
+    /// a pairing of engines runs those engines, not the program.
     pub fn with_implementations(&self, server: Implementation, client: Implementation) -> Self {
         let mut s = Scenario::from_toml_str(&self.source, &self.name).expect("it parsed before");
         s.name = self.name.clone();
         s.base_dir = self.base_dir.clone();
         s.hosts = self.hosts.clone();
+        s.program = None;
         for d in &mut s.servers {
             d.implementation = server;
+            d.program = None;
+            d.program_options = serde_json::Value::Null;
         }
         for d in &mut s.clients {
             d.implementation = client;
+            d.program = None;
+            d.program_options = serde_json::Value::Null;
         }
         s
     }

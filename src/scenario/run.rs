@@ -100,9 +100,11 @@ impl Scenario {
         world.set_observer(Box::new(collector.clone()));
         world.run_until(self.duration);
         drop(world.take_observer());
-        let collector = Rc::try_unwrap(collector)
+        let mut collector = Rc::try_unwrap(collector)
             .map(RefCell::into_inner)
             .unwrap_or_default();
+        let (lines, more) = world.hosted_lines();
+        collector.program_lines(&lines, more);
         let mut report = collector.finish(seed);
         world_findings(&world, &mut report);
         report
@@ -155,10 +157,12 @@ impl Scenario {
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
         world.run_until(self.duration);
         drop(world.take_observer());
-        let mut report = Rc::try_unwrap(collector)
+        let mut collector = Rc::try_unwrap(collector)
             .map(RefCell::into_inner)
-            .unwrap_or_default()
-            .finish(seed);
+            .unwrap_or_default();
+        let (lines, more) = world.hosted_lines();
+        collector.program_lines(&lines, more);
+        let mut report = collector.finish(seed);
         world_findings(&world, &mut report);
         let writer = Rc::try_unwrap(writer)
             .map(RefCell::into_inner)

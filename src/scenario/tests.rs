@@ -530,3 +530,24 @@ fn expectations_an_engine_cannot_observe_are_listed_as_not_checked() {
     );
     assert!(notes[1].starts_with("counters.delivered"), "{notes:?}");
 }
+
+/// `compare`'s pairings of engines and presets run relaysim's peers on those engines: a
+/// scenario's program peers become relaysim's peers there, and only its program row runs
+/// the program.
+#[test]
+fn a_pairing_of_engines_runs_those_engines_instead_of_the_scenario_s_program() {
+    let text = "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\nprogram = \"ts-sdk\"\n[[clients]]\nname = \"c\"\nrelays = [\"r\"]\nprogram = \"ts-sdk\"\n[[workloads]]\nkind = \"request\"\n";
+    let s = Scenario::from_toml_str(text, "t.toml").unwrap();
+    assert_eq!(s.program(), Some("ts-sdk"));
+    let paired = s.with_presets("relaysim", "relaysim").unwrap();
+    assert_eq!(paired.program(), None);
+    assert!(paired.servers.iter().all(|d| d.program.is_none()));
+    assert!(paired.clients.iter().all(|d| d.program.is_none()));
+    // Without a program host the run is relaysim's own: every call completes.
+    let report = paired.run(paired.seed);
+    assert!(!report.items.is_empty());
+    assert!(report
+        .items
+        .iter()
+        .all(|i| i.outcome == crate::stats::Outcome::Completed));
+}

@@ -117,6 +117,13 @@ pub enum HostOutput {
         /// The result and chunks, or the error text.
         result: Result<(Value, Option<Vec<String>>), String>,
     },
+    /// A line a program logged through `env.log` (the host reports only those).
+    Log {
+        /// The peer.
+        peer: usize,
+        /// The line.
+        text: String,
+    },
     /// Something the host found wrong (a program touched the real clock, threw, ran away):
     /// the run cannot be trusted.
     Error {
@@ -195,6 +202,9 @@ pub fn relay_url(relay: usize) -> String {
     format!("ws://r{relay}.relaysim.invalid/")
 }
 
+/// Program lines (`env.log`) a world keeps for the explanations of failed calls.
+pub const MAX_LINES: usize = 4096;
+
 /// A connection a hosted peer's program asks for, or gives up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkRequest {
@@ -229,6 +239,10 @@ pub struct SharedHost {
     /// Exceptions and rejections the programs left unhandled: their own behaviour (the SDK
     /// throws from an event handler), counted, not a fault of the run.
     unhandled: u64,
+    /// What the programs logged: when, which peer, the line; the first [`MAX_LINES`].
+    lines: Vec<(Duration, String, String)>,
+    /// Lines logged past [`MAX_LINES`].
+    lines_not_kept: u64,
     now: Duration,
     next_timer: Option<Duration>,
     peers: Vec<Queued>,
@@ -257,6 +271,8 @@ impl SharedHost {
             failed: None,
             errors: Vec::new(),
             unhandled: 0,
+            lines: Vec::new(),
+            lines_not_kept: 0,
             now: Duration::ZERO,
             next_timer: None,
             peers: Vec::new(),
@@ -414,6 +430,14 @@ impl SharedHost {
                     }),
                 }
             }
+            HostOutput::Log { peer, text } => {
+                if self.lines.len() < MAX_LINES {
+                    let name = self.specs.get(peer).map(|s| s.name.clone());
+                    self.lines.push((self.now, name.unwrap_or_default(), text));
+                } else {
+                    self.lines_not_kept += 1;
+                }
+            }
             HostOutput::Error { error, .. }
                 if error.starts_with("unhandled rejection:")
                     || error.starts_with("uncaught exception:") =>
@@ -430,6 +454,11 @@ impl SharedHost {
     /// What the host found wrong during the run (empty for a run that can be trusted).
     pub fn errors(&self) -> &[String] {
         &self.errors
+    }
+
+    /// What the programs logged: when, which peer, the line; and how many lines more.
+    pub fn lines(&self) -> (&[(Duration, String, String)], u64) {
+        (&self.lines, self.lines_not_kept)
     }
 
     /// Exceptions and rejections the programs left unhandled.

@@ -155,6 +155,15 @@ impl Collector {
         }
     }
 
+    /// What the run's program peers logged, `(when, peer, line)` in time order, and how many
+    /// lines more they logged, for the explanations of the calls open meanwhile.
+    pub fn program_lines(&mut self, lines: &[(Duration, String, String)], more: u64) {
+        for (at, peer, text) in lines {
+            self.events.logged(*at, peer, text);
+        }
+        self.events.not_logged(more);
+    }
+
     fn record(&mut self, metric: &'static str, value: Duration) {
         let h = self.histograms.entry(metric).or_insert_with(|| {
             // 1 µs to one day, 3 significant figures; longer values saturate.

@@ -6,8 +6,10 @@
 //!
 //! The world reports refusals and drops without saying which call they hurt (a relay refuses
 //! an event, not a call), so a call is told those that happened while it was open, by whom.
-//! Both lists are bounded: a run that refuses millions of events keeps the first
-//! [`MAX_KEPT`] of each and counts the rest.
+//! So it is with what program peers log (`env.log`, the SDK's errors as the program passes
+//! them on): `the programs logged while it was open: "server error: Duplicate start frame for
+//! active transfer (token: 1)" (server ×1)`. Each list is bounded: a run that refuses millions
+//! of events keeps the first [`MAX_KEPT`] of each and counts the rest.
 
 use crate::sim::world::PeerId;
 use std::collections::BTreeMap;
@@ -17,8 +19,10 @@ use std::time::Duration;
 pub const MAX_KEPT: usize = 4096;
 /// Dropped connections listed by name in one call's line.
 const DROPS_LISTED: usize = 3;
-/// Refusals grouped by text in one call's line (the rest are counted).
+/// Refusals (and program lines) grouped by text in one call's line (the rest are counted).
 const REFUSALS_GROUPED: usize = 256;
+/// Characters of one program line kept (a program may log a whole event).
+const LINE_CHARS: usize = 300;
 
 /// The first index in `0..len` at which `before` no longer holds (`before` holds for a
 /// prefix of the indices).
@@ -84,7 +88,14 @@ struct Drop {
     reason: &'static str,
 }
 
-/// What a run's relays and connections did, kept to explain the calls that ran out of time.
+#[derive(Debug, Clone)]
+struct Logged {
+    at: Duration,
+    peer: String,
+    text: String,
+}
+
+/// What a run's relays, connections and programs did, kept to explain the calls that failed.
 #[derive(Debug, Clone, Default)]
 pub struct RunEvents {
     names: Names,
@@ -92,6 +103,9 @@ pub struct RunEvents {
     drops: Vec<Drop>,
     /// Refusals and drops past [`MAX_KEPT`].
     not_kept: u64,
+    logged: Vec<Logged>,
+    /// Program lines past [`MAX_KEPT`].
+    logged_not_kept: u64,
 }
 
 /// What a call had when it ran out of time.
@@ -158,6 +172,28 @@ impl RunEvents {
         }
     }
 
+    /// Program peer `peer` logged `text` at `at` (lines come in time order).
+    pub fn logged(&mut self, at: Duration, peer: &str, text: &str) {
+        if self.logged.len() < MAX_KEPT {
+            let text = match text.char_indices().nth(LINE_CHARS) {
+                Some((cut, _)) => format!("{}…", &text[..cut]),
+                None => text.to_owned(),
+            };
+            self.logged.push(Logged {
+                at,
+                peer: peer.to_owned(),
+                text,
+            });
+        } else {
+            self.logged_not_kept += 1;
+        }
+    }
+
+    /// `n` lines the programs logged were not kept by the world.
+    pub fn not_logged(&mut self, n: u64) {
+        self.logged_not_kept += n;
+    }
+
     /// The line beside a failed call's cause: what it awaited (when it ran out of time,
     /// `awaiting`) and what happened while it was open; `None` when there is nothing to say.
     pub fn explain(&self, call: &Awaiting, awaiting: bool) -> Option<String> {
@@ -206,6 +242,15 @@ impl RunEvents {
                 }
             ));
         }
+        let logged = &self.logged[window(&|i| self.logged[i].at, self.logged.len())];
+        if !logged.is_empty() {
+            let lines = grouped(logged.iter().map(|l| (l.text.as_str(), l.peer.clone())));
+            parts.push(format!(
+                "the programs logged while it was open: {}{}",
+                lines.join(", "),
+                more(logged.len())
+            ));
+        }
         if parts.is_empty() {
             return None;
         }
@@ -213,6 +258,12 @@ impl RunEvents {
             parts.push(format!(
                 "{} later refusals and drops of the run are not listed",
                 self.not_kept
+            ));
+        }
+        if self.logged_not_kept > 0 && !logged.is_empty() {
+            parts.push(format!(
+                "{} later program lines of the run are not listed",
+                self.logged_not_kept
             ));
         }
         Some(parts.join("; "))
@@ -249,44 +300,55 @@ impl RunEvents {
     /// Refusals grouped by text, then by who and where, in the order first seen; the first
     /// [`REFUSALS_GROUPED`] are grouped, the rest counted.
     fn refusals_text(&self, refusals: &[Refusal]) -> String {
-        let mut groups: Vec<(&str, Vec<(String, u64)>)> = Vec::new();
-        for r in refusals.iter().take(REFUSALS_GROUPED) {
+        let texts = grouped(refusals.iter().map(|r| {
             let who = format!(
                 "{} via {}",
                 self.names.peer(r.peer),
                 self.names.relay(r.relay)
             );
-            let group = match groups.iter().position(|(m, _)| *m == r.message) {
-                Some(i) => &mut groups[i].1,
-                None => {
-                    groups.push((&r.message, Vec::new()));
-                    &mut groups.last_mut().expect("just pushed").1
-                }
-            };
-            match group.iter_mut().find(|(w, _)| *w == who) {
-                Some((_, n)) => *n += 1,
-                None => group.push((who, 1)),
-            }
-        }
-        let texts: Vec<String> = groups
-            .iter()
-            .map(|(message, whos)| {
-                let whos: Vec<String> = whos.iter().map(|(w, n)| format!("{w} ×{n}")).collect();
-                format!("{message:?} ({})", whos.join(", "))
-            })
-            .collect();
-        let more = refusals.len().saturating_sub(REFUSALS_GROUPED);
+            (r.message.as_str(), who)
+        }));
         format!(
             "relays refused {} publish{} while it was open: {}{}",
             refusals.len(),
             if refusals.len() == 1 { "" } else { "es" },
             texts.join(", "),
-            if more > 0 {
-                format!(", and {more} more")
-            } else {
-                String::new()
-            }
+            more(refusals.len())
         )
+    }
+}
+
+/// Texts grouped, then by who, in the order first seen: `"text" (who ×n, other ×m)`; the
+/// first [`REFUSALS_GROUPED`] items are grouped (see [`more`] for the rest).
+fn grouped<'a>(items: impl Iterator<Item = (&'a str, String)>) -> Vec<String> {
+    let mut groups: Vec<(&str, Vec<(String, u64)>)> = Vec::new();
+    for (text, who) in items.take(REFUSALS_GROUPED) {
+        let group = match groups.iter().position(|(t, _)| *t == text) {
+            Some(i) => &mut groups[i].1,
+            None => {
+                groups.push((text, Vec::new()));
+                &mut groups.last_mut().expect("just pushed").1
+            }
+        };
+        match group.iter_mut().find(|(w, _)| *w == who) {
+            Some((_, n)) => *n += 1,
+            None => group.push((who, 1)),
+        }
+    }
+    groups
+        .iter()
+        .map(|(text, whos)| {
+            let whos: Vec<String> = whos.iter().map(|(w, n)| format!("{w} ×{n}")).collect();
+            format!("{text:?} ({})", whos.join(", "))
+        })
+        .collect()
+}
+
+/// `, and N more` for the items of `len` past the grouped ones.
+fn more(len: usize) -> String {
+    match len.saturating_sub(REFUSALS_GROUPED) {
+        0 => String::new(),
+        more => format!(", and {more} more"),
     }
 }
 
@@ -379,5 +441,46 @@ mod tests {
         let without = run.explain(&call, false).unwrap();
         assert!(without.starts_with("relays refused 4096"), "{without}");
         assert_eq!(RunEvents::default().explain(&call, false), None);
+    }
+
+    #[test]
+    fn what_the_programs_logged_while_a_call_was_open_is_named_grouped_and_cut() {
+        let mut run = RunEvents::named(names());
+        let s = Duration::from_secs;
+        run.logged(s(1), "client", "before the call");
+        run.logged(
+            s(2),
+            "server",
+            "server error: Duplicate start frame (token: 1)",
+        );
+        run.logged(
+            s(3),
+            "server",
+            "server error: Duplicate start frame (token: 1)",
+        );
+        run.logged(s(3), "server", &"x".repeat(1000));
+        run.logged(s(9), "server", "after the call");
+        let call = Awaiting {
+            started: s(2),
+            ended: Some(s(5)),
+            stream: None,
+            responded: false,
+        };
+        let line = run.explain(&call, true).unwrap();
+        let long = format!("{}…", "x".repeat(LINE_CHARS));
+        assert_eq!(
+            line,
+            format!(
+                "awaiting the response; the programs logged while it was open: \"server error: \
+                 Duplicate start frame (token: 1)\" (server ×2), \"{long}\" (server ×1)"
+            )
+        );
+        // A call open while nothing was logged is told nothing of it.
+        let quiet = Awaiting {
+            started: s(4),
+            ended: Some(s(5)),
+            ..call
+        };
+        assert_eq!(run.explain(&quiet, false), None);
     }
 }

@@ -256,3 +256,44 @@ fn program_options_reach_the_real_sdk() {
         "smaller chunks, more events: {small} against {default}"
     );
 }
+
+/// Two TS clients' uploads under one SDK-minted token meet in the TS server's single CEP-22
+/// receiver: both calls time out, and each call's explanation names the server's own errors.
+#[test]
+fn two_clients_uploads_under_one_token_collide_in_the_ts_server() {
+    let dir = scratch("collision");
+    let scenario = "scenarios/real-sdk/upload-token-collision.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}");
+    for words in [
+        "Duplicate start frame for active transfer (token: 1)",
+        "Conflicting duplicate chunk detected (token: 1",
+    ] {
+        assert!(report.contains(words), "{words}: {report}");
+        assert!(trace.contains(words), "{words}: the trace's why");
+    }
+    // The same client alone completes its upload: it is the second client's token that breaks it.
+    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
+    let alone = dir.join("alone.toml");
+    std::fs::write(
+        &alone,
+        text.replace("count = 2", "count = 1")
+            .replace(
+                "program = \"ts-sdk\"",
+                &format!("program = {:?}", root().join("interop/ts-sdk/program.mjs")),
+            )
+            .replace("failed:program-timeout", "completed"),
+    )
+    .unwrap();
+    let out = relaysim(
+        &[
+            "run",
+            alone.to_str().unwrap(),
+            "--out",
+            dir.join("alone").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stdout(&out));
+}

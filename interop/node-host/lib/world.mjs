@@ -71,7 +71,12 @@ export class World {
     this.epochMs = msg.epoch_ms;
     this.nowUs = msg.now_us ?? 0;
     this.env = msg.env ?? {};
-    this.logOutputs = msg.log_outputs === true;
+    // `true`: every line; a list: the lines of those levels (e.g. ["program"]: env.log only).
+    this.logOutputs = msg.log_outputs === true
+      ? () => true
+      : Array.isArray(msg.log_outputs)
+        ? ((levels) => (level) => levels.has(level))(new Set(msg.log_outputs))
+        : () => false;
     this.heap = new TimerHeap();
     this.seq = 0;
     this.outputs = [];
@@ -140,7 +145,7 @@ export class World {
       log: (level, text) => {
         if (world.dead) return;
         host.log(`[${peer.name}] ${level === 'program' || level === 'log' ? '' : level + ': '}${text}`);
-        if (world.logOutputs) world.out(`{"kind":"log","peer":${index},"level":${J(level)},"text":${J(text)}}`);
+        if (world.logOutputs(level)) world.out(`{"kind":"log","peer":${index},"level":${J(level)},"text":${J(text)}}`);
       },
       format: (args) => util.formatWithOptions(FORMAT_OPTIONS, ...args),
       nondeterminism: (msg) => world.error(peer, msg),

@@ -15,11 +15,15 @@ const EPOCH = 1_700_000_000_000;
 const RELAY = 'ws://relay.relaysim.invalid/';
 
 /** A host running the probe program with peers `names` (all clients), world `seed`. */
-async function probeWorld({ seed = '9', names = ['p'], env = {}, hostEnv = {}, nowUs } = {}) {
+async function probeWorld({ seed = '9', names = ['p'], env = {}, hostEnv = {}, nowUs, logOutputs } = {}) {
   const host = new Host(PROBE, hostEnv);
   await host.hello();
   const peers = names.map((name, i) => ({ peer: i, role: 'client', name, secret_key: '', relays: [RELAY] }));
-  const first = await host.send({ type: 'world', seed, epoch_ms: EPOCH, env, peers, ...(nowUs === undefined ? {} : { now_us: nowUs }) });
+  const first = await host.send({
+    type: 'world', seed, epoch_ms: EPOCH, env, peers,
+    ...(nowUs === undefined ? {} : { now_us: nowUs }),
+    ...(logOutputs === undefined ? {} : { log_outputs: logOutputs }),
+  });
   let now = nowUs ?? 0, callId = 0;
   return {
     host, first,
@@ -198,4 +202,17 @@ test('a planted OS-randomness leak (RELAYSIM_HOST_PLANT=real-random) makes two r
   const a = await echoTranscript({ RELAYSIM_HOST_PLANT: 'real-random' });
   const b = await echoTranscript({ RELAYSIM_HOST_PLANT: 'real-random' });
   assert.notEqual(a, b);
+});
+
+test('log_outputs reports every line, the lines of the levels it lists, or none', async () => {
+  const logs = async (logOutputs) => {
+    const w = await probeWorld({ logOutputs });
+    const { outcome, outputs } = await w.call('log', { text: 'it went wrong' });
+    await w.host.close();
+    assert.equal(outcome.result, 'logged');
+    return outputs.filter((o) => o.kind === 'log').map((o) => `${o.level}:${o.text}`);
+  };
+  assert.deepEqual(await logs(true), ['program:it went wrong', 'warn:a console line']);
+  assert.deepEqual(await logs(['program']), ['program:it went wrong']);
+  assert.deepEqual(await logs(undefined), []);
 });

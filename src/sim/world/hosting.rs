@@ -7,6 +7,7 @@ use crate::nip01::Identity;
 use crate::sim::hosted::{
     relay_url, HostedPeer, HostedPeerSpec, HostedStart, ProgramHost, SharedHost,
 };
+use std::time::Duration;
 
 impl World {
     /// Adds a server whose transport is a hosted program (`sim::hosted`); returns its index.
@@ -115,6 +116,16 @@ impl World {
             .as_ref()
             .map(|h| h.borrow().errors().to_vec())
             .unwrap_or_default()
+    }
+
+    /// What the world's programs logged (`env.log`): `(when, peer, line)`, in time order, the
+    /// first [`crate::sim::hosted::MAX_LINES`] of them; and how many more there were.
+    pub fn hosted_lines(&self) -> (Vec<(Duration, String, String)>, u64) {
+        self.hosted.as_ref().map_or((Vec::new(), 0), |h| {
+            let host = h.borrow();
+            let (lines, more) = host.lines();
+            (lines.to_vec(), more)
+        })
     }
 
     /// A hosted peer's handle (`None` for relaysim's own peers).
