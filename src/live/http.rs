@@ -4,8 +4,10 @@
 //! between a connection and the [`world`](super::world).
 
 use super::outbox::{Outbox, Outgoing, QueueBudget};
+use super::slots::{Admission, Slot, Slots};
 use super::world::{Credit, Inbound, Parsed};
 use super::{nip11, Gate, Listener};
+use crate::nip01::ClientMessage;
 use crate::relay::{ConnId, KeepAlive, RelayProfile};
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
@@ -115,11 +117,8 @@ pub(crate) async fn accept_loop<L: Listener>(
     inbound: mpsc::Sender<Inbound>,
     mut stop: watch::Receiver<bool>,
 ) {
-    let slots = Arc::new(Semaphore::new(door.max_connections));
-    let per_address = Arc::new(Mutex::new(BTreeMap::<IpAddr, usize>::new()));
-    // One address may hold a quarter of the slots: idle sockets from one client cannot lock
-    // every other client out.
-    let address_share = (door.max_connections / 4).max(1);
+    // Slots shared fairly: see `slots` for who gives one up when they are full.
+    let slots = Slots::new(door.max_connections);
     loop {
         tokio::select! {
             biased;
@@ -130,21 +129,28 @@ pub(crate) async fn accept_loop<L: Listener>(
             }
             accepted = listener.accept() => {
                 let Ok((stream, peer)) = accepted else { continue };
-                let Some(share) = AddressSlot::take(&per_address, peer.ip(), address_share) else {
-                    refuse(stream, "too many connections from this address\n");
-                    continue;
-                };
-                let Ok(permit) = slots.clone().try_acquire_owned() else {
-                    // Over the connection limit: refuse before the upgrade, as khatru does.
-                    refuse(stream, "too many connections\n");
-                    continue;
-                };
                 let conn = door.next_conn.fetch_add(1, Ordering::Relaxed);
                 let (door, inbound) = (door.clone(), inbound.clone());
-                tokio::spawn(async move {
-                    let _slots = (permit, share);
-                    let _ = handle_connection(stream, peer, conn, door, inbound).await;
-                });
+                match slots.admit(peer.ip()) {
+                    Admission::Now(slot) => {
+                        tokio::spawn(async move {
+                            let _ = handle_connection(stream, peer, conn, door, inbound, slot).await;
+                        });
+                    }
+                    // Waited for on the connection's own task: the accept loop goes on.
+                    Admission::AfterEviction(slot) => {
+                        tokio::spawn(async move {
+                            match slot.await {
+                                Some(slot) => {
+                                    let _ = handle_connection(stream, peer, conn, door, inbound, slot).await;
+                                }
+                                None => refuse(stream, "too many connections\n"),
+                            }
+                        });
+                    }
+                    // Over the connection limit: refuse before the upgrade, as khatru does.
+                    Admission::Refused(why) => refuse(stream, why),
+                }
             }
         }
     }
@@ -178,44 +184,6 @@ fn refuse<S: AsyncWrite + Unpin + Send + 'static>(mut stream: S, why: &'static s
         let response = plain_response("429 Too Many Requests", why);
         let _ = tokio::time::timeout(Duration::from_secs(1), stream.write_all(&response)).await;
     });
-}
-
-/// One connection's share of its address's slots, given back when dropped.
-struct AddressSlot {
-    counts: Arc<Mutex<BTreeMap<IpAddr, usize>>>,
-    ip: IpAddr,
-}
-
-impl AddressSlot {
-    /// A slot for `ip` if it holds fewer than `share`.
-    fn take(
-        counts: &Arc<Mutex<BTreeMap<IpAddr, usize>>>,
-        ip: IpAddr,
-        share: usize,
-    ) -> Option<Self> {
-        let mut map = counts.lock().unwrap_or_else(|p| p.into_inner());
-        let n = map.entry(ip).or_default();
-        if *n >= share {
-            return None;
-        }
-        *n += 1;
-        Some(AddressSlot {
-            counts: counts.clone(),
-            ip,
-        })
-    }
-}
-
-impl Drop for AddressSlot {
-    fn drop(&mut self) {
-        let mut map = self.counts.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(n) = map.get_mut(&self.ip) {
-            *n -= 1;
-            if *n == 0 {
-                map.remove(&self.ip);
-            }
-        }
-    }
 }
 
 pub(crate) fn plain_response(status: &str, body: &str) -> Vec<u8> {
@@ -306,6 +274,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     conn: ConnId,
     door: RelayDoor,
     inbound: mpsc::Sender<Inbound>,
+    slot: Slot,
 ) -> std::io::Result<()> {
     let deadline = Instant::now() + HANDSHAKE_DEADLINE;
     let Some(head) = tokio::time::timeout_at(deadline, read_head(&mut stream))
@@ -428,6 +397,11 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 }
             },
             frame = source.next() => frame,
+            // A fresh client took this idle socket's slot (`slots`): it goes as a killed one.
+            () = slot.activity.evicted() => {
+                writer.abort();
+                break;
+            }
             () = Keepalive::tick(&mut keepalive) => {
                 let k = keepalive.as_mut().expect("ticks only when there is a keepalive");
                 if k.silent() {
@@ -486,6 +460,10 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             }
         };
         let parsed = Parsed::frame(&text, door.profile.max_filters);
+        slot.activity.heard(matches!(
+            parsed,
+            Parsed::Message(ClientMessage::Req { .. }) | Parsed::TooManyFilters
+        ));
         let keep = door.keep_text;
         let frame = Inbound::Text {
             conn,

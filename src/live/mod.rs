@@ -16,6 +16,7 @@ pub mod outcomes;
 pub mod peers;
 pub mod record;
 pub mod report;
+mod slots;
 mod trace_writer;
 
 mod world;
