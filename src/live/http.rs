@@ -39,8 +39,13 @@ pub(crate) const SERVER_INBOUND_CREDIT_KIB: usize = 16 << 10;
 const RESERVED_CREDIT_KIB: usize = 4;
 /// The longest request head accepted.
 const MAX_HEAD_BYTES: usize = 16 * 1024;
-/// The frame limit of a relay whose profile sets none: it only guards memory.
-const DEFAULT_FRAME_LIMIT: usize = 64 << 20;
+/// The frame limit of a relay whose profile sets none (`ideal`, `relay-builder`): relaysim's,
+/// not a relay's, and only there to bound memory. Every connection reads a frame whole before
+/// it waits for the relay model, so the frames being read take up to this much per
+/// connection: at tungstenite's 64 MiB, 16 clients each sending 16 MB REQs took the process
+/// to about 1 GB. 1 MiB is above the largest limit a measured relay sets (damus's 1,000,000
+/// bytes) and above any frame relaysim's or the SDKs' chunked transfers publish.
+pub(crate) const DEFAULT_FRAME_LIMIT: usize = 1 << 20;
 
 /// What a connection to one relay needs to know.
 #[derive(Clone)]

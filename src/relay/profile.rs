@@ -213,7 +213,9 @@ impl RelayProfile {
     pub fn ideal() -> Self {
         RelayProfile {
             name: "ideal".into(),
-            sources: "no relay: NIP-01 with no limits, no storage of ephemeral events, zero delay"
+            sources: "no relay: NIP-01 with no limits, no storage of ephemeral events, zero delay \
+                      (behind `serve`, frames over 1 MiB meet relaysim's own bound: a NOTICE \
+                      that says so, then the connection closes)"
                 .into(),
             max_event_bytes: None,
             size_measure: SizeMeasure::EventJson,

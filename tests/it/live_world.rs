@@ -680,6 +680,31 @@ async fn a_fresh_client_takes_an_idle_socket_s_slot_when_every_slot_is_held() {
     relay.shutdown().await;
 }
 
+/// A profile that sets no frame limit (`ideal`) gets serve's own, 1 MiB, and says so: a
+/// client sending larger frames is told it met relaysim's bound and closed, and the frames
+/// are refused before they are read whole, so others are served at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ideal_keeps_serve_s_own_frame_limit_and_says_whose_it_is() {
+    let relay = start(ServeConfig::new(RelayProfile::ideal())).await;
+    let mut hog = connect_from(loopback(40), relay.local_addr).await.unwrap();
+    let big = format!(r##"["REQ","s",{{"#t":["{}"]}}]"##, "a".repeat(2 << 20));
+    hog.send(Message::text(big)).await.unwrap();
+    let notice = next(&mut hog).await.expect("a NOTICE");
+    assert_eq!(notice[0], "NOTICE");
+    assert!(
+        notice[1]
+            .as_str()
+            .unwrap()
+            .starts_with("relaysim: a frame of 2097"),
+        "{notice}"
+    );
+    assert!(closes(&mut hog).await);
+    let mut fresh = connect_from(loopback(41), relay.local_addr).await.unwrap();
+    assert_eq!(publish(&mut fresh, "fresh", 1).await[2], true);
+    let report = relay.shutdown().await;
+    assert_eq!(report.relays[0].frames_too_large, 1);
+}
+
 /// strfry's keepalive with its 55 s shortened to 300 ms, and khatru's pong-only variant.
 fn quick_keepalive(pongs_only: bool) -> RelayProfile {
     RelayProfile {

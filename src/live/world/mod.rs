@@ -602,10 +602,21 @@ impl World {
         let relay = c.relay;
         let profile = self.slots[relay].relay.profile();
         let max = profile.max_message_bytes.unwrap_or(0);
-        if let FrameOversizeReaction::NoticeThenDrop(text) = &profile.frame_oversize {
-            let message = text
-                .replace("{size}", &size.to_string())
-                .replace("{max}", &max.to_string());
+        let notice = match (&profile.frame_oversize, profile.max_message_bytes) {
+            (FrameOversizeReaction::NoticeThenDrop(text), _) => Some(
+                text.replace("{size}", &size.to_string())
+                    .replace("{max}", &max.to_string()),
+            ),
+            // The profile sets no limit: the frame met serve's own, which says so, as no relay
+            // of that profile would.
+            (_, None) => Some(format!(
+                "relaysim: a frame of {size} bytes is over the {} byte frame limit serve \
+                 keeps for profiles that set none; the connection is closed",
+                super::http::DEFAULT_FRAME_LIMIT
+            )),
+            _ => None,
+        };
+        if let Some(message) = notice {
             self.transmit(relay, conn, RelayMessage::Notice { message }, false, now);
         }
         self.slots[relay].counters.frames_too_large += 1;
