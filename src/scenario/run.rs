@@ -100,14 +100,7 @@ impl Scenario {
         world.set_observer(Box::new(collector.clone()));
         world.run_until(self.duration);
         drop(world.take_observer());
-        let mut collector = Rc::try_unwrap(collector)
-            .map(RefCell::into_inner)
-            .unwrap_or_default();
-        let (lines, more) = world.hosted_lines();
-        collector.program_lines(&lines, more);
-        let mut report = collector.finish(seed);
-        world_findings(&world, &mut report);
-        report
+        self.report_of(&world, collector, seed)
     }
 
     /// Runs once with `seed` and records a trace; returns the report and the trace text.
@@ -157,18 +150,33 @@ impl Scenario {
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
         world.run_until(self.duration);
         drop(world.take_observer());
-        let mut collector = Rc::try_unwrap(collector)
-            .map(RefCell::into_inner)
-            .unwrap_or_default();
-        let (lines, more) = world.hosted_lines();
-        collector.program_lines(&lines, more);
-        let mut report = collector.finish(seed);
-        world_findings(&world, &mut report);
+        let report = self.report_of(&world, collector, seed);
         let writer = Rc::try_unwrap(writer)
             .map(RefCell::into_inner)
             .expect("the world released the writer");
         let text = writer.finish(&report, &self.workload_names());
         (report, text)
+    }
+
+    /// The report of a run that ended: the collector's, with what the world's programs logged
+    /// and what their host found.
+    fn report_of(
+        &self,
+        world: &World,
+        collector: Rc<RefCell<Collector>>,
+        seed: u64,
+    ) -> crate::stats::RunReport {
+        let mut collector = Rc::try_unwrap(collector)
+            .map(RefCell::into_inner)
+            .unwrap_or_default();
+        let (lines, more) = world.hosted_lines();
+        collector.program_lines(&lines, more);
+        if self.servers.iter().any(|s| s.program.is_some()) {
+            collector.servers_are_programs();
+        }
+        let mut report = collector.finish(seed);
+        world_findings(world, &mut report);
+        report
     }
 
     /// Runs every run of the scenario (seeds `seed`, `seed + 1`, ...).

@@ -135,6 +135,8 @@ pub struct Collector {
     /// unanswered.
     sent_to_relays: u64,
     answered_by_relays: u64,
+    /// Servers are programs: chunks written are not known.
+    programs_write: bool,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -153,6 +155,12 @@ impl Collector {
             events: why::RunEvents::named(names),
             ..Self::default()
         }
+    }
+
+    /// The run's servers are programs, which do not report the chunks they write: a stream's
+    /// explanation does not claim a count.
+    pub fn servers_are_programs(&mut self) {
+        self.programs_write = true;
     }
 
     /// What the run's program peers logged, `(when, peer, line)` in time order, and how many
@@ -195,7 +203,7 @@ impl Collector {
                             Expected::Stream { chunks } => Some(why::StreamProgress {
                                 chunks,
                                 read: r.chunks_read,
-                                written: r.chunks_written,
+                                written: (!self.programs_write).then_some(r.chunks_written),
                                 next_index: r.next_index,
                                 last_read: r.last_chunk,
                             }),

@@ -127,8 +127,8 @@ pub struct StreamProgress {
     pub chunks: u64,
     /// Read by the client.
     pub read: u64,
-    /// Written by the server.
-    pub written: u64,
+    /// Written by the server (`None`: its server is a program, which does not say).
+    pub written: Option<u64>,
     /// The next chunk index the client awaits.
     pub next_index: u64,
     /// When the last chunk was read.
@@ -273,16 +273,20 @@ impl RunEvents {
     fn awaited(&self, call: &Awaiting) -> String {
         let ms = |d: Duration| crate::stats::output::human_us(d.as_micros() as u64);
         let mut out = match &call.stream {
-            Some(s) if s.read == 0 => format!(
-                "awaiting the stream's first chunk ({} of {} written)",
-                s.written, s.chunks
-            ),
+            Some(s) if s.read == 0 => match s.written {
+                Some(written) => format!(
+                    "awaiting the stream's first chunk ({written} of {} written)",
+                    s.chunks
+                ),
+                None => format!("awaiting the stream's first chunk (of {})", s.chunks),
+            },
             Some(s) if s.next_index < s.chunks => format!(
-                "awaiting chunk {} of {} ({} read, {} written{})",
+                "awaiting chunk {} of {} ({} read{}{})",
                 s.next_index,
                 s.chunks,
                 s.read,
-                s.written,
+                s.written
+                    .map_or(String::new(), |w| format!(", {w} written")),
                 s.last_read
                     .map_or(String::new(), |t| format!(", the last at {}", ms(t)))
             ),
@@ -388,7 +392,7 @@ mod tests {
                     stream: Some(StreamProgress {
                         chunks: 147,
                         read: 23,
-                        written: 40,
+                        written: Some(40),
                         next_index: 23,
                         last_read: Some(Duration::from_millis(4100)),
                     }),
