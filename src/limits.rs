@@ -59,9 +59,13 @@ pub enum InputError {
     Io(#[from] std::io::Error),
 }
 
-/// Reads the text file at `path`, refusing anything but a regular file of at most `max` bytes.
-/// Never reads more than `max + 1` bytes, whatever the file claims or becomes meanwhile.
-pub fn read_text(path: &Path, max: u64) -> Result<String, InputError> {
+/// Opens the file at `path` for reading, refusing anything but a regular file of at most
+/// `max` bytes; what it gives never runs past `max + 1` bytes, whatever the file claims or
+/// becomes meanwhile (the caller refuses the extra byte).
+pub fn open_regular(
+    path: &Path,
+    max: u64,
+) -> Result<std::io::BufReader<std::io::Take<std::fs::File>>, InputError> {
     // Looked at before it is opened: opening a named pipe blocks until someone writes to it.
     if !std::fs::metadata(path)?.is_file() {
         return Err(InputError::NotRegular);
@@ -77,8 +81,14 @@ pub fn read_text(path: &Path, max: u64) -> Result<String, InputError> {
             max,
         });
     }
+    Ok(std::io::BufReader::new(file.take(max + 1)))
+}
+
+/// Reads the text file at `path`, refusing anything but a regular file of at most `max` bytes.
+/// Never reads more than `max + 1` bytes, whatever the file claims or becomes meanwhile.
+pub fn read_text(path: &Path, max: u64) -> Result<String, InputError> {
     let mut bytes = Vec::new();
-    file.take(max + 1).read_to_end(&mut bytes)?;
+    open_regular(path, max)?.read_to_end(&mut bytes)?;
     if bytes.len() as u64 > max {
         return Err(InputError::TooLarge {
             size: bytes.len() as u64,

@@ -156,9 +156,9 @@ fn print_live(r: &relaysim::replay::live_schedule::LiveScheduleReplay) {
 }
 
 pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
-    let text = relaysim::limits::read_text(&args.trace, relaysim::limits::MAX_TRACE_FILE_BYTES)
-        .with_context(|| format!("cannot read {}", args.trace.display()))?;
-    let trace = Trace::parse(&text, &args.trace.display().to_string())?;
+    // Read a line at a time; only a des schedule replay, which compares its trace with the
+    // recorded one byte for byte, needs the text as well.
+    let trace = Trace::from_file(&args.trace)?;
     let live =
         matches!(&trace.lines[0], relaysim::trace::Line::Header { driver, .. } if driver == "live");
     if args.scenario.is_some() && !(live && args.mode == ReplayMode::Schedule) {
@@ -166,7 +166,12 @@ pub(super) fn replay(args: ReplayArgs) -> Result<Exit> {
     }
     match args.mode {
         ReplayMode::Schedule if live => replay_live(&args, &trace),
-        ReplayMode::Schedule => replay_schedule(&args, &trace, &text),
+        ReplayMode::Schedule => {
+            let text =
+                relaysim::limits::read_text(&args.trace, relaysim::limits::MAX_TRACE_FILE_BYTES)
+                    .with_context(|| format!("cannot read {}", args.trace.display()))?;
+            replay_schedule(&args, &trace, &text)
+        }
         ReplayMode::Inject => replay_inject(&args, &trace),
     }
 }
