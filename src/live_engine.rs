@@ -80,6 +80,9 @@ pub fn run(
     local.block_on(&runtime, run_on_sockets(plan, relays, trace))
 }
 
+/// The counter of events made before a live run started that reached its peers.
+pub const STALE_EVENTS: &str = "stale_events";
+
 async fn run_on_sockets(
     plan: &Plan,
     given: &BTreeMap<String, String>,
@@ -138,6 +141,7 @@ async fn run_on_sockets(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let log: Log = Rc::new(RefCell::new(Vec::new()));
+    let stale = peers::Stale::default();
     let client_keys = peers::client_keys(plan);
     let streams = SeededStreams::new(plan.seed);
     let mut servers = Vec::new();
@@ -156,7 +160,7 @@ async fn run_on_sockets(
             epoch,
             connector,
             client_keys.clone(),
-            log.clone(),
+            (log.clone(), stale.clone()),
         )));
     }
     let mut clients = Vec::new();
@@ -174,7 +178,7 @@ async fn run_on_sockets(
             relays,
             calls,
             plan.duration,
-            log.clone(),
+            (log.clone(), stale.clone()),
             (epoch, TokioTcpFrom(address[name])),
         )));
     }
@@ -200,6 +204,12 @@ async fn run_on_sockets(
     // Only the relays served here are counted: a relay given by URL is a black box.
     for relay in served {
         relay.add_to_run_counters(&mut report.counters);
+    }
+    // Events older than the run: a relay that stores events fed it an earlier run's (the
+    // same seed gives the same keys) or another party's.
+    let stale = stale.load(std::sync::atomic::Ordering::Relaxed);
+    if stale > 0 {
+        report.counters.insert(STALE_EVENTS.into(), stale);
     }
     Ok(report)
 }

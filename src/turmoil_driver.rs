@@ -150,7 +150,17 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             let log = host_log.clone();
             let client_keys = host_keys.clone();
             async move {
-                run_server(server, relays, EPOCH_SECS, TurmoilTcp, client_keys, log).await;
+                // A simulated network starts empty: no relay holds an earlier run's events.
+                let stale = Default::default();
+                run_server(
+                    server,
+                    relays,
+                    EPOCH_SECS,
+                    TurmoilTcp,
+                    client_keys,
+                    (log, stale),
+                )
+                .await;
                 Ok(())
             }
         });
@@ -173,7 +183,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
                 relays,
                 calls,
                 duration,
-                log,
+                (log, Default::default()),
                 (EPOCH_SECS, TurmoilTcp),
             )
             .await;

@@ -216,6 +216,16 @@ fn run_file(
                     _ => relaysim::turmoil_driver::run(&plan, trace).map_err(anyhow::Error::from),
                 }
                 .with_context(|| format!("run {} of {}", i + 1, scenario.name))?;
+                if let Some(n) = run.counters.get(relaysim::live_engine::STALE_EVENTS) {
+                    eprintln!(
+                        "warning: {n} events made before run {} started reached its peers: a \
+                         relay that stores events (strfry keeps ephemeral ones 300 s) fed it an \
+                         earlier run's, whose peers had the same keys (keys come from the seed), \
+                         or another party's. Calls may have answered old requests; run with a \
+                         --seed this relay has not seen lately to keep runs apart",
+                        i + 1
+                    );
+                }
                 report.push(run);
                 bar.set_position(i as u64 + 1);
             }

@@ -163,7 +163,15 @@ pub struct ConnectionStats {
     /// Why the latest failed attempt failed, with the relay's URL: what to show a user whose
     /// peer never connects.
     pub last_failure: Option<String>,
+    /// Events that reached the peer although they were made before it started (their
+    /// `created_at` more than [`STALE_AFTER_SECS`] before its epoch): a relay that stores
+    /// events replayed them from an earlier run, or another party's.
+    pub stale_events: u64,
 }
+
+/// How much older than a driver's epoch an event must be to count as made before it started
+/// (a run's own events are stamped from its epoch on).
+pub const STALE_AFTER_SECS: u64 = 2;
 
 /// Counts the connection tasks keep.
 #[derive(Debug, Default)]
@@ -185,6 +193,9 @@ pub struct PeerDriver<P: Peer> {
     tasks: JoinSet<()>,
     stats: ConnectionStats,
     counters: std::sync::Arc<SharedCounters>,
+    epoch_secs: u64,
+    /// Stale events, counted here and wherever else the counter is shared.
+    stale: std::sync::Arc<AtomicU64>,
 }
 
 impl<P: Peer> PeerDriver<P> {
@@ -234,7 +245,16 @@ impl<P: Peer> PeerDriver<P> {
             tasks,
             stats: ConnectionStats::default(),
             counters,
+            epoch_secs,
+            stale: Default::default(),
         }
+    }
+
+    /// Counts the peer's stale events into `counter` (shared by the peers of one run, so the
+    /// run can warn that a relay fed it another run's events).
+    pub fn counting_stale_into(mut self, counter: std::sync::Arc<AtomicU64>) -> Self {
+        self.stale = counter;
+        self
     }
 
     /// Time since the driver started: the peer's clock.
@@ -258,6 +278,7 @@ impl<P: Peer> PeerDriver<P> {
             unparsed_frames: self.counters.unparsed.load(Ordering::Relaxed),
             sent_while_down: self.stats.sent_while_down
                 + self.counters.sent_while_down.load(Ordering::Relaxed),
+            stale_events: self.stats.stale_events,
             ..self.stats.clone()
         }
     }
@@ -311,6 +332,12 @@ impl<P: Peer> PeerDriver<P> {
                 self.peer.connected(&relay, now);
             }
             Inbound::Message(relay, message) => {
+                if let RelayMessage::Event { event, .. } = &message {
+                    if event.created_at.as_secs() + STALE_AFTER_SECS < self.epoch_secs {
+                        self.stats.stale_events += 1;
+                        self.stale.fetch_add(1, Ordering::Relaxed);
+                    }
+                }
                 self.peer.handle_relay_message(&relay, message, now);
             }
             Inbound::Dropped(relay) => {

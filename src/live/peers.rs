@@ -27,6 +27,10 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// or a local task set), so plain shared cells do.
 pub type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
 
+/// Events made before the run started that reached its peers, summed over them (see
+/// [`super::driver::ConnectionStats::stale_events`]).
+pub type Stale = std::sync::Arc<std::sync::atomic::AtomicU64>;
+
 /// Each client's public key and index, for servers to name the client of a chunk they write.
 pub fn client_keys(plan: &Plan) -> Rc<BTreeMap<PublicKey, usize>> {
     Rc::new(
@@ -59,10 +63,11 @@ pub async fn run_server<C: Connector>(
     epoch_secs: u64,
     connector: C,
     client_keys: Rc<BTreeMap<PublicKey, usize>>,
-    log: Log,
+    (log, stale): (Log, Stale),
 ) {
     let start = tokio::time::Instant::now();
-    let mut driver = PeerDriver::connect_with(server, relays, epoch_secs, connector);
+    let mut driver =
+        PeerDriver::connect_with(server, relays, epoch_secs, connector).counting_stale_into(stale);
     let mut seq = 0u64;
     // Chunks written, for chunk latency: the des world observes the same event.
     let mut observe = |s: &mut ContextVmServer| {
@@ -104,12 +109,13 @@ pub async fn run_client<C: Connector>(
     relays: Vec<String>,
     mut calls: Vec<(Duration, Call)>,
     duration: Duration,
-    log: Log,
+    (log, stale): (Log, Stale),
     (epoch_secs, connector): (u64, C),
 ) {
     calls.sort_by_key(|(at, _)| *at);
     let mut calls = std::collections::VecDeque::from(calls);
-    let mut driver = PeerDriver::connect_with(client, relays, epoch_secs, connector);
+    let mut driver =
+        PeerDriver::connect_with(client, relays, epoch_secs, connector).counting_stale_into(stale);
     let mut seq = 0u64;
     let mut record = |at: Duration, observation: Observation| {
         seq += 1;

@@ -505,6 +505,46 @@ async fn khatru_s_concurrent_intake_reorders_a_burst_and_says_why() {
     );
 }
 
+/// A relay that stores events feeds a second live run of the same seed the first run's (the
+/// same seed gives the same keys): the run counts them as `stale_events` so the CLI can warn.
+/// Another seed's peers have other keys, and see none.
+#[test]
+fn a_live_run_counts_the_events_an_earlier_run_left_on_a_storing_relay() {
+    let scenario = relaysim::Scenario::from_toml_str(
+        "name = \"rerun\"\n[[relays]]\nname = \"far\"\nprofile = \"strfry\"\n\
+         [[servers]]\nname = \"server\"\nrelays = [\"far\"]\n\
+         [[clients]]\nname = \"client\"\nrelays = [\"far\"]\n\
+         [[workloads]]\nkind = \"request\"\ncount = 3\nevery = \"50ms\"\n",
+        "rerun.toml",
+    )
+    .unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    // strfry keeps ephemeral events 300 s and sends them to every new subscription.
+    let relay = runtime
+        .block_on(serve(
+            ServeConfig::new(RelayProfile::strfry()).listening_on("127.0.0.1:0".parse().unwrap()),
+        ))
+        .unwrap();
+    let given = [("far".to_owned(), format!("ws://{}", relay.local_addr))].into();
+    let stale = |seed: u64| {
+        let report = relaysim::live_engine::run(&scenario.plan(seed), &given, None).unwrap();
+        assert_eq!(report.items.len(), 3);
+        report
+            .counters
+            .get(relaysim::live_engine::STALE_EVENTS)
+            .copied()
+            .unwrap_or(0)
+    };
+    assert_eq!(stale(1), 0, "the relay starts empty");
+    // Past the margin within which an event may be this run's own.
+    std::thread::sleep(Duration::from_secs(
+        relaysim::live::driver::STALE_AFTER_SECS + 2,
+    ));
+    assert!(stale(1) > 0, "the first run's events reached the second");
+    assert_eq!(stale(2), 0, "another seed's keys match none of them");
+    runtime.block_on(relay.shutdown());
+}
+
 /// `run --engine live` with `--relay`: the scenario's own peers against a relay given by URL,
 /// through a recording proxy whose trace carries the scenario, so it schedule-replays with no
 /// more arguments; a relay the scenario does not have is refused.
@@ -688,16 +728,20 @@ async fn ideal_keeps_serve_s_own_frame_limit_and_says_whose_it_is() {
     let relay = start(ServeConfig::new(RelayProfile::ideal())).await;
     let mut hog = connect_from(loopback(40), relay.local_addr).await.unwrap();
     let big = format!(r##"["REQ","s",{{"#t":["{}"]}}]"##, "a".repeat(2 << 20));
-    hog.send(Message::text(big)).await.unwrap();
-    let notice = next(&mut hog).await.expect("a NOTICE");
-    assert_eq!(notice[0], "NOTICE");
-    assert!(
-        notice[1]
-            .as_str()
-            .unwrap()
-            .starts_with("relaysim: a frame of 2097"),
-        "{notice}"
-    );
+    // The relay stops reading at the frame's header and closes: the send may end in a reset,
+    // and the reset may discard the NOTICE before it is read (a real relay's close is as
+    // abrupt). The NOTICE's words are checked where the world makes it (`live::world`).
+    let _ = hog.send(Message::text(big)).await;
+    if let Some(notice) = next(&mut hog).await {
+        assert_eq!(notice[0], "NOTICE");
+        assert!(
+            notice[1]
+                .as_str()
+                .unwrap()
+                .starts_with("relaysim: a frame of 2097"),
+            "{notice}"
+        );
+    }
     assert!(closes(&mut hog).await);
     let mut fresh = connect_from(loopback(41), relay.local_addr).await.unwrap();
     assert_eq!(publish(&mut fresh, "fresh", 1).await[2], true);

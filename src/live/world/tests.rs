@@ -65,3 +65,30 @@ async fn a_frame_holds_its_read_credit_until_the_relay_has_handled_it() {
         "handled: both shares are back"
     );
 }
+
+/// A profile without a message limit meets serve's own, and the client is told whose it is
+/// before the connection goes.
+#[tokio::test(start_paused = true)]
+async fn a_frame_over_serve_s_own_limit_is_answered_with_a_notice_naming_it() {
+    let mut world = world(Duration::ZERO);
+    let mut rx = open(&mut world);
+    world.handle(Inbound::Oversize {
+        conn: 1,
+        size: 2 << 20,
+    });
+    let mut queued = rx.try_recv().expect("a NOTICE queued");
+    let Some(tokio_tungstenite::tungstenite::Message::Text(text)) = queued.take() else {
+        panic!("not a text frame")
+    };
+    let notice: serde_json::Value = serde_json::from_str(text.as_str()).unwrap();
+    assert_eq!(notice[0], "NOTICE");
+    assert_eq!(
+        notice[1],
+        format!(
+            "relaysim: a frame of {} bytes is over the {} byte frame limit serve keeps for \
+             profiles that set none; the connection is closed",
+            2 << 20,
+            crate::live::http::DEFAULT_FRAME_LIMIT
+        )
+    );
+}
