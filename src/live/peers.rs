@@ -135,12 +135,12 @@ pub async fn run_client<C: Connector>(
         let now = driver.now();
         while calls.front().is_some_and(|(at, _)| *at <= now) {
             let (_, call) = calls.pop_front().expect("checked");
-            let (id, chunk_bytes) = call.start(driver.peer_mut(), now);
+            let (id, chunk_bytes, called) = call.start_observed(index, driver.peer_mut(), now);
             open.insert(id);
             if let Some(bytes) = chunk_bytes {
                 streams.insert(id, bytes);
             }
-            record(now, call.called(index, id));
+            record(now, called);
         }
         if (calls.is_empty() && open.is_empty() && streams.is_empty()) || now >= duration {
             break;

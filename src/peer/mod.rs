@@ -33,6 +33,7 @@ pub(crate) mod engines;
 
 pub use engines::{Implementation, RELAYSIM};
 pub mod event;
+pub(crate) mod send_window;
 pub mod server;
 pub mod streams;
 pub mod tools;

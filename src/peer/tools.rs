@@ -198,6 +198,28 @@ impl ToolCall {
         }
     }
 
+    /// The tool's name.
+    pub fn name(&self) -> &'static str {
+        match self {
+            ToolCall::Echo { .. } => "echo",
+            ToolCall::LargeResult { .. } => "large_result",
+            ToolCall::Stream { .. } => "stream",
+            ToolCall::Slow { .. } => "slow",
+            ToolCall::Fail { .. } => "fail",
+            ToolCall::Upload { .. } => "upload",
+        }
+    }
+
+    /// The `arguments` object that calls this tool, taking its payload rather than copying it
+    /// (a 1 GiB echo or upload is one gibibyte, not two).
+    pub fn into_arguments(self) -> (&'static str, Value) {
+        match self {
+            ToolCall::Echo { text } => ("echo", json!({ "text": text })),
+            ToolCall::Upload { data } => ("upload", json!({ "data": data })),
+            other => other.arguments(),
+        }
+    }
+
     /// The `arguments` object that calls this tool.
     pub fn arguments(&self) -> (&'static str, Value) {
         match self {
@@ -419,12 +441,18 @@ pub fn stream_chunk_text(index: u64, bytes: usize) -> String {
     text
 }
 
+/// The longest echo text kept whole to check its answer; a longer one is checked by digest.
+const ECHO_KEPT_WHOLE: usize = 4096;
+
 /// What a correct result of a call looks like, so every delivery can be checked against what
 /// was sent.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Expected {
-    /// This exact text (echo, and the digest an upload must come back with).
+    /// This exact text (a short echo, and the digest an upload must come back with).
     Text(String),
+    /// A text with this SHA-256 ([`digest_of`]): a long echo, whose copy kept for the check
+    /// would double the payload's memory.
+    Digest(String),
     /// A text that matches the digest in its own `_meta.sha256` (large_result).
     SelfDigest,
     /// `streamed N chunks`, after N intact chunks.
@@ -442,6 +470,9 @@ impl Expected {
     /// What `tool` should answer.
     pub fn of(tool: &ToolCall) -> Self {
         match tool {
+            ToolCall::Echo { text } if text.len() > ECHO_KEPT_WHOLE => {
+                Expected::Digest(digest_of(text))
+            }
             ToolCall::Echo { text } => Expected::Text(text.clone()),
             ToolCall::Upload { data } => Expected::Text(digest_of(data)),
             ToolCall::LargeResult { .. } => Expected::SelfDigest,
@@ -456,6 +487,7 @@ impl Expected {
         let text = result_text(result);
         match self {
             Expected::Text(t) => text == Some(t.as_str()),
+            Expected::Digest(d) => text.is_some_and(|t| digest_of(t) == *d),
             Expected::SelfDigest => {
                 let claimed = result
                     .get("_meta")

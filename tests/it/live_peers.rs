@@ -291,7 +291,7 @@ async fn a_third_party_relay_recorded_through_the_proxy_replays_to_the_same_outc
     // A CEP-22 transfer of an oversized result, then a CEP-41 stream: the scenario's calls.
     for (_, _, call) in &plan.calls {
         let now = client.now();
-        let (id, _) = call.start(client.peer_mut(), now);
+        let (id, _) = call.clone().start(client.peer_mut(), now);
         loop {
             match next_event(&mut client).await {
                 ClientEvent::Response { call: c, response } if c == id => {

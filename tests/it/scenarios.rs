@@ -228,6 +228,49 @@ interval = "0s"
     );
 }
 
+/// A client's upload larger than its send window goes out a window at a time too: at once
+/// through a relay that answers every event, and through one that answers none only as its
+/// unanswered frames stop counting.
+#[test]
+fn uploads_larger_than_the_send_window_complete_a_window_at_a_time() {
+    use relaysim::peer::server::{ANSWER_WAIT, SEND_WINDOW_BYTES};
+    let latency = |profile: &str| {
+        let text = format!(
+            r#"name = "upload-window"
+seed = 1
+[policy]
+request_timeout = "10m"
+transfer_timeout = "10m"
+[[relays]]
+name = "r"
+profile = "{profile}"
+[[servers]]
+name = "server"
+relays = ["r"]
+[[clients]]
+name = "client"
+relays = ["r"]
+[[workloads]]
+kind = "upload"
+bytes = {bytes}
+content = "ascii"
+"#,
+            bytes = SEND_WINDOW_BYTES + (4 << 20)
+        );
+        let s = relaysim::Scenario::from_toml_str(&text, "upload-window.toml").unwrap();
+        let report = s.run(s.seed);
+        let item = &report.items[0];
+        assert_eq!(item.outcome, relaysim::Outcome::Completed, "{profile}");
+        item.latency.expect("completed")
+    };
+    assert!(latency("ideal") < ANSWER_WAIT);
+    let unanswered = latency("nostr-rs-relay");
+    assert!(
+        unanswered >= ANSWER_WAIT && unanswered < 2 * ANSWER_WAIT,
+        "{unanswered:?}"
+    );
+}
+
 /// `scripts/bench.sh` runs `scripts/download-1gib.toml` (too large for a test to run): it must
 /// stay a valid scenario of a 1 GiB download that its receiver admits.
 #[test]

@@ -251,6 +251,15 @@ struct PendingCall {
     upload_start: Option<EventId>,
 }
 
+/// A frame's text, the lane it waits in, the call whose upload it starts, and the upload whose
+/// window it counts against.
+type Outgoing = (
+    String,
+    Option<String>,
+    Option<CallId>,
+    Option<ProgressToken>,
+);
+
 /// A ContextVM client.
 pub struct ContextVmClient {
     core: PeerCore,
@@ -275,6 +284,8 @@ pub struct ContextVmClient {
     by_token: BTreeMap<ProgressToken, CallId>,
     downloads: Box<dyn TransferReceiving<PublicKey>>,
     uploads: BTreeMap<ProgressToken, Box<dyn TransferSending>>,
+    /// Each upload's frames out and not yet answered: its next frame waits for room.
+    upload_windows: BTreeMap<ProgressToken, crate::peer::send_window::SendWindow>,
     streams: Box<dyn StreamReading<PublicKey>>,
     events: VecDeque<ClientEvent>,
     malformed: u64,
@@ -336,6 +347,7 @@ impl ContextVmClient {
             calls: BTreeMap::new(),
             by_token: BTreeMap::new(),
             uploads: BTreeMap::new(),
+            upload_windows: BTreeMap::new(),
             events: VecDeque::new(),
             malformed: 0,
         }
@@ -478,22 +490,32 @@ impl ContextVmClient {
         // Each frame, and the lane it waits in: an upload's frames wait for each other when the
         // behaviour says so (sdk-behaviour §2.3). An upload's `start` is the event the server
         // answers (its `e` tag), so its call remembers it.
-        let mut frames: Vec<(String, Option<String>, Option<CallId>)> = Vec::new();
+        // An upload's frames are made only while its send window has room (`send_window`).
+        let mut frames: Vec<Outgoing> = Vec::new();
         let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
-        for sender in self.uploads.values_mut() {
-            while let Some(frame) = sender.poll_transmit(now) {
+        for (token, sender) in self.uploads.iter_mut() {
+            let window = self.upload_windows.entry(token.clone()).or_default();
+            window.expire(now);
+            let (mut room, mut frames_room) = (window.room(), window.frames_room());
+            while room > 0 && frames_room > 0 {
+                let Some(frame) = sender.poll_transmit(now) else {
+                    break;
+                };
                 let lane = lanes.then(|| format!("upload {}", frame.token.to_value()));
                 let start = matches!(frame.body, TransferBody::Start { .. })
                     .then(|| self.by_token.get(&frame.token).copied())
                     .flatten();
-                frames.push((frame.to_json(), lane, start));
+                let text = frame.to_json();
+                room = room.saturating_sub(text.len());
+                frames_room -= 1;
+                frames.push((text, lane, start, Some(token.clone())));
             }
         }
         while let Some((_, frame)) = self.streams.poll_transmit() {
-            frames.push((frame.to_json(), None, None));
+            frames.push((frame.to_json(), None, None, None));
         }
         while let Some((_, frame)) = self.downloads.poll_transmit() {
-            frames.push((frame.to_json(), None, None));
+            frames.push((frame.to_json(), None, None, None));
         }
         self.follower.handle_timeout(now);
         while let Some((attempt, request)) = self.follower.poll_transmit() {
@@ -513,9 +535,10 @@ impl ContextVmClient {
                     params: Some(r.to_params()),
                 },
             };
-            frames.push((message.to_json(), None, None));
+            frames.push((message.to_json(), None, None, None));
         }
-        for (text, lane, start_of) in frames {
+        for (text, lane, start_of, upload) in frames {
+            let bytes = text.len();
             let tags = std::mem::take(&mut self.pending_tags);
             let event = self.core.sign(&server, None, tags, text, now);
             let id = match lane {
@@ -525,8 +548,13 @@ impl ContextVmClient {
             if let Some(call) = start_of.and_then(|c| self.calls.get_mut(&c)) {
                 call.upload_start = Some(id);
             }
+            if let Some(window) = upload.and_then(|t| self.upload_windows.get_mut(&t)) {
+                window.sent(id, bytes, now);
+            }
         }
         self.uploads.retain(|_, s| !s.is_done());
+        let uploads = &self.uploads;
+        self.upload_windows.retain(|t, _| uploads.contains_key(t));
         self.drain_engines();
         // A stream that is done and whose call ended needs no mapping any more.
         let (follower, calls) = (&self.follower, &self.calls);
@@ -570,7 +598,15 @@ impl Peer for ContextVmClient {
             .calls
             .values()
             .map(|c| self.swept(c.soft_deadline.min(c.hard_deadline)));
-        let uploads = self.uploads.values().filter_map(|s| s.poll_timeout());
+        let uploads = self
+            .uploads
+            .values()
+            .filter_map(|s| s.poll_timeout())
+            .chain(
+                self.upload_windows
+                    .values()
+                    .filter_map(|w| w.poll_timeout()),
+            );
         calls
             .chain(uploads)
             .chain(self.downloads.poll_timeout())

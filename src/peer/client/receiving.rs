@@ -331,6 +331,9 @@ impl ContextVmClient {
     }
 
     pub(super) fn on_publish_outcome(&mut self, id: EventId, outcome: PublishOutcome) {
+        for window in self.upload_windows.values_mut() {
+            window.answered(&id);
+        }
         let Some((&call, pending)) = self
             .calls
             .iter_mut()

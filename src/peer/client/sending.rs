@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::peer::behaviour::AcceptWait;
+use crate::protocol::envelope::Envelope;
 
 impl ContextVmClient {
     /// Capability tags for the next request: on every request until the server has answered
@@ -89,6 +90,19 @@ impl ContextVmClient {
         };
         if let Some(call) = self.calls.get_mut(&id) {
             call.advertised = !tags.is_empty();
+        }
+        // A request no event can carry goes to CEP-22 without being signed and serialised whole
+        // first (for a large upload, a copy of it and a pass over every byte saved). The
+        // envelope's ten-digit `created_at` may be up to nine digits wider than this event's,
+        // and the capability tags only add, so past `budget + 9` it cannot fit.
+        if let Some(token) = token.clone().filter(|_| {
+            self.frame_envelope
+                .published_size_exceeds(&text, self.config.budget + 9)
+        }) {
+            self.pending_tags = tags;
+            self.upload(id, token, text);
+            self.pump();
+            return;
         }
         let server = self.config.server;
         let event = self.core.sign(&server, None, tags, text.clone(), now);

@@ -24,9 +24,8 @@ mod pump;
 mod requests;
 mod responses;
 mod resumable;
-mod send_window;
 
-pub use send_window::{ANSWER_WAIT, MAX_FRAMES_OUT, SEND_WINDOW_BYTES};
+pub use crate::peer::send_window::{ANSWER_WAIT, MAX_FRAMES_OUT, SEND_WINDOW_BYTES};
 
 use super::behaviour::{Behaviour, PublishWait};
 use super::capabilities::Capabilities;
@@ -198,7 +197,7 @@ struct Stream {
     /// Its frames out and not yet answered: like a socket's send buffer, a full window holds
     /// the tool's next write (see `send_window`), so a writer that outruns its relays waits
     /// instead of piling up frames.
-    window: send_window::SendWindow,
+    window: crate::peer::send_window::SendWindow,
     /// The tool's next write waits for room in the window.
     window_waiting: bool,
 }
@@ -215,7 +214,7 @@ struct Outgoing {
     sender: Box<dyn TransferSending>,
     resumable: Option<String>,
     /// Its frames out and not yet answered: its next frame waits for room.
-    window: send_window::SendWindow,
+    window: crate::peer::send_window::SendWindow,
 }
 
 /// A ContextVM server with the simulated tools.

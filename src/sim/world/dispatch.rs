@@ -196,26 +196,30 @@ impl World {
             {
                 let id = self.hosted_calls;
                 self.hosted_calls += 1;
-                let (name, arguments) = call.tool.arguments();
+                let called = call.called(client, id);
                 let stream = matches!(call.tool, crate::peer::tools::ToolCall::Stream { .. });
                 if let crate::peer::tools::ToolCall::Stream { chunk_bytes, .. } = call.tool {
                     self.stream_chunk_bytes.insert((client, id), chunk_bytes);
                 }
+                let progress = call.progress || stream;
+                let (name, arguments) = call.tool.into_arguments();
                 self.peer_mut(PeerId::Client(client));
                 if let Some(hosted) = self.clients[client].1.hosted() {
-                    hosted.call(id, name, arguments, call.progress || stream, stream, now);
+                    hosted.call(id, name, arguments, progress, stream, now);
                 }
-                self.observe(call.called(client, id));
+                self.observe(called);
             }
             Action::Call { client, call } => {
-                let (id, chunk_bytes) = call.start(self.client(client), now);
+                let consume_every = call.consume_every;
+                let (id, chunk_bytes, called) =
+                    call.start_observed(client, self.client(client), now);
                 if let Some(bytes) = chunk_bytes {
                     self.stream_chunk_bytes.insert((client, id), bytes);
                 }
-                if let Some(every) = call.consume_every {
+                if let Some(every) = consume_every {
                     self.consume_every.insert((client, id), every);
                 }
-                self.observe(call.called(client, id));
+                self.observe(called);
             }
         }
     }

@@ -1,4 +1,4 @@
-//! How much of a CEP-22 response, or of a CEP-41 stream, a server has out at once.
+//! How much of a CEP-22 transfer, or of a CEP-41 stream, a peer has out at once.
 //!
 //! Without a bound, a server makes every frame of a transfer the moment it answers, so a
 //! 1 GiB result is a second gibibyte of frames (and their events) in flight at once. A real
@@ -16,6 +16,9 @@
 //! A response whose frames come to less than 16 MiB never fills its window, so it goes out
 //! exactly as before; each transfer has its own window, so concurrent transfers do not wait
 //! for each other.
+//!
+//! A client's upload has one too, counted the same way: its frames are made only while
+//! there is room, so a 1 GiB request is not a second gibibyte of frames in flight at once.
 //!
 //! A stream has a window of its own too: while it is full, the tool's next `write` waits (its
 //! pings and close still go out). Without it a tool writing at `interval = "0s"` made every
@@ -36,7 +39,7 @@ pub const ANSWER_WAIT: Duration = Duration::from_secs(10);
 
 /// Frames out and not yet answered.
 #[derive(Debug, Default)]
-pub(super) struct SendWindow {
+pub(crate) struct SendWindow {
     /// Bytes of each frame out, by event id.
     out: BTreeMap<EventId, usize>,
     /// When each went out, oldest first (ids already answered are skipped when met).
@@ -46,22 +49,22 @@ pub(super) struct SendWindow {
 
 impl SendWindow {
     /// Bytes that may still go out before the window is full.
-    pub(super) fn room(&self) -> usize {
+    pub(crate) fn room(&self) -> usize {
         SEND_WINDOW_BYTES.saturating_sub(self.bytes)
     }
 
     /// Frames that may still go out before the window is full.
-    pub(super) fn frames_room(&self) -> usize {
+    pub(crate) fn frames_room(&self) -> usize {
         MAX_FRAMES_OUT.saturating_sub(self.out.len())
     }
 
     /// Whether another frame may go out now.
-    pub(super) fn has_room(&self) -> bool {
+    pub(crate) fn has_room(&self) -> bool {
         self.room() > 0 && self.frames_room() > 0
     }
 
     /// A frame of `bytes` went out as event `id` at `now`.
-    pub(super) fn sent(&mut self, id: EventId, bytes: usize, now: Duration) {
+    pub(crate) fn sent(&mut self, id: EventId, bytes: usize, now: Duration) {
         if self.out.insert(id, bytes).is_none() {
             self.bytes += bytes;
             self.order.push_back((now, id));
@@ -69,14 +72,14 @@ impl SendWindow {
     }
 
     /// Every relay answered event `id` (accepted or not).
-    pub(super) fn answered(&mut self, id: &EventId) {
+    pub(crate) fn answered(&mut self, id: &EventId) {
         if let Some(bytes) = self.out.remove(id) {
             self.bytes -= bytes;
         }
     }
 
     /// Frames out longer than [`ANSWER_WAIT`] at `now` stop counting.
-    pub(super) fn expire(&mut self, now: Duration) {
+    pub(crate) fn expire(&mut self, now: Duration) {
         while let Some(&(at, id)) = self.order.front() {
             if self.out.contains_key(&id) && at + ANSWER_WAIT > now {
                 break;
@@ -87,7 +90,7 @@ impl SendWindow {
     }
 
     /// When the window next opens by itself: only while it is full.
-    pub(super) fn poll_timeout(&self) -> Option<Duration> {
+    pub(crate) fn poll_timeout(&self) -> Option<Duration> {
         if self.has_room() {
             return None;
         }
