@@ -251,15 +251,6 @@ struct PendingCall {
     upload_start: Option<EventId>,
 }
 
-/// A frame's text, the lane it waits in, the call whose upload it starts, and the upload whose
-/// window it counts against.
-type Outgoing = (
-    String,
-    Option<String>,
-    Option<CallId>,
-    Option<ProgressToken>,
-);
-
 /// A ContextVM client.
 pub struct ContextVmClient {
     core: PeerCore,
@@ -480,86 +471,6 @@ impl ContextVmClient {
         let server = self.config.server;
         self.streams.abort(&server, &token, reason);
         self.pump();
-    }
-
-    /// Publishes what the upload senders and stream sessions have to send.
-    fn pump(&mut self) {
-        self.drain_engines();
-        let server = self.config.server;
-        let now = self.now;
-        // Each frame, and the lane it waits in: an upload's frames wait for each other when the
-        // behaviour says so (sdk-behaviour §2.3). An upload's `start` is the event the server
-        // answers (its `e` tag), so its call remembers it.
-        // An upload's frames are made only while its send window has room (`send_window`).
-        let mut frames: Vec<Outgoing> = Vec::new();
-        let lanes = self.config.behaviour.publish_wait != PublishWait::Immediate;
-        for (token, sender) in self.uploads.iter_mut() {
-            let window = self.upload_windows.entry(token.clone()).or_default();
-            window.expire(now);
-            let (mut room, mut frames_room) = (window.room(), window.frames_room());
-            while room > 0 && frames_room > 0 {
-                let Some(frame) = sender.poll_transmit(now) else {
-                    break;
-                };
-                let lane = lanes.then(|| format!("upload {}", frame.token.to_value()));
-                let start = matches!(frame.body, TransferBody::Start { .. })
-                    .then(|| self.by_token.get(&frame.token).copied())
-                    .flatten();
-                let text = frame.to_json();
-                room = room.saturating_sub(text.len());
-                frames_room -= 1;
-                frames.push((text, lane, start, Some(token.clone())));
-            }
-        }
-        while let Some((_, frame)) = self.streams.poll_transmit() {
-            frames.push((frame.to_json(), None, None, None));
-        }
-        while let Some((_, frame)) = self.downloads.poll_transmit() {
-            frames.push((frame.to_json(), None, None, None));
-        }
-        self.follower.handle_timeout(now);
-        while let Some((attempt, request)) = self.follower.poll_transmit() {
-            let message = match request {
-                FollowerRequest::Resume(r) => Message::Request {
-                    id: RequestId::String(format!("resume-{attempt}")),
-                    method: stream_msg::RESUME.into(),
-                    params: Some(r.to_params()),
-                },
-                FollowerRequest::Poll(r) => Message::Request {
-                    id: RequestId::String(format!("poll-{attempt}")),
-                    method: stream_msg::POLL.into(),
-                    params: Some(r.to_params()),
-                },
-                FollowerRequest::Ack(r) => Message::Notification {
-                    method: stream_msg::ACK.into(),
-                    params: Some(r.to_params()),
-                },
-            };
-            frames.push((message.to_json(), None, None, None));
-        }
-        for (text, lane, start_of, upload) in frames {
-            let bytes = text.len();
-            let tags = std::mem::take(&mut self.pending_tags);
-            let event = self.core.sign(&server, None, tags, text, now);
-            let id = match lane {
-                Some(lane) => self.core.publish_in_lane(&lane, event, now),
-                None => self.core.publish(event),
-            };
-            if let Some(call) = start_of.and_then(|c| self.calls.get_mut(&c)) {
-                call.upload_start = Some(id);
-            }
-            if let Some(window) = upload.and_then(|t| self.upload_windows.get_mut(&t)) {
-                window.sent(id, bytes, now);
-            }
-        }
-        self.uploads.retain(|_, s| !s.is_done());
-        let uploads = &self.uploads;
-        self.upload_windows.retain(|t, _| uploads.contains_key(t));
-        self.drain_engines();
-        // A stream that is done and whose call ended needs no mapping any more.
-        let (follower, calls) = (&self.follower, &self.calls);
-        self.stream_calls
-            .retain(|id, call| !follower.is_finished(id) || calls.contains_key(call));
     }
 }
 

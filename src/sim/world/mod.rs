@@ -27,6 +27,7 @@
 //! deliveries (with their mechanism when out of order or duplicate), losses, disconnects, and
 //! the client's results.
 
+mod call;
 mod dispatch;
 mod hosting;
 pub(crate) mod network;
@@ -34,6 +35,7 @@ pub mod observation;
 mod slots;
 mod touched;
 
+pub use call::Call;
 pub use network::ReconnectPolicy;
 pub use observation::{Observation, Observer, PeerId, Recorder, Way};
 
@@ -42,9 +44,8 @@ use super::planner::LinkPlanner;
 use super::publish::PublishPipeline;
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::nip01::{Identity, Signatures};
-use crate::peer::client::{CallId, CallOptions, ClientConfig, ContextVmClient};
+use crate::peer::client::{CallId, ClientConfig, ContextVmClient};
 use crate::peer::server::{ContextVmServer, ServerConfig};
-use crate::peer::tools::{Expected, ToolCall};
 use crate::peer::Peer;
 use crate::relay::impair::{LinkState, OutageKind};
 use crate::relay::{ConnId, Relay, RelayProfile};
@@ -57,73 +58,6 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::time::Duration;
-
-/// A workload call scheduled in the world.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Call {
-    /// The tool and its arguments.
-    pub tool: ToolCall,
-    /// Send a progress token (needed for streams and oversized messages).
-    pub progress: bool,
-    /// The workload it belongs to (for attribution in reports).
-    pub workload: usize,
-    /// For streams: the application reads one chunk per this interval (a slow consumer).
-    /// `None`: it reads each chunk as soon as it is released.
-    pub consume_every: Option<Duration>,
-}
-
-impl Call {
-    /// Makes this call on `client` at `now` (a stream through `call_tool_stream`, as the SDK's
-    /// `callToolStream`); returns its id, and for a stream its chunk size, by which chunks read
-    /// are checked. Every driver starts workload calls here.
-    pub fn start(self, client: &mut ContextVmClient, now: Duration) -> (CallId, Option<usize>) {
-        let chunk_bytes = match self.tool {
-            ToolCall::Stream { chunk_bytes, .. } => Some(chunk_bytes),
-            _ => None,
-        };
-        let (name, arguments) = self.tool.into_arguments();
-        if let Some(bytes) = chunk_bytes {
-            (client.call_tool_stream(name, arguments, now).0, Some(bytes))
-        } else {
-            let options = CallOptions {
-                progress: self.progress,
-            };
-            (client.call_tool(name, arguments, options, now), None)
-        }
-    }
-
-    /// Makes the call as [`Call::start`] does, and also returns the observation that client
-    /// `index` started it (made before the call's payload is taken).
-    pub fn start_observed(
-        self,
-        index: usize,
-        client: &mut ContextVmClient,
-        now: Duration,
-    ) -> (CallId, Option<usize>, Observation) {
-        let (workload, expected) = (self.workload, Expected::of(&self.tool));
-        let tool = self.tool.name();
-        let (call, chunk_bytes) = self.start(client, now);
-        let called = Observation::Called {
-            client: index,
-            call,
-            workload,
-            tool,
-            expected,
-        };
-        (call, chunk_bytes, called)
-    }
-
-    /// The observation that this call, with id `call` on client `client`, started.
-    pub fn called(&self, client: usize, call: CallId) -> Observation {
-        Observation::Called {
-            client,
-            call,
-            workload: self.workload,
-            tool: self.tool.name(),
-            expected: Expected::of(&self.tool),
-        }
-    }
-}
 
 enum Action {
     ToRelay {
