@@ -141,7 +141,15 @@ async fn run_on_sockets(
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
     let log: Log = Rc::new(RefCell::new(Vec::new()));
-    let stale = peers::Stale::default();
+    // The furthest behind a peer's clock runs: its own events are stamped that much earlier.
+    let behind = plan
+        .servers
+        .iter()
+        .map(|(_, _, c)| c.clock.skew_secs)
+        .chain(plan.clients.iter().map(|(_, _, c)| c.clock.skew_secs))
+        .min()
+        .map_or(0, |skew| skew.min(0).unsigned_abs());
+    let stale: peers::Stale = (Default::default(), behind);
     let client_keys = peers::client_keys(plan);
     let streams = SeededStreams::new(plan.seed);
     let mut servers = Vec::new();
@@ -207,7 +215,7 @@ async fn run_on_sockets(
     }
     // Events older than the run: a relay that stores events fed it an earlier run's (the
     // same seed gives the same keys) or another party's.
-    let stale = stale.load(std::sync::atomic::Ordering::Relaxed);
+    let stale = stale.0.load(std::sync::atomic::Ordering::Relaxed);
     if stale > 0 {
         report.counters.insert(STALE_EVENTS.into(), stale);
     }

@@ -151,7 +151,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             let client_keys = host_keys.clone();
             async move {
                 // A simulated network starts empty: no relay holds an earlier run's events.
-                let stale = Default::default();
+                let stale = (Default::default(), 0);
                 run_server(
                     server,
                     relays,
@@ -183,7 +183,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
                 relays,
                 calls,
                 duration,
-                (log, Default::default()),
+                (log, (Default::default(), 0)),
                 (EPOCH_SECS, TurmoilTcp),
             )
             .await;

@@ -164,7 +164,8 @@ pub struct ConnectionStats {
     /// peer never connects.
     pub last_failure: Option<String>,
     /// Events that reached the peer although they were made before it started (their
-    /// `created_at` more than [`STALE_AFTER_SECS`] before its epoch): a relay that stores
+    /// `created_at` more than [`STALE_AFTER_SECS`], and any clock skew, before its epoch): a
+    /// relay that stores
     /// events replayed them from an earlier run, or another party's.
     pub stale_events: u64,
 }
@@ -196,6 +197,8 @@ pub struct PeerDriver<P: Peer> {
     epoch_secs: u64,
     /// Stale events, counted here and wherever else the counter is shared.
     stale: std::sync::Arc<AtomicU64>,
+    /// How much older than the epoch an event must be to count as stale.
+    stale_after_secs: u64,
 }
 
 impl<P: Peer> PeerDriver<P> {
@@ -247,13 +250,21 @@ impl<P: Peer> PeerDriver<P> {
             counters,
             epoch_secs,
             stale: Default::default(),
+            stale_after_secs: STALE_AFTER_SECS,
         }
     }
 
     /// Counts the peer's stale events into `counter` (shared by the peers of one run, so the
-    /// run can warn that a relay fed it another run's events).
-    pub fn counting_stale_into(mut self, counter: std::sync::Arc<AtomicU64>) -> Self {
+    /// run can warn that a relay fed it another run's events). `behind_secs`: how far behind
+    /// true time the run's peers' clocks may run (their own events are stamped that much
+    /// earlier), added to the margin.
+    pub fn counting_stale_into(
+        mut self,
+        counter: std::sync::Arc<AtomicU64>,
+        behind_secs: u64,
+    ) -> Self {
         self.stale = counter;
+        self.stale_after_secs = STALE_AFTER_SECS + behind_secs;
         self
     }
 
@@ -333,7 +344,7 @@ impl<P: Peer> PeerDriver<P> {
             }
             Inbound::Message(relay, message) => {
                 if let RelayMessage::Event { event, .. } = &message {
-                    if event.created_at.as_secs() + STALE_AFTER_SECS < self.epoch_secs {
+                    if event.created_at.as_secs() + self.stale_after_secs < self.epoch_secs {
                         self.stats.stale_events += 1;
                         self.stale.fetch_add(1, Ordering::Relaxed);
                     }

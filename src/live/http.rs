@@ -353,6 +353,7 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         .await
         .map_err(|_| std::io::ErrorKind::TimedOut)?
         .map_err(std::io::Error::other)?;
+    slot.activity.upgraded();
     let (mut sink, mut source) = ws.split();
     let (out_tx, mut out_rx) = Outbox::new(door.queues.clone());
     let (kill_tx, mut kill) = oneshot::channel::<()>();
@@ -402,7 +403,8 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
                 }
             },
             frame = source.next() => frame,
-            // A fresh client took this idle socket's slot (`slots`): it goes as a killed one.
+            // A fresh client took this idle socket's slot (`slots`): the socket goes now, and
+            // the world hears it closed.
             () = slot.activity.evicted() => {
                 writer.abort();
                 break;

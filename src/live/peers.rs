@@ -28,8 +28,9 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 pub type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
 
 /// Events made before the run started that reached its peers, summed over them (see
-/// [`super::driver::ConnectionStats::stale_events`]).
-pub type Stale = std::sync::Arc<std::sync::atomic::AtomicU64>;
+/// [`super::driver::ConnectionStats::stale_events`]), and how far behind true time the run's
+/// peers' clocks run at most (seconds), so their own events do not count.
+pub type Stale = (std::sync::Arc<std::sync::atomic::AtomicU64>, u64);
 
 /// Each client's public key and index, for servers to name the client of a chunk they write.
 pub fn client_keys(plan: &Plan) -> Rc<BTreeMap<PublicKey, usize>> {
@@ -66,8 +67,8 @@ pub async fn run_server<C: Connector>(
     (log, stale): (Log, Stale),
 ) {
     let start = tokio::time::Instant::now();
-    let mut driver =
-        PeerDriver::connect_with(server, relays, epoch_secs, connector).counting_stale_into(stale);
+    let mut driver = PeerDriver::connect_with(server, relays, epoch_secs, connector)
+        .counting_stale_into(stale.0, stale.1);
     let mut seq = 0u64;
     // Chunks written, for chunk latency: the des world observes the same event.
     let mut observe = |s: &mut ContextVmServer| {
@@ -114,8 +115,8 @@ pub async fn run_client<C: Connector>(
 ) {
     calls.sort_by_key(|(at, _)| *at);
     let mut calls = std::collections::VecDeque::from(calls);
-    let mut driver =
-        PeerDriver::connect_with(client, relays, epoch_secs, connector).counting_stale_into(stale);
+    let mut driver = PeerDriver::connect_with(client, relays, epoch_secs, connector)
+        .counting_stale_into(stale.0, stale.1);
     let mut seq = 0u64;
     let mut record = |at: Duration, observation: Observation| {
         seq += 1;

@@ -29,6 +29,8 @@ pub(crate) struct Activity {
     /// Milliseconds from `origin` when the client last sent a frame other than a pong.
     last_heard_ms: AtomicU64,
     subscribed: AtomicBool,
+    /// The WebSocket handshake finished: only then does the socket listen for eviction.
+    upgraded: AtomicBool,
     evicted: Notify,
 }
 
@@ -38,6 +40,7 @@ impl Activity {
             origin,
             last_heard_ms: AtomicU64::new(origin.elapsed().as_millis() as u64),
             subscribed: AtomicBool::new(false),
+            upgraded: AtomicBool::new(false),
             evicted: Notify::new(),
         }
     }
@@ -51,6 +54,12 @@ impl Activity {
         }
     }
 
+    /// The socket is upgraded: from now on it can be told to go, and its silence counts.
+    pub(crate) fn upgraded(&self) {
+        self.heard(false);
+        self.upgraded.store(true, Ordering::Relaxed);
+    }
+
     /// Resolves when a fresh client took this socket's slot.
     pub(crate) async fn evicted(&self) {
         self.evicted.notified().await
@@ -58,7 +67,8 @@ impl Activity {
 
     fn idle_since(&self, now_ms: u64) -> Option<u64> {
         let last = self.last_heard_ms.load(Ordering::Relaxed);
-        let idle = !self.subscribed.load(Ordering::Relaxed)
+        let idle = self.upgraded.load(Ordering::Relaxed)
+            && !self.subscribed.load(Ordering::Relaxed)
             && now_ms.saturating_sub(last) >= IDLE_FOR.as_millis() as u64;
         idle.then_some(last)
     }
@@ -287,6 +297,9 @@ mod tests {
                 held.push(now(slots.admit(ip(address))));
             }
         }
+        for slot in &held[..7] {
+            slot.activity.upgraded();
+        }
         // Address 1's sockets subscribed; the others never sent a REQ.
         held[0].activity.heard(true);
         held[1].activity.heard(true);
@@ -299,12 +312,14 @@ mod tests {
         let Admission::AfterEviction(wait) = slots.admit(ip(9)) else {
             panic!("nobody was told to go")
         };
-        // The first-opened of the sockets silent since they opened: address 2's second.
+        // The first-opened of the sockets silent since they opened: address 2's second (the
+        // last socket never finished its handshake, so it is never picked).
         assert_eq!(told_to_go(&slots), vec![held[3].id]);
         drop(held.remove(3));
         let slot = wait.await.expect("the evicted socket's slot");
         assert_eq!(slot.ip, ip(9));
-        // A newcomer from an address that holds as many as any other less one takes nothing.
+        // A newcomer from an address with none takes one from an address holding two; one
+        // from an address holding one takes nothing from an address holding two.
         let Admission::AfterEviction(_) = slots.admit(ip(10)) else {
             panic!("address 3 holds two, address 10 none: one of 3's goes")
         };
@@ -315,16 +330,21 @@ mod tests {
     async fn a_newcomer_whose_slot_never_frees_is_refused_and_its_address_released() {
         let slots = Slots::new(4); // one per address
         let held: Vec<Slot> = (1..=4).map(|a| now(slots.admit(ip(a)))).collect();
+        held.iter().for_each(|s| s.activity.upgraded());
         tokio::time::advance(IDLE_FOR).await;
         // Held by one socket each: no address holds more than a newcomer's would.
         assert_eq!(refused(slots.admit(ip(9))), "too many connections\n");
         drop(held);
         assert!(matches!(slots.admit(ip(9)), Admission::Now(_)));
         let slots = Slots::new(8);
-        let _held: Vec<Slot> = [1, 1, 2, 2, 3, 3, 4, 4]
+        let held: Vec<Slot> = [1, 1, 2, 2, 3, 3, 4, 4]
             .into_iter()
             .map(|a| now(slots.admit(ip(a))))
             .collect();
+        // Sockets still in their handshake are never idle.
+        tokio::time::advance(IDLE_FOR).await;
+        assert_eq!(refused(slots.admit(ip(9))), "too many connections\n");
+        held.iter().for_each(|s| s.activity.upgraded());
         tokio::time::advance(IDLE_FOR).await;
         let Admission::AfterEviction(wait) = slots.admit(ip(9)) else {
             panic!("nobody was told to go")

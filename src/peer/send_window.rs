@@ -30,9 +30,10 @@ use nostr::prelude::EventId;
 use std::collections::{BTreeMap, VecDeque};
 use std::time::Duration;
 
-/// Bytes of transfer frames a server has published and not yet had answered, at most.
+/// Bytes of one transfer's or stream's frames a peer has published and not yet had answered,
+/// at most (the frame that crosses it still goes).
 pub const SEND_WINDOW_BYTES: usize = 16 << 20;
-/// Frames a transfer has out and not yet answered, at most.
+/// Frames one transfer or stream has out and not yet answered, at most.
 pub const MAX_FRAMES_OUT: usize = 4096;
 /// How long a published frame counts against the window without its relays' answers.
 pub const ANSWER_WAIT: Duration = Duration::from_secs(10);

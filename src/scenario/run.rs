@@ -171,6 +171,7 @@ impl Scenario {
             .unwrap_or_default();
         let (lines, more) = world.hosted_lines();
         collector.program_lines(&lines, more);
+        collector.still_reading(&world.readers_still_reading());
         if self.servers.iter().any(|s| s.program.is_some()) {
             collector.servers_are_programs();
         }

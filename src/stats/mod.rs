@@ -119,6 +119,8 @@ struct CallRecord {
     failure: Option<(Duration, String)>,
     /// Why the server failed this call's request, when it did without telling the client.
     server_failure: Option<String>,
+    /// Its slow reader was still reading when the run ended.
+    reading_at_end: bool,
 }
 
 /// Collects statistics as the world runs.
@@ -154,6 +156,17 @@ impl Collector {
         Collector {
             events: why::RunEvents::named(names),
             ..Self::default()
+        }
+    }
+
+    /// These streaming calls' readers were still reading when the run ended (`(client,
+    /// call)`): a stream that ended well with chunks its reader had not read yet is unfinished,
+    /// not short of chunks.
+    pub fn still_reading(&mut self, calls: &[(usize, CallId)]) {
+        for key in calls {
+            if let Some(r) = self.calls.get_mut(key) {
+                r.reading_at_end = true;
+            }
         }
     }
 
@@ -206,6 +219,7 @@ impl Collector {
                                 written: (!self.programs_write).then_some(r.chunks_written),
                                 next_index: r.next_index,
                                 last_read: r.last_chunk,
+                                ended: matches!(r.stream_end, Some((_, Ok(())))),
                             }),
                             _ => None,
                         },
@@ -300,6 +314,13 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
                     Some((at, Ok(_))) => failed("stream-missing".into(), *at),
                     None => (Outcome::Failed("unfinished".into()), None),
                 }
+            }
+            // The stream ended well and every chunk read was intact, but its slow reader was
+            // still reading when the run ended: the rest were not read in time.
+            Some((_, Ok(())))
+                if r.chunks_read < chunks && r.chunk_violations == 0 && r.reading_at_end =>
+            {
+                return (Outcome::Failed("unfinished".into()), None);
             }
             Some((_, Ok(()))) if r.chunks_read != chunks || r.chunk_violations > 0 => {
                 let at = r.stream_end.as_ref().map(|(t, _)| *t).unwrap_or_default();
@@ -424,6 +445,7 @@ impl Observer for Collector {
                         response: None,
                         failure: None,
                         server_failure: None,
+                        reading_at_end: false,
                     },
                 );
             }

@@ -133,6 +133,8 @@ pub struct StreamProgress {
     pub next_index: u64,
     /// When the last chunk was read.
     pub last_read: Option<Duration>,
+    /// The stream ended well (every chunk arrived), whatever its reader had read.
+    pub ended: bool,
 }
 
 impl RunEvents {
@@ -273,6 +275,10 @@ impl RunEvents {
     fn awaited(&self, call: &Awaiting) -> String {
         let ms = |d: Duration| crate::stats::output::human_us(d.as_micros() as u64);
         let mut out = match &call.stream {
+            Some(s) if s.ended && s.read < s.chunks => format!(
+                "every chunk arrived and the stream ended; its reader had read {} of {}",
+                s.read, s.chunks
+            ),
             Some(s) if s.read == 0 => match s.written {
                 Some(written) => format!(
                     "awaiting the stream's first chunk ({written} of {} written)",
@@ -395,6 +401,7 @@ mod tests {
                         written: Some(40),
                         next_index: 23,
                         last_read: Some(Duration::from_millis(4100)),
+                        ended: false,
                     }),
                     responded: false,
                 },

@@ -271,6 +271,54 @@ content = "ascii"
     );
 }
 
+/// A stream that ended well while its slow reader was still reading when the run ended is
+/// unfinished, not an integrity violation: every chunk arrived, the reader had not read them
+/// all in time (found by the soak at `--seed 2026`, runs 9688 and 96447).
+#[test]
+fn a_slow_reader_still_reading_when_the_run_ends_is_unfinished_not_corrupt() {
+    let text = r#"name = "slow-reader"
+seed = 1
+duration = "5s"
+[[relays]]
+name = "r"
+profile = "ideal"
+[[servers]]
+name = "server"
+relays = ["r"]
+[[clients]]
+name = "client"
+relays = ["r"]
+[[workloads]]
+kind = "stream"
+chunks = 20
+chunk_bytes = 10
+interval = "0s"
+consume_interval = "1s"
+"#;
+    let s = relaysim::Scenario::from_toml_str(text, "slow-reader.toml").unwrap();
+    let report = s.run(s.seed);
+    assert_eq!(report.integrity_violations, 0);
+    let item = &report.items[0];
+    assert_eq!(
+        item.outcome,
+        relaysim::Outcome::Failed("unfinished".into()),
+        "{item:?}"
+    );
+    let why = item.why.as_deref().unwrap_or_default();
+    assert!(
+        why.starts_with("every chunk arrived and the stream ended; its reader had read"),
+        "{why}"
+    );
+    // Given the time, the same reader reads every chunk and the call completes.
+    let longer = relaysim::Scenario::from_toml_str(
+        &text.replace("duration = \"5s\"", "duration = \"60s\""),
+        "slow-reader.toml",
+    )
+    .unwrap();
+    let report = longer.run(longer.seed);
+    assert_eq!(report.items[0].outcome, relaysim::Outcome::Completed);
+}
+
 /// `scripts/bench.sh` runs `scripts/download-1gib.toml` (too large for a test to run): it must
 /// stay a valid scenario of a 1 GiB download that its receiver admits.
 #[test]

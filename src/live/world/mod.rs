@@ -601,7 +601,9 @@ impl World {
         };
         let relay = c.relay;
         let profile = self.slots[relay].relay.profile();
-        let max = profile.max_message_bytes.unwrap_or(0);
+        let max = profile
+            .max_message_bytes
+            .unwrap_or(super::http::DEFAULT_FRAME_LIMIT);
         let notice = match (&profile.frame_oversize, profile.max_message_bytes) {
             (FrameOversizeReaction::NoticeThenDrop(text), _) => Some(
                 text.replace("{size}", &size.to_string())

@@ -255,6 +255,23 @@ impl World {
         }
     }
 
+    /// The streaming calls whose slow reader (`consume_interval`) still had a read scheduled:
+    /// their application was reading when the world stopped, so chunks it had not read yet
+    /// were not lost, only not read in time. `(client, call)`, in order.
+    pub fn readers_still_reading(&self) -> Vec<(usize, CallId)> {
+        let mut found: Vec<(usize, CallId)> = self
+            .queue
+            .values()
+            .filter_map(|a| match a {
+                Action::Consume { client, call } => Some((*client, *call)),
+                _ => None,
+            })
+            .collect();
+        found.sort_unstable();
+        found.dedup();
+        found
+    }
+
     fn schedule(&mut self, at: Duration, action: Action) {
         self.seq += 1;
         self.queue.insert((at, self.seq), action);
