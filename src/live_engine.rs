@@ -13,7 +13,6 @@ use crate::live::driver::TokioTcpFrom;
 use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
 use crate::live::record::{record, RecordConfig, Recorder};
 use crate::live::{relay_trace_path, serve, LiveRelay, ServeConfig};
-use crate::nip01::Identity;
 use crate::peer::client::ContextVmClient;
 use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
@@ -156,7 +155,7 @@ async fn run_on_sockets(
     for (name, relays, config) in &plan.servers {
         let relays: Vec<String> = relay_urls(relays);
         let server = ContextVmServer::new(
-            Identity::derive(plan.seed, name),
+            plan.identity(name),
             relays.clone(),
             config.clone(),
             streams.stream(&format!("server/{name}/tools")),
@@ -174,11 +173,7 @@ async fn run_on_sockets(
     let mut clients = Vec::new();
     for (index, (name, relays, config)) in plan.clients.iter().enumerate() {
         let relays: Vec<String> = relay_urls(relays);
-        let client = ContextVmClient::new(
-            Identity::derive(plan.seed, name),
-            relays.clone(),
-            config.clone(),
-        );
+        let client = ContextVmClient::new(plan.identity(name), relays.clone(), config.clone());
         let calls = plan.calls_of(index);
         clients.push(tokio::task::spawn_local(run_client(
             index,
@@ -214,7 +209,7 @@ async fn run_on_sockets(
         relay.add_to_run_counters(&mut report.counters);
     }
     // Events older than the run: a relay that stores events fed it an earlier run's (the
-    // same seed gives the same keys) or another party's.
+    // same seed and key nonce give the same keys) or another party's.
     let stale = stale.0.load(std::sync::atomic::Ordering::Relaxed);
     if stale > 0 {
         report.counters.insert(STALE_EVENTS.into(), stale);

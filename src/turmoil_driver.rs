@@ -21,7 +21,7 @@ use crate::live::driver::TurmoilTcp;
 use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
 pub use crate::live::relay_trace_path;
 use crate::live::{serve_on, ServeConfig};
-use crate::nip01::{Identity, EPOCH_SECS};
+use crate::nip01::EPOCH_SECS;
 use crate::peer::client::ContextVmClient;
 use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
@@ -134,7 +134,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
     let log: Log = Rc::new(RefCell::new(Vec::new()));
     let client_keys = peers::client_keys(plan);
     for (name, relays, config) in &plan.servers {
-        let identity = Identity::derive(plan.seed, name);
+        let identity = plan.identity(name);
         let relays = urls(plan, relays);
         let config = config.clone();
         let rng = streams.stream(&format!("server/{name}/tools"));
@@ -166,11 +166,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
         });
     }
     for (index, (name, relays, config)) in plan.clients.iter().enumerate() {
-        let client = ContextVmClient::new(
-            Identity::derive(plan.seed, name),
-            urls(plan, relays),
-            config.clone(),
-        );
+        let client = ContextVmClient::new(plan.identity(name), urls(plan, relays), config.clone());
         let calls = plan.calls_of(index);
         let relays = urls(plan, relays);
         let log = log.clone();
@@ -224,8 +220,10 @@ mod tests {
             relays: vec![("strfry main".into(), RelayProfile::ideal())],
             servers: Vec::new(),
             clients: Vec::new(),
+            client_servers: Vec::new(),
             calls: Vec::new(),
             origin: None,
+            key_nonce: None,
         };
         let err = run(&plan, None).unwrap_err();
         assert!(

@@ -47,6 +47,18 @@ pub(super) struct RunArgs {
     /// serving it (with --trace, a recording proxy in front of it writes its trace). Repeatable.
     #[arg(long, value_name = "NAME=ws://HOST:PORT", value_parser = parse_relay)]
     relay: Vec<(String, String)>,
+    /// With `--engine live`: derive the peers' keys from the seed and this nonce. Each live
+    /// run draws a fresh one by default (and prints it), so a relay that stores events cannot
+    /// feed a rerun the requests of an earlier one; give the printed nonce to reuse its keys.
+    #[arg(long, value_name = "N")]
+    key_nonce: Option<u64>,
+}
+
+/// A nonce no earlier run is likely to have drawn: from the OS's randomness, through the
+/// standard library's per-process hash keys (live runs are not deterministic by nature).
+fn fresh_key_nonce() -> u64 {
+    use std::hash::BuildHasher;
+    std::collections::hash_map::RandomState::new().hash_one(0x6b65_7973_u64)
 }
 
 fn parse_relay(text: &str) -> Result<(String, String), String> {
@@ -162,6 +174,9 @@ fn run_file(
     if args.engine != Engine::Live && !args.relay.is_empty() {
         bail!("--relay is for --engine live (the other engines simulate the scenario's relays)");
     }
+    if args.engine != Engine::Live && args.key_nonce.is_some() {
+        bail!("--key-nonce is for --engine live (the other engines derive keys from the seed)");
+    }
     if args.trace.is_some() && runs > 1 {
         bail!("--trace records one run; add --runs 1 (the scenario asks for {runs})");
     }
@@ -207,8 +222,20 @@ fn run_file(
                 args.relay.iter().cloned().collect();
             let mut report = relaysim::stats::Report::new(&scenario.name);
             report.wall_clock = args.engine == Engine::Live;
+            let key_nonce = (args.engine == Engine::Live).then(|| {
+                let nonce = args.key_nonce.unwrap_or_else(fresh_key_nonce);
+                eprintln!(
+                    "{}: peers' keys from each seed and key nonce {nonce} \
+                     (--key-nonce {nonce} reuses them)",
+                    scenario.name
+                );
+                nonce
+            });
             for i in 0..runs {
-                let plan = scenario.plan(seed.wrapping_add(i as u64));
+                let mut plan = scenario.plan(seed.wrapping_add(i as u64));
+                if let Some(nonce) = key_nonce {
+                    plan = plan.with_key_nonce(nonce);
+                }
                 let trace = args.trace.as_deref();
                 let run = match args.engine {
                     Engine::Live => relaysim::live_engine::run(&plan, &given, trace)
@@ -220,9 +247,9 @@ fn run_file(
                     eprintln!(
                         "warning: {n} events made before run {} started reached its peers: a \
                          relay that stores events (strfry keeps ephemeral ones 300 s) fed it an \
-                         earlier run's, whose peers had the same keys (keys come from the seed), \
-                         or another party's. Calls may have answered old requests; run with a \
-                         --seed this relay has not seen lately to keep runs apart",
+                         earlier run's, whose peers had the same keys (the same seed and \
+                         --key-nonce), or another party's. Calls may have answered old \
+                         requests; leave out --key-nonce to keep runs apart",
                         i + 1
                     );
                 }

@@ -4,7 +4,6 @@
 //! simulated TCP; the live engine (`run --engine live`) on real sockets.
 
 use super::driver::{Connector, PeerDriver};
-use crate::nip01::Identity;
 use crate::peer::client::{ClientEvent, ContextVmClient};
 use crate::peer::server::{ContextVmServer, ServerEvent};
 use crate::peer::tools::stream_chunk_text;
@@ -38,7 +37,7 @@ pub fn client_keys(plan: &Plan) -> Rc<BTreeMap<PublicKey, usize>> {
         plan.clients
             .iter()
             .enumerate()
-            .map(|(i, (name, ..))| (Identity::derive(plan.seed, name).public_key(), i))
+            .map(|(i, (name, ..))| (plan.identity(name).public_key(), i))
             .collect(),
     )
 }

@@ -40,10 +40,22 @@ impl Identity {
     /// SHA-256(`"relaysim/key/v1"`, seed, name, counter), with the counter bumped in the
     /// (astronomically unlikely) case the hash is not a valid secret key.
     pub fn derive(seed: u64, name: &str) -> Self {
+        Self::derive_in_run(seed, None, name)
+    }
+
+    /// The identity named `name` in a run seeded with `seed` and, when given, keyed apart by
+    /// `run_nonce`: live runs against relays that store events draw a fresh nonce so a rerun
+    /// of the same seed does not meet its own earlier events. Without a nonce it is
+    /// [`Identity::derive`]; with one, SHA-256 also covers `"nonce"` and the nonce.
+    pub fn derive_in_run(seed: u64, run_nonce: Option<u64>, name: &str) -> Self {
         for counter in 0u32.. {
             let mut h = Sha256::new();
             h.update(b"relaysim/key/v1");
             h.update(seed.to_le_bytes());
+            if let Some(nonce) = run_nonce {
+                h.update(b"nonce");
+                h.update(nonce.to_le_bytes());
+            }
             h.update((name.len() as u64).to_le_bytes());
             h.update(name.as_bytes());
             h.update(counter.to_le_bytes());

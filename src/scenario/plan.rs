@@ -25,13 +25,36 @@ pub struct Plan {
     /// Clients: name, relay indices, configuration (naming the server's key, derived from the
     /// seed and the server's name).
     pub clients: Vec<(String, Vec<usize>, ClientConfig)>,
+    /// Each client's server: an index into `servers`.
+    pub client_servers: Vec<usize>,
     /// Workload calls: when, which client, what.
     pub calls: Vec<(Duration, usize, Call)>,
     /// The scenario this plan was built from, for the relays' trace headers.
     pub origin: Option<ScenarioOrigin>,
+    /// What keys the peers' identities apart from other runs of the same seed, if anything
+    /// ([`Plan::with_key_nonce`]).
+    pub key_nonce: Option<u64>,
 }
 
 impl Plan {
+    /// The signing identity of the peer `name` in this run.
+    pub fn identity(&self, name: &str) -> Identity {
+        Identity::derive_in_run(self.seed, self.key_nonce, name)
+    }
+
+    /// This plan with every peer's keys derived from the seed and `nonce` too, so events a
+    /// relay kept from another run of the same seed are addressed to other keys. Clients
+    /// learn their servers' new keys.
+    pub fn with_key_nonce(mut self, nonce: u64) -> Self {
+        self.key_nonce = Some(nonce);
+        let servers: Vec<String> = self.servers.iter().map(|(n, ..)| n.clone()).collect();
+        for index in 0..self.clients.len() {
+            let server = servers[self.client_servers[index]].clone();
+            self.clients[index].2.server = self.identity(&server).public_key();
+        }
+        self
+    }
+
     /// The calls of client `client`: when, and what.
     pub fn calls_of(&self, client: usize) -> Vec<(Duration, Call)> {
         self.calls
@@ -78,6 +101,7 @@ impl Scenario {
                     (c.name.clone(), c.relays.clone(), config)
                 })
                 .collect(),
+            client_servers: self.clients.iter().map(|c| c.server).collect(),
             calls: super::workloads::calls(&self.workloads, seed),
             origin: Some(ScenarioOrigin {
                 name: self.name.clone(),
@@ -85,6 +109,7 @@ impl Scenario {
                 toml: self.source.clone(),
                 seed,
             }),
+            key_nonce: None,
         }
     }
 }

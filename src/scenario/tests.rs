@@ -551,3 +551,49 @@ fn a_pairing_of_engines_runs_those_engines_instead_of_the_scenario_s_program() {
         .iter()
         .all(|i| i.outcome == crate::stats::Outcome::Completed));
 }
+
+/// A key nonce gives every peer other keys than the seed alone, the same ones for the same
+/// nonce, and tells each client its server's new key.
+#[test]
+fn a_key_nonce_moves_every_peer_to_other_keys_and_clients_follow_their_server() {
+    let scenario = Scenario::from_toml_str(
+        "[[relays]]\nname = \"r\"\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+         [[servers]]\nname = \"t\"\nrelays = [\"r\"]\n\
+         [[clients]]\nname = \"c\"\nrelays = [\"r\"]\nserver = \"s\"\n\
+         [[clients]]\nname = \"d\"\nrelays = [\"r\"]\nserver = \"t\"\n",
+        "t.toml",
+    )
+    .unwrap();
+    let plain = scenario.plan(3);
+    let salted = scenario.plan(3).with_key_nonce(11);
+    for name in ["s", "t", "c", "d"] {
+        assert_ne!(
+            plain.identity(name).public_key(),
+            salted.identity(name).public_key(),
+            "{name}"
+        );
+        assert_eq!(
+            salted.identity(name).public_key(),
+            scenario
+                .plan(3)
+                .with_key_nonce(11)
+                .identity(name)
+                .public_key()
+        );
+    }
+    assert_eq!(
+        plain.identity("s").public_key(),
+        crate::nip01::Identity::derive(3, "s").public_key(),
+        "without a nonce, the des world's keys"
+    );
+    for (index, server) in [(0, "s"), (1, "t")] {
+        assert_eq!(
+            salted.clients[index].2.server,
+            salted.identity(server).public_key()
+        );
+        assert_eq!(
+            plain.clients[index].2.server,
+            plain.identity(server).public_key()
+        );
+    }
+}

@@ -898,7 +898,54 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
         "{}",
         stderr(&misused)
     );
+    let misused = relaysim(&["run", file.to_str().unwrap(), "--key-nonce", "1"]);
+    assert_eq!(misused.status.code(), Some(2));
+    // Each live run keys its peers apart by a fresh nonce, printed; given back, it gives the
+    // same keys.
+    let nonce = key_nonce_of(&run);
+    let author = |trace: &std::path::Path| {
+        let text = std::fs::read_to_string(trace).unwrap();
+        let published = text
+            .lines()
+            .map(|l| serde_json::from_str::<serde_json::Value>(l).unwrap())
+            .find(|l| l["type"] == "published" && l["peer"] == "c")
+            .expect("the client published");
+        published["event"]["pubkey"].as_str().unwrap().to_owned()
+    };
+    let first = author(&trace);
+    let live = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            file.to_str().unwrap(),
+            "--engine",
+            "live",
+            "--trace",
+            trace.to_str().unwrap(),
+            "--out",
+            out.to_str().unwrap(),
+        ];
+        args.extend_from_slice(extra);
+        let run = relaysim(&args);
+        assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+        (key_nonce_of(&run), author(&trace))
+    };
+    assert_eq!(
+        live(&["--key-nonce", &nonce]),
+        (nonce.clone(), first.clone())
+    );
+    let (fresh, other) = live(&[]);
+    assert_ne!(fresh, nonce, "a fresh nonce per run");
+    assert_ne!(other, first, "other keys under another nonce");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// The key nonce a live run printed.
+fn key_nonce_of(run: &std::process::Output) -> String {
+    let text = stderr(run);
+    let (_, rest) = text
+        .split_once("key nonce ")
+        .unwrap_or_else(|| panic!("no key nonce printed: {text}"));
+    rest.split_whitespace().next().unwrap().to_owned()
 }
 
 #[test]

@@ -505,9 +505,9 @@ async fn khatru_s_concurrent_intake_reorders_a_burst_and_says_why() {
     );
 }
 
-/// A relay that stores events feeds a second live run of the same seed the first run's (the
-/// same seed gives the same keys): the run counts them as `stale_events` so the CLI can warn.
-/// Another seed's peers have other keys, and see none.
+/// A relay that stores events feeds a second live run of the same seed and key nonce the first
+/// run's (the same keys): the run counts them as `stale_events` so the CLI can warn. Another
+/// seed's peers, or the same seed's under another nonce, have other keys and see none.
 #[test]
 fn a_live_run_counts_the_events_an_earlier_run_left_on_a_storing_relay() {
     let scenario = relaysim::Scenario::from_toml_str(
@@ -526,8 +526,9 @@ fn a_live_run_counts_the_events_an_earlier_run_left_on_a_storing_relay() {
         ))
         .unwrap();
     let given = [("far".to_owned(), format!("ws://{}", relay.local_addr))].into();
-    let stale = |seed: u64| {
-        let report = relaysim::live_engine::run(&scenario.plan(seed), &given, None).unwrap();
+    let stale = |seed: u64, nonce: u64| {
+        let plan = scenario.plan(seed).with_key_nonce(nonce);
+        let report = relaysim::live_engine::run(&plan, &given, None).unwrap();
         assert_eq!(report.items.len(), 3);
         report
             .counters
@@ -535,13 +536,14 @@ fn a_live_run_counts_the_events_an_earlier_run_left_on_a_storing_relay() {
             .copied()
             .unwrap_or(0)
     };
-    assert_eq!(stale(1), 0, "the relay starts empty");
+    assert_eq!(stale(1, 7), 0, "the relay starts empty");
     // Past the margin within which an event may be this run's own.
     std::thread::sleep(Duration::from_secs(
         relaysim::live::driver::STALE_AFTER_SECS + 2,
     ));
-    assert!(stale(1) > 0, "the first run's events reached the second");
-    assert_eq!(stale(2), 0, "another seed's keys match none of them");
+    assert!(stale(1, 7) > 0, "the first run's events reached the second");
+    assert_eq!(stale(1, 8), 0, "another nonce's keys match none of them");
+    assert_eq!(stale(2, 7), 0, "another seed's keys match none of them");
     runtime.block_on(relay.shutdown());
 }
 
