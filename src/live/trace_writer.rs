@@ -174,6 +174,22 @@ async fn write_lines(
                         bytes: event.to_string().len(),
                         event: Some(event),
                     });
+                } else if v[0] == "REQ" {
+                    let filters = v.as_array().map_or(&[][..], |a| a.get(2..).unwrap_or(&[]));
+                    out.push(Line::Req {
+                        t,
+                        peer,
+                        relay,
+                        sub: v[1].as_str().unwrap_or_default().to_owned(),
+                        filters: filters.to_vec(),
+                    });
+                } else if v[0] == "CLOSE" {
+                    out.push(Line::Close {
+                        t,
+                        peer,
+                        relay,
+                        sub: v[1].as_str().unwrap_or_default().to_owned(),
+                    });
                 }
             }
             Seen::FromRelay {
@@ -245,6 +261,19 @@ async fn write_lines(
                         relay,
                         peer,
                         message: v[1].as_str().unwrap_or_default().to_owned(),
+                    }),
+                    Some("EOSE") => out.push(Line::Eose {
+                        t,
+                        relay,
+                        peer,
+                        sub: v[1].as_str().unwrap_or_default().to_owned(),
+                    }),
+                    Some("CLOSED") => out.push(Line::Closed {
+                        t,
+                        relay,
+                        peer,
+                        sub: v[1].as_str().unwrap_or_default().to_owned(),
+                        message: v[2].as_str().unwrap_or_default().to_owned(),
                     }),
                     _ => {}
                 }

@@ -415,7 +415,9 @@ impl Observer for Collector {
                 self.count("disconnects", 1);
                 self.events.dropped(at, *peer, *relay, reason);
             }
-            Observation::Connected { .. } | Observation::LinkPlan { .. } => {}
+            Observation::Connected { .. }
+            | Observation::LinkPlan { .. }
+            | Observation::Subscription { .. } => {}
             Observation::Outage { suppressed, .. } => {
                 if !suppressed {
                     self.count("outages", 1);

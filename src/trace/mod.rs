@@ -153,6 +153,36 @@ pub enum Line {
     },
     /// A connection came up.
     Connected { t: u64, relay: String, peer: String },
+    /// A peer sent a REQ: subscription `sub` with its filters (NIP-01 JSON).
+    Req {
+        t: u64,
+        peer: String,
+        relay: String,
+        sub: String,
+        filters: Vec<serde_json::Value>,
+    },
+    /// A peer sent a CLOSE for subscription `sub`.
+    Close {
+        t: u64,
+        peer: String,
+        relay: String,
+        sub: String,
+    },
+    /// The relay's EOSE for subscription `sub`, as the subscriber received it.
+    Eose {
+        t: u64,
+        relay: String,
+        peer: String,
+        sub: String,
+    },
+    /// The relay's CLOSED for subscription `sub`, as the subscriber received it.
+    Closed {
+        t: u64,
+        relay: String,
+        peer: String,
+        sub: String,
+        message: String,
+    },
     /// An outage began.
     Outage {
         t: u64,
@@ -228,6 +258,10 @@ impl Line {
             | Line::Duplicated { t, .. }
             | Line::Disconnected { t, .. }
             | Line::Connected { t, .. }
+            | Line::Req { t, .. }
+            | Line::Close { t, .. }
+            | Line::Eose { t, .. }
+            | Line::Closed { t, .. }
             | Line::Outage { t, .. }
             | Line::Called { t, .. }
             | Line::ChunkWritten { t, .. }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::peer::client::ClientEvent;
-use crate::sim::world::{Observation, Observer, Way};
+use crate::sim::world::{Observation, Observer, SubscriptionStep, Way};
 use crate::stats::{Outcome, RunReport};
 
 fn us(d: Duration) -> u64 {
@@ -242,6 +242,42 @@ impl Observer for TraceWriter {
                 relay: n.relay(*relay),
                 peer: n.peer(*peer),
             },
+            Observation::Subscription {
+                relay,
+                peer,
+                sub,
+                step,
+            } => {
+                let (relay, peer, sub) = (n.relay(*relay), n.peer(*peer), sub.clone());
+                match step {
+                    SubscriptionStep::Requested { filter } => Line::Req {
+                        t,
+                        peer,
+                        relay,
+                        sub,
+                        filters: vec![serde_json::from_str(filter).unwrap_or_default()],
+                    },
+                    SubscriptionStep::Ended => Line::Close {
+                        t,
+                        peer,
+                        relay,
+                        sub,
+                    },
+                    SubscriptionStep::StoredSent => Line::Eose {
+                        t,
+                        relay,
+                        peer,
+                        sub,
+                    },
+                    SubscriptionStep::Refused { message } => Line::Closed {
+                        t,
+                        relay,
+                        peer,
+                        sub,
+                        message: message.clone(),
+                    },
+                }
+            }
             Observation::Outage {
                 index,
                 relay,

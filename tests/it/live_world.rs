@@ -587,6 +587,27 @@ fn the_live_engine_runs_a_scenario_s_peers_against_a_relay_by_url() {
     );
     runtime.block_on(relay.shutdown());
     let recorded = relaysim::Trace::from_file(&trace).unwrap();
+    // Each peer's subscription and the relay's EOSE for it, as the proxy saw them.
+    for peer in ["server", "client"] {
+        let subscribed = recorded.lines.iter().find_map(|l| match l {
+            relaysim::trace::Line::Req {
+                peer: p,
+                sub,
+                filters,
+                ..
+            } if p == peer => Some((sub.clone(), filters.len())),
+            _ => None,
+        });
+        let (sub, filters) = subscribed.unwrap_or_else(|| panic!("no req from {peer}"));
+        assert_eq!(filters, 1, "{peer}");
+        assert!(
+            recorded.lines.iter().any(|l| matches!(
+                l,
+                relaysim::trace::Line::Eose { peer: p, sub: s, .. } if p == peer && *s == sub
+            )),
+            "no eose for {peer}"
+        );
+    }
     let replay = relaysim::replay::live_schedule::schedule_live(&recorded, None).unwrap();
     assert_eq!(replay.scenario, "live-by-url");
     assert!(

@@ -297,3 +297,80 @@ every = "1s"
     sorted.sort_unstable();
     assert_eq!(clients, sorted, "{order:?}");
 }
+
+/// After a dropped connection comes back, the trace shows the peer subscribing again (`req`,
+/// with its filter naming the peer's key) and the relay's `eose`, so a reader can check that a
+/// peer resubscribed; a run starts with peers subscribed, so nothing before the drop.
+#[test]
+fn a_reconnected_peer_s_new_subscription_and_its_eose_are_in_the_trace() {
+    let text = r#"name = "resubscribe"
+seed = 5
+[[relays]]
+name = "a"
+profile = "strfry"
+[[relays.outages]]
+at = "500ms"
+duration = "1s"
+kind = "connection-drop"
+peer = "client"
+[[servers]]
+name = "server"
+relays = ["a"]
+[[clients]]
+name = "client"
+relays = ["a"]
+[[workloads]]
+kind = "request"
+count = 2
+every = "1s"
+"#;
+    let scenario = Scenario::from_toml_str(text, "resubscribe.toml").unwrap();
+    let (_, trace) = scenario.run_traced(scenario.seed, EventsMode::Full);
+    let trace = Trace::parse(&trace, "trace").unwrap();
+    let steps: Vec<(&str, u64)> = trace
+        .lines
+        .iter()
+        .filter_map(|l| match l {
+            Line::Connected { t, peer, .. } if peer == "client" => Some(("connected", *t)),
+            Line::Req {
+                t,
+                peer,
+                sub,
+                filters,
+                ..
+            } if peer == "client" => {
+                assert!(!sub.is_empty());
+                assert_eq!(filters.len(), 1, "{filters:?}");
+                assert!(filters[0]["#p"].is_array(), "{filters:?}");
+                Some(("req", *t))
+            }
+            Line::Eose { t, peer, .. } if peer == "client" => Some(("eose", *t)),
+            _ => None,
+        })
+        .collect();
+    let names: Vec<&str> = steps.iter().map(|s| s.0).collect();
+    assert_eq!(names, ["connected", "req", "eose"], "{steps:?}");
+    assert!(steps[0].1 >= 1_500_000, "after the drop: {steps:?}");
+    assert!(steps[2].1 >= steps[1].1, "{steps:?}");
+    // The client's own key is what its filter asks for.
+    let key = trace
+        .lines
+        .iter()
+        .find_map(|l| match l {
+            Line::Published {
+                peer,
+                event: Some(e),
+                ..
+            } if peer == "client" => Some(e["pubkey"].as_str().unwrap().to_owned()),
+            _ => None,
+        })
+        .unwrap();
+    let asked = |who: &str| {
+        trace.lines.iter().find_map(|l| match l {
+            Line::Req { filters, peer, .. } if peer == who => Some(filters[0]["#p"][0].clone()),
+            _ => None,
+        })
+    };
+    assert_eq!(asked("client"), Some(serde_json::Value::from(key)));
+    assert_eq!(asked("server"), None, "the server's link never dropped");
+}

@@ -1,7 +1,7 @@
 //! What each action does: a message reaching a relay or a peer, a reconnection, an outage, a
 //! workload call; then what relays and peers have to send, and what clients report.
 
-use super::{Action, Observation, PeerId, SentCopy, Way, World};
+use super::{Action, Observation, PeerId, SentCopy, SubscriptionStep, Way, World};
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::peer::client::{CallId, ClientEvent};
 use crate::relay::impair::Ordering;
@@ -280,7 +280,20 @@ impl World {
                 };
                 self.observe(observation);
             }
-            RelayMessage::Eose { .. } | RelayMessage::Closed { .. } => {}
+            RelayMessage::Eose { sub } => self.observe(Observation::Subscription {
+                relay,
+                peer,
+                sub: sub.clone(),
+                step: SubscriptionStep::StoredSent,
+            }),
+            RelayMessage::Closed { sub, message } => self.observe(Observation::Subscription {
+                relay,
+                peer,
+                sub: sub.clone(),
+                step: SubscriptionStep::Refused {
+                    message: message.clone(),
+                },
+            }),
         }
     }
 

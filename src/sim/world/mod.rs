@@ -37,7 +37,7 @@ mod touched;
 
 pub use call::Call;
 pub use network::ReconnectPolicy;
-pub use observation::{Observation, Observer, PeerId, Recorder, Way};
+pub use observation::{Observation, Observer, PeerId, Recorder, SubscriptionStep, Way};
 
 use super::order::{OrderTracker, SentCopy, UpCopy};
 use super::planner::LinkPlanner;

@@ -2,7 +2,7 @@
 //! queues), partitions and outages, a relay's intake (serial or concurrent), a peer's publish
 //! pipeline, and the per-message decisions of all of them, drawn or planned.
 
-use super::{Action, Observation, PeerId, Way, World};
+use super::{Action, Observation, PeerId, SubscriptionStep, Way, World};
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::{Direction, Impairments, LinkState, OutageKind, Pipe};
 use crate::relay::profile::Intake;
@@ -407,6 +407,27 @@ impl World {
         let Some(link) = self.links.get(&(relay, peer)).copied() else {
             return;
         };
+        if self.observer.is_some() {
+            let step = match &message {
+                ClientMessage::Req { sub, filter } => Some((
+                    sub,
+                    SubscriptionStep::Requested {
+                        filter: serde_json::to_string(filter).unwrap_or_default(),
+                    },
+                )),
+                ClientMessage::Close { sub } => Some((sub, SubscriptionStep::Ended)),
+                ClientMessage::Event(_) => None,
+            };
+            if let Some((sub, step)) = step {
+                let sub = sub.clone();
+                self.observe(Observation::Subscription {
+                    relay,
+                    peer,
+                    sub,
+                    step,
+                });
+            }
+        }
         let event = match &message {
             ClientMessage::Event(e) => Some((
                 e.id,

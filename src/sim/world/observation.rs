@@ -31,6 +31,25 @@ pub enum Way {
     Publish,
 }
 
+/// A step in the life of a subscription ([`Observation::Subscription`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SubscriptionStep {
+    /// The peer asked for it (`REQ`); the filter as NIP-01 JSON.
+    Requested {
+        /// The filter's JSON.
+        filter: String,
+    },
+    /// The peer ended it (`CLOSE`).
+    Ended,
+    /// The relay had sent every stored event it matched (`EOSE`).
+    StoredSent,
+    /// The relay ended or refused it (`CLOSED`), saying why.
+    Refused {
+        /// The relay's words.
+        message: String,
+    },
+}
+
 /// Something the world did, for traces and statistics.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Observation {
@@ -157,6 +176,18 @@ pub enum Observation {
         relay: usize,
         /// The peer.
         peer: PeerId,
+    },
+    /// A step in the life of a subscription: a peer's REQ or CLOSE as it left, the relay's
+    /// EOSE or CLOSED as the peer received it.
+    Subscription {
+        /// The relay.
+        relay: usize,
+        /// The peer.
+        peer: PeerId,
+        /// The subscription id.
+        sub: String,
+        /// Which step.
+        step: SubscriptionStep,
     },
     /// A workload call was made.
     Called {
