@@ -10,7 +10,7 @@
 //! wall clock, by nature.
 
 use crate::live::driver::TokioTcpFrom;
-use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
+use crate::live::peers::{self, run_client, run_server, Log, PeerRelays, SETTLE};
 use crate::live::record::{record, RecordConfig, Recorder};
 use crate::live::{relay_trace_path, serve, LiveRelay, ServeConfig};
 use crate::peer::client::ContextVmClient;
@@ -18,11 +18,9 @@ use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
 use crate::scenario::Plan;
 use crate::stats::RunReport;
-use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
-use std::rc::Rc;
 
 /// Why a live run could not run.
 #[derive(Debug, thiserror::Error)]
@@ -135,11 +133,12 @@ async fn run_on_sockets(
         handles.push(handle);
         urls.push(url);
     }
-    let relay_urls = |relays: &[usize]| relays.iter().map(|&r| urls[r].clone()).collect();
+    let relay_urls =
+        |relays: &[usize]| -> PeerRelays { relays.iter().map(|&r| (r, urls[r].clone())).collect() };
     let epoch = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map_or(0, |d| d.as_secs());
-    let log: Log = Rc::new(RefCell::new(Vec::new()));
+    let log: Log = Default::default();
     // The furthest behind a peer's clock runs: its own events are stamped that much earlier.
     let behind = plan
         .servers
@@ -152,17 +151,17 @@ async fn run_on_sockets(
     let client_keys = peers::client_keys(plan);
     let streams = SeededStreams::new(plan.seed);
     let mut servers = Vec::new();
-    for (name, relays, config) in &plan.servers {
-        let relays: Vec<String> = relay_urls(relays);
+    for (index, (name, relays, config)) in plan.servers.iter().enumerate() {
+        let relays = relay_urls(relays);
         let server = ContextVmServer::new(
             plan.identity(name),
-            relays.clone(),
+            relays.iter().map(|(_, url)| url.clone()).collect(),
             config.clone(),
             streams.stream(&format!("server/{name}/tools")),
         );
         let connector = TokioTcpFrom(address[name]);
         servers.push(tokio::task::spawn_local(run_server(
-            server,
+            (index, server),
             relays,
             epoch,
             connector,
@@ -172,8 +171,9 @@ async fn run_on_sockets(
     }
     let mut clients = Vec::new();
     for (index, (name, relays, config)) in plan.clients.iter().enumerate() {
-        let relays: Vec<String> = relay_urls(relays);
-        let client = ContextVmClient::new(plan.identity(name), relays.clone(), config.clone());
+        let relays = relay_urls(relays);
+        let urls = relays.iter().map(|(_, url)| url.clone()).collect();
+        let client = ContextVmClient::new(plan.identity(name), urls, config.clone());
         let calls = plan.calls_of(index);
         clients.push(tokio::task::spawn_local(run_client(
             index,
@@ -203,7 +203,7 @@ async fn run_on_sockets(
             RelayHandle::Direct => {}
         }
     }
-    let mut report = peers::report(&log, plan.seed);
+    let mut report = peers::report(&log, plan);
     // Only the relays served here are counted: a relay given by URL is a black box.
     for relay in served {
         relay.add_to_run_counters(&mut report.counters);

@@ -18,7 +18,7 @@
 //! they replay in both modes (see [`crate::replay::live_schedule`]).
 
 use crate::live::driver::TurmoilTcp;
-use crate::live::peers::{self, run_client, run_server, Log, SETTLE};
+use crate::live::peers::{self, run_client, run_server, Log, PeerRelays, SETTLE};
 pub use crate::live::relay_trace_path;
 use crate::live::{serve_on, ServeConfig};
 use crate::nip01::EPOCH_SECS;
@@ -131,18 +131,18 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
             Ok(())
         });
     }
-    let log: Log = Rc::new(RefCell::new(Vec::new()));
+    let log: Log = Default::default();
     let client_keys = peers::client_keys(plan);
-    for (name, relays, config) in &plan.servers {
+    for (index, (name, relays, config)) in plan.servers.iter().enumerate() {
         let identity = plan.identity(name);
-        let relays = urls(plan, relays);
+        let relays: PeerRelays = relays.iter().copied().zip(urls(plan, relays)).collect();
         let config = config.clone();
         let rng = streams.stream(&format!("server/{name}/tools"));
         let (host_log, host_keys) = (log.clone(), client_keys.clone());
         sim.host(format!("peer-{name}").as_str(), move || {
             let server = ContextVmServer::new(
                 identity.clone(),
-                relays.clone(),
+                relays.iter().map(|(_, url)| url.clone()).collect(),
                 config.clone(),
                 rng.clone(),
             );
@@ -153,7 +153,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
                 // A simulated network starts empty: no relay holds an earlier run's events.
                 let stale = (Default::default(), 0);
                 run_server(
-                    server,
+                    (index, server),
                     relays,
                     EPOCH_SECS,
                     TurmoilTcp,
@@ -168,7 +168,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
     for (index, (name, relays, config)) in plan.clients.iter().enumerate() {
         let client = ContextVmClient::new(plan.identity(name), urls(plan, relays), config.clone());
         let calls = plan.calls_of(index);
-        let relays = urls(plan, relays);
+        let relays: PeerRelays = relays.iter().copied().zip(urls(plan, relays)).collect();
         let log = log.clone();
         let duration = plan.duration;
         let done = clients_done.clone();
@@ -189,7 +189,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
     }
     sim.run()
         .map_err(|e| TurmoilError::Simulation(e.to_string()))?;
-    let mut report = peers::report(&log, plan.seed);
+    let mut report = peers::report(&log, plan);
     for relay in relay_reports.take() {
         relay.add_to_run_counters(&mut report.counters);
     }

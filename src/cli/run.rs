@@ -3,7 +3,7 @@
 use super::Exit;
 use anyhow::{bail, Context, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use relaysim::scenario::Scenario;
+use relaysim::scenario::{Observes, Scenario};
 use relaysim::stats::output;
 use relaysim::trace::EventsMode;
 
@@ -290,8 +290,13 @@ fn run_file(
     bar.finish_and_clear();
     let names = scenario.workload_names();
     let clients = scenario.client_names();
-    let failed = scenario.check_observed(&report, args.engine == Engine::Des);
-    let unchecked = scenario.unchecked_observed(&report, args.engine == Engine::Des);
+    let observes = match args.engine {
+        Engine::Des => Observes::Everything,
+        Engine::Live if !args.relay.is_empty() => Observes::CallsOnly,
+        Engine::Turmoil | Engine::Live => Observes::RelayCounters,
+    };
+    let failed = scenario.check_observed(&report, observes);
+    let unchecked = scenario.unchecked_observed(&report, observes);
     let out = match out {
         Some(out) => out,
         None => default_results_dir(path, args.engine)?,

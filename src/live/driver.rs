@@ -182,6 +182,29 @@ struct SharedCounters {
     sent_while_down: AtomicU64,
 }
 
+/// What a driver saw on its links that can explain a failed call, by relay name, handed to
+/// its [`LinkWitness`] as it happens.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum LinkEvent {
+    /// The relay answered a publish `OK false`, with its words.
+    Refused {
+        /// The relay.
+        relay: RelayName,
+        /// The event refused.
+        id: nostr::prelude::EventId,
+        /// Its words.
+        message: String,
+    },
+    /// The connection to the relay was lost (closed by the relay or failed).
+    Dropped {
+        /// The relay.
+        relay: RelayName,
+    },
+}
+
+/// Told of each [`LinkEvent`] with the peer's clock.
+pub type LinkWitness = Box<dyn FnMut(Duration, LinkEvent) + Send>;
+
 /// One sans-IO peer driven over WebSocket connections to its relays.
 pub struct PeerDriver<P: Peer> {
     peer: P,
@@ -199,6 +222,8 @@ pub struct PeerDriver<P: Peer> {
     stale: std::sync::Arc<AtomicU64>,
     /// How much older than the epoch an event must be to count as stale.
     stale_after_secs: u64,
+    /// Who hears of refusals and drops, if anyone.
+    witness: Option<LinkWitness>,
 }
 
 impl<P: Peer> PeerDriver<P> {
@@ -251,6 +276,19 @@ impl<P: Peer> PeerDriver<P> {
             epoch_secs,
             stale: Default::default(),
             stale_after_secs: STALE_AFTER_SECS,
+            witness: None,
+        }
+    }
+
+    /// Tells `witness` of every refusal and dropped connection on the peer's links.
+    pub fn witnessed_by(mut self, witness: LinkWitness) -> Self {
+        self.witness = Some(witness);
+        self
+    }
+
+    fn witness(&mut self, now: Duration, event: LinkEvent) {
+        if let Some(witness) = self.witness.as_mut() {
+            witness(now, event);
         }
     }
 
@@ -343,17 +381,33 @@ impl<P: Peer> PeerDriver<P> {
                 self.peer.connected(&relay, now);
             }
             Inbound::Message(relay, message) => {
-                if let RelayMessage::Event { event, .. } = &message {
-                    if event.created_at.as_secs() + self.stale_after_secs < self.epoch_secs {
+                match &message {
+                    RelayMessage::Event { event, .. }
+                        if event.created_at.as_secs() + self.stale_after_secs < self.epoch_secs =>
+                    {
                         self.stats.stale_events += 1;
                         self.stale.fetch_add(1, Ordering::Relaxed);
                     }
+                    RelayMessage::Ok {
+                        id,
+                        accepted: false,
+                        message: words,
+                    } => {
+                        let refused = LinkEvent::Refused {
+                            relay: relay.clone(),
+                            id: *id,
+                            message: words.clone(),
+                        };
+                        self.witness(now, refused);
+                    }
+                    _ => {}
                 }
                 self.peer.handle_relay_message(&relay, message, now);
             }
             Inbound::Dropped(relay) => {
                 self.stats.drops += 1;
-                self.up.insert(relay, false);
+                self.up.insert(relay.clone(), false);
+                self.witness(now, LinkEvent::Dropped { relay });
             }
             Inbound::Unreachable(relay, why) => {
                 self.stats.failed_attempts += 1;

@@ -245,11 +245,16 @@ pub fn nip11(profile: &RelayProfile) -> serde_json::Value {
     if let Some(m) = profile.max_event_bytes {
         limitation.insert("max_content_length".into(), m.into());
     }
-    limitation.insert("max_subscriptions".into(), profile.max_subscriptions.into());
-    limitation.insert(
-        "max_subid_length".into(),
-        profile.max_subscription_id.into(),
-    );
+    // usize::MAX stands for "no limit", which NIP-11 says by leaving the field out.
+    if profile.max_subscriptions != usize::MAX {
+        limitation.insert("max_subscriptions".into(), profile.max_subscriptions.into());
+    }
+    if profile.max_subscription_id != usize::MAX {
+        limitation.insert(
+            "max_subid_length".into(),
+            profile.max_subscription_id.into(),
+        );
+    }
     if let Some(m) = profile.max_limit {
         limitation.insert("max_limit".into(), m.into());
     }

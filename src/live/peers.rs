@@ -3,17 +3,19 @@
 //! same [`Collector`] turns them into the same tables. The turmoil engine runs them on
 //! simulated TCP; the live engine (`run --engine live`) on real sockets.
 
-use super::driver::{Connector, PeerDriver};
+use super::driver::{Connector, LinkEvent, LinkWitness, PeerDriver};
 use crate::peer::client::{ClientEvent, ContextVmClient};
 use crate::peer::server::{ContextVmServer, ServerEvent};
 use crate::peer::tools::stream_chunk_text;
 use crate::scenario::Plan;
-use crate::sim::world::{Call, Observation, Observer};
+use crate::sim::world::{Call, Observation, Observer, PeerId};
+use crate::stats::why::Names;
 use crate::stats::{Collector, RunReport};
 use nostr::prelude::PublicKey;
-use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// Time for every peer to connect and subscribe before the workload's clock starts. The des
@@ -23,8 +25,18 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 
 /// Observations with their time, the observer's rank (0 for servers, 1 + index for clients)
 /// and the observer's own sequence number. The peers of one run share one thread (turmoil's,
-/// or a local task set), so plain shared cells do.
-pub type Log = Rc<RefCell<Vec<(Duration, usize, u64, Observation)>>>;
+/// or a local task set); the log is shared across threads only so that a peer's driver, which
+/// is `Send`, can hold a [`LinkWitness`] writing to it.
+pub type Log = Arc<Mutex<Vec<(Duration, usize, u64, Observation)>>>;
+
+/// A peer's sequence numbers for its records, shared by its witness.
+type Seq = Arc<AtomicU64>;
+
+fn append(log: &Log, record: (Duration, usize, u64, Observation)) {
+    log.lock()
+        .expect("no peer panics holding the log")
+        .push(record);
+}
 
 /// Events made before the run started that reached its peers, summed over them (see
 /// [`super::driver::ConnectionStats::stale_events`]), and how far behind true time the run's
@@ -42,33 +54,87 @@ pub fn client_keys(plan: &Plan) -> Rc<BTreeMap<PublicKey, usize>> {
     )
 }
 
-/// The run's report from what the peers logged.
-pub fn report(log: &Log, seed: u64) -> RunReport {
-    let mut observations = std::mem::take(&mut *log.borrow_mut());
+/// The run's report from what the peers logged, naming `plan`'s relays and peers in its
+/// explanations.
+pub fn report(log: &Log, plan: &Plan) -> RunReport {
+    let mut observations =
+        std::mem::take(&mut *log.lock().expect("no peer panics holding the log"));
     // Peers ran concurrently: order by time, then servers before clients (a chunk is written
     // before it is read), then each peer's own order.
     observations.sort_by_key(|(at, rank, seq, _)| (*at, *rank, *seq));
-    let mut collector = Collector::new();
+    let names = Names {
+        relays: plan.relays.iter().map(|(n, _)| n.clone()).collect(),
+        peers: (plan.servers.iter().enumerate())
+            .map(|(i, (n, ..))| (PeerId::Server(i), n.clone()))
+            .chain(
+                (plan.clients.iter().enumerate())
+                    .map(|(i, (n, ..))| (PeerId::Client(i), n.clone())),
+            )
+            .collect(),
+    };
+    // The relays count their own answers (a served relay's counters join the report); what
+    // the peers saw of them only explains calls.
+    let mut collector = Collector::named(names).explaining_link_events_only();
     for (at, _, _, observation) in &observations {
         collector.observe(*at, observation);
     }
-    collector.finish(seed)
+    collector.finish(plan.seed)
+}
+
+/// A peer's relays: each one's index among the scenario's relays, and its URL.
+pub type PeerRelays = Vec<(usize, String)>;
+
+/// Logs what a peer's driver saw of refusals and dropped connections as the des world would
+/// observe them, in the peer's own order (`seq`, shared with the peer's other records).
+fn link_witness(
+    log: Log,
+    (rank, peer): (usize, PeerId),
+    relays: &PeerRelays,
+    seq: Seq,
+) -> LinkWitness {
+    let index: BTreeMap<String, usize> = relays.iter().map(|(i, url)| (url.clone(), *i)).collect();
+    Box::new(move |at, event| {
+        let observation = match event {
+            LinkEvent::Refused { relay, id, message } => Observation::Verdict {
+                relay: index.get(&relay).copied().unwrap_or(usize::MAX),
+                peer,
+                event: id,
+                accepted: false,
+                message,
+            },
+            LinkEvent::Dropped { relay } => Observation::Disconnected {
+                relay: index.get(&relay).copied().unwrap_or(usize::MAX),
+                peer,
+                reason: "connection-lost",
+            },
+        };
+        let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
+        append(&log, (at.saturating_sub(SETTLE), rank, seq, observation));
+    })
 }
 
 /// A server: answers calls until the task is dropped, logging the stream chunks it writes
 /// (for chunk latency) for the clients in `client_keys` (public key → client index).
 pub async fn run_server<C: Connector>(
-    server: ContextVmServer,
-    relays: Vec<String>,
+    (index, server): (usize, ContextVmServer),
+    relays: PeerRelays,
     epoch_secs: u64,
     connector: C,
     client_keys: Rc<BTreeMap<PublicKey, usize>>,
     (log, stale): (Log, Stale),
 ) {
     let start = tokio::time::Instant::now();
-    let mut driver = PeerDriver::connect_with(server, relays, epoch_secs, connector)
-        .counting_stale_into(stale.0, stale.1);
-    let mut seq = 0u64;
+    let seq = Seq::default();
+    let witness = link_witness(
+        log.clone(),
+        (0, PeerId::Server(index)),
+        &relays,
+        seq.clone(),
+    );
+    let urls = relays.into_iter().map(|(_, url)| url).collect();
+    let mut driver = PeerDriver::connect_with(server, urls, epoch_secs, connector)
+        .counting_stale_into(stale.0, stale.1)
+        .witnessed_by(witness);
     // Chunks written, for chunk latency: the des world observes the same event.
     let mut observe = |s: &mut ContextVmServer| {
         while let Some(event) = s.poll_event() {
@@ -84,14 +150,14 @@ pub async fn run_server<C: Connector>(
             // A call's id is its request's JSON-RPC id.
             let call = request.as_number();
             if let (Some(&client), Some(call)) = (client_keys.get(&client), call) {
-                seq += 1;
+                let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
                 let at = start.elapsed().saturating_sub(SETTLE);
                 let observation = Observation::ChunkWritten {
                     client,
                     call,
                     index,
                 };
-                log.borrow_mut().push((at, 0, seq, observation));
+                append(&log, (at, 0, seq, observation));
             }
         }
         false
@@ -106,7 +172,7 @@ pub async fn run_server<C: Connector>(
 pub async fn run_client<C: Connector>(
     index: usize,
     client: ContextVmClient,
-    relays: Vec<String>,
+    relays: PeerRelays,
     mut calls: Vec<(Duration, Call)>,
     duration: Duration,
     (log, stale): (Log, Stale),
@@ -114,13 +180,19 @@ pub async fn run_client<C: Connector>(
 ) {
     calls.sort_by_key(|(at, _)| *at);
     let mut calls = std::collections::VecDeque::from(calls);
-    let mut driver = PeerDriver::connect_with(client, relays, epoch_secs, connector)
-        .counting_stale_into(stale.0, stale.1);
-    let mut seq = 0u64;
-    let mut record = |at: Duration, observation: Observation| {
-        seq += 1;
-        log.borrow_mut()
-            .push((at.saturating_sub(SETTLE), index + 1, seq, observation));
+    let seq = Seq::default();
+    let rank = (index + 1, PeerId::Client(index));
+    let witness = link_witness(log.clone(), rank, &relays, seq.clone());
+    let urls = relays.into_iter().map(|(_, url)| url).collect();
+    let mut driver = PeerDriver::connect_with(client, urls, epoch_secs, connector)
+        .counting_stale_into(stale.0, stale.1)
+        .witnessed_by(witness);
+    let record = |at: Duration, observation: Observation| {
+        let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
+        append(
+            &log,
+            (at.saturating_sub(SETTLE), index + 1, seq, observation),
+        );
     };
     for (at, _) in &mut calls {
         *at += SETTLE;

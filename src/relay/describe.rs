@@ -3,7 +3,7 @@
 
 use super::impair::{Delay, Direction, Ordering};
 use super::profile::{
-    FrameOversizeReaction, Intake, OversizeReaction, RateAction, RateScope, RelayProfile,
+    FrameOversizeReaction, Intake, OversizeReaction, RateAction, RateScope, Refill, RelayProfile,
     SizeMeasure,
 };
 use std::time::Duration;
@@ -114,12 +114,22 @@ impl RelayProfile {
                 .as_ref()
                 .map_or("all".into(), |k| format!("{k:?}")),
         );
+        if !self.refused_content.is_empty() {
+            put(
+                "refused_content",
+                self.refused_content
+                    .iter()
+                    .map(|r| format!("{:?}: OK false {:?}", r.containing, r.message))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            );
+        }
         put(
             "rate_limit",
             match &self.rate_limit {
                 None => "none".into(),
                 Some(r) => format!(
-                    "{}, burst {}, per {}; when empty: {}",
+                    "{}, burst {}, per {}, {}; when empty: {}",
                     if r.refill_per_sec < 1.0 {
                         format!(
                             "{} events/min",
@@ -135,6 +145,17 @@ impl RelayProfile {
                         RateScope::Ip => "client address",
                         RateScope::Server => "relay",
                     },
+                    match r.refill {
+                        Refill::Smooth => "refilled smoothly".to_owned(),
+                        Refill::Ticks { every } => format!(
+                            "refilled by {} every {} on one relay-wide timer",
+                            (r.refill_per_sec * every.as_secs_f64() * 1000.0).round() / 1000.0,
+                            humantime::format_duration(every)
+                        ),
+                        Refill::WholeSeconds => "whole tokens for the whole seconds since the \
+                                                 last accepted event, one taken before checking"
+                            .to_owned(),
+                    },
                     match &r.action {
                         RateAction::Reject(m) => format!("OK false {m:?}"),
                         RateAction::Delay => "held until a token is free".into(),
@@ -145,15 +166,19 @@ impl RelayProfile {
         );
         put(
             "max_subscriptions",
-            format!(
-                "{}{}",
-                self.max_subscriptions,
-                self.too_many_subscriptions_notice
-                    .as_ref()
-                    .map_or(" (CLOSED past it)".into(), |m| format!(
-                        " (NOTICE {m:?} past it)"
-                    ))
-            ),
+            if self.max_subscriptions == usize::MAX {
+                "none".into()
+            } else {
+                format!(
+                    "{}{}",
+                    self.max_subscriptions,
+                    self.too_many_subscriptions_notice
+                        .as_ref()
+                        .map_or(" (CLOSED past it)".into(), |m| format!(
+                            " (NOTICE {m:?} past it)"
+                        ))
+                )
+            },
         );
         put(
             "duplicate",
@@ -277,7 +302,12 @@ mod tests {
         assert!(fact(&strfry, "keepalive").contains("ping every 55s"));
         let damus = RelayProfile::damus();
         assert!(fact(&damus, "rate_limit").contains("per client address"));
-        assert!(fact(&damus, "rate_limit").starts_with("8 events/min"));
+        assert!(fact(&damus, "rate_limit").starts_with("6 events/min"));
+        assert!(fact(&damus, "rate_limit").contains("whole seconds since the last accepted"));
+        let sane = RelayProfile::khatru_sane_defaults();
+        assert!(fact(&sane, "rate_limit").contains("refilled by 2 every 3m"));
+        assert!(fact(&sane, "refused_content").contains("base64 media"));
+        assert_eq!(fact(&RelayProfile::khatru(), "max_subscriptions"), "none");
         assert_eq!(fact(&RelayProfile::ideal(), "rate_limit"), "none");
         assert!(fact(&RelayProfile::khatru(), "intake").starts_with("concurrent"));
         assert!(fact(&RelayProfile::khatru(), "ephemeral").contains("refused when nobody listens"));

@@ -19,7 +19,7 @@ pub use describe::Fact;
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions, SingleLetterTag};
 pub use profile::{
     FrameOversizeReaction, Intake, KeepAlive, OversizeReaction, RateAction, RateLimit, RateScope,
-    RelayProfile, SizeMeasure,
+    Refill, RelayProfile, SizeMeasure,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -41,7 +41,51 @@ struct Connection {
 #[derive(Debug, Clone, Copy)]
 struct Bucket {
     tokens: f64,
+    /// When the bucket was last filled (for `Refill::WholeSeconds`: the last accepted event).
     at: Duration,
+}
+
+impl Bucket {
+    /// Whether an event at `now` gets a token (taking it); `fresh` when the bucket was made
+    /// for this event.
+    fn take(&mut self, limit: &RateLimit, now: Duration, fresh: bool) -> bool {
+        match limit.refill {
+            Refill::Smooth => {
+                let earned = (now - self.at).as_secs_f64() * limit.refill_per_sec;
+                self.tokens = (self.tokens + earned).min(limit.capacity);
+                self.at = now;
+            }
+            Refill::Ticks { every } => {
+                // Ticks of the relay-wide timer since the last look, each giving a step back.
+                let tick = |t: Duration| t.as_micros() / every.as_micros().max(1);
+                let ticks = (tick(now) - tick(self.at)) as f64;
+                let step = limit.refill_per_sec * every.as_secs_f64();
+                self.tokens = (self.tokens + ticks * step).min(limit.capacity);
+                self.at = now;
+            }
+            Refill::WholeSeconds => {
+                if fresh {
+                    return true;
+                }
+                // In f32, as both sources compute it.
+                let per_minute = limit.capacity as f32;
+                let seconds = (now - self.at).min(Duration::from_secs(60)).as_secs() as f32;
+                let earned = (seconds / 60.0 * per_minute).floor() as f64;
+                self.tokens = (self.tokens + earned - 1.0).clamp(0.0, limit.capacity - 1.0);
+                if self.tokens == 0.0 {
+                    return false;
+                }
+                self.at = now;
+                return true;
+            }
+        }
+        if self.tokens >= 1.0 {
+            self.tokens -= 1.0;
+            true
+        } else {
+            false
+        }
+    }
 }
 
 /// Counters of what a relay did.
@@ -309,6 +353,14 @@ impl Relay {
                 );
             }
         }
+        if let Some(refusal) = self.profile.refused_content.iter().find(|r| {
+            r.containing
+                .iter()
+                .any(|c| event.content.contains(c.as_str()))
+        }) {
+            let message = refusal.message.clone();
+            return self.refuse(conn, id, message);
+        }
         let relay_now = self.epoch_secs + now.as_secs();
         let created = event.created_at.as_secs();
         if let Some(window) = self.profile.reject_newer_than {
@@ -364,17 +416,17 @@ impl Relay {
                 RateScope::Ip => format!("ip:{}", self.connections[&conn].ip),
                 RateScope::Server => "server".into(),
             };
-            let bucket = self.buckets.entry(key).or_insert(Bucket {
-                tokens: limit.capacity,
-                at: now,
-            });
-            bucket.tokens = (bucket.tokens
-                + (now - bucket.at).as_secs_f64() * limit.refill_per_sec)
-                .min(limit.capacity);
-            bucket.at = now;
-            if bucket.tokens >= 1.0 {
-                bucket.tokens -= 1.0;
-            } else {
+            let (bucket, fresh) = match self.buckets.entry(key) {
+                std::collections::btree_map::Entry::Occupied(b) => (b.into_mut(), false),
+                std::collections::btree_map::Entry::Vacant(b) => (
+                    b.insert(Bucket {
+                        tokens: limit.capacity,
+                        at: now,
+                    }),
+                    true,
+                ),
+            };
+            if !bucket.take(&limit, now, fresh) {
                 match limit.action {
                     RateAction::Reject(message) => return self.refuse(conn, id, message),
                     RateAction::Drop => {

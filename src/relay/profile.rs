@@ -74,6 +74,15 @@ pub enum RateAction {
     Drop,
 }
 
+/// Content a relay's policy refuses.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ContentRefusal {
+    /// Refused when the content holds any of these.
+    pub containing: Vec<String>,
+    /// The OK false message, with its prefix.
+    pub message: String,
+}
+
 /// A token-bucket rate limit on published events.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RateLimit {
@@ -81,10 +90,33 @@ pub struct RateLimit {
     pub scope: RateScope,
     /// Bucket size (burst).
     pub capacity: f64,
-    /// Tokens added per second.
+    /// Tokens added per second (on average, for the stepwise refills).
     pub refill_per_sec: f64,
+    /// How the tokens come back.
+    pub refill: Refill,
     /// What happens when the bucket is empty.
     pub action: RateAction,
+}
+
+/// How a rate limit's tokens come back.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Refill {
+    /// Continuously (a token bucket such as `governor`'s, nostr-relay-builder's).
+    Smooth,
+    /// In steps, on one relay-wide timer started with the relay: at every multiple of `every`
+    /// each bucket gets `refill_per_sec × every` tokens back (khatru's `policies` limiters, a
+    /// goroutine that sleeps `every` and subtracts from every key's count).
+    Ticks {
+        /// The timer's period.
+        every: Duration,
+    },
+    /// In whole tokens for whole seconds, counted from the last *accepted* event: the first
+    /// event passes with a full bucket of `capacity` (a per-minute figure); each later one adds
+    /// `floor(whole seconds since the last accepted event, at most 60 / 60 × capacity)`, takes
+    /// one, keeps the count within 0..capacity-1, and is refused at 0. Both damus-io/noteguard's
+    /// `ratelimit` filter (relay.damus.io) and nostr-relay-builder's `Session::check_rate_limit`
+    /// count this way (read from source).
+    WholeSeconds,
 }
 
 /// Everything that makes one relay behave like a particular real relay.
@@ -110,6 +142,9 @@ pub struct RelayProfile {
     pub reject_newer_than: Option<Duration>,
     /// Kinds accepted; `None` accepts all (ContextVM's strfry deployment lists a few).
     pub allowed_kinds: Option<Vec<u16>>,
+    /// Events whose content holds one of these texts are refused with the paired message
+    /// (khatru's `RejectEventsWithBase64Media`), before any rate limit takes a token.
+    pub refused_content: Vec<ContentRefusal>,
     /// Rate limit on published events.
     pub rate_limit: Option<RateLimit>,
     /// Subscriptions per connection, and the message when a REQ goes over it.
@@ -230,6 +265,7 @@ impl RelayProfile {
             },
             reject_newer_than: None,
             allowed_kinds: None,
+            refused_content: Vec::new(),
             rate_limit: None,
             max_subscriptions: 1000,
             max_limit: None,
@@ -282,6 +318,7 @@ impl RelayProfile {
             },
             reject_newer_than: Some(Duration::from_secs(900)),
             allowed_kinds: None,
+            refused_content: Vec::new(),
             rate_limit: None,
             max_subscriptions: 200,
             // strfry.conf `maxFilterLimit`, `maxReqFilterSize`; src/constants.h MAX_SUBID_SIZE
@@ -317,20 +354,22 @@ impl RelayProfile {
         }
     }
 
-    /// relay.damus.io: strfry plus the noteguard policy of 8 events per minute per IP.
+    /// relay.damus.io: strfry plus noteguard's rate limit of 6 events per minute per IP.
     pub fn damus() -> Self {
         RelayProfile {
             name: "damus".into(),
-            sources:
-                "relays.md: strfry (see that profile) with damus-io/noteguard: per source IP, \
-                      8 posts/min, OK false \"rate-limited: you note too much\"; NIP-11 \
+            sources: "relays.md: strfry (see that profile) with damus-io/noteguard's ratelimit \
+                      filter per source IP (read from source @ e6566e6): 6 posts/min (the \
+                      operator's figure, damus-io/damus#2616), OK false \"rate-limited: you \
+                      note too much\" (noteguard's sample configuration); NIP-11 \
                       max_message_length 1,000,000"
-                    .into(),
+                .into(),
             max_message_bytes: Some(1_000_000),
             rate_limit: Some(RateLimit {
                 scope: RateScope::Ip,
-                capacity: 8.0,
-                refill_per_sec: 8.0 / 60.0,
+                capacity: 6.0,
+                refill_per_sec: 6.0 / 60.0,
+                refill: Refill::WholeSeconds,
                 action: RateAction::Reject("rate-limited: you note too much".into()),
             }),
             ..Self::strfry()
@@ -367,6 +406,7 @@ impl RelayProfile {
             },
             reject_newer_than: None,
             allowed_kinds: None,
+            refused_content: Vec::new(),
             rate_limit: None,
             max_subscriptions: 32,
             max_limit: None,
@@ -403,6 +443,7 @@ impl RelayProfile {
                 scope: RateScope::Server,
                 capacity: messages_per_sec.max(1.0),
                 refill_per_sec: messages_per_sec,
+                refill: Refill::Smooth,
                 action: RateAction::Delay,
             }),
             ..Self::nostr_rs_relay()
@@ -413,9 +454,11 @@ impl RelayProfile {
     pub fn khatru() -> Self {
         RelayProfile {
             name: "khatru".into(),
-            sources: "relays.md, khatru: read limit 512000 bytes (connection closed); no rate \
-                      limit; ephemeral with no listener: OK false \"mute: no one was listening \
-                      for this\", otherwise OK true \"broadcasted to N listeners\"; no storage, no \
+            sources: "relays.md, khatru @ 9f99b98 (read from source): read limit 512000 bytes \
+                      (connection closed, code 1009, no NOTICE); no rate limit; no subscription \
+                      or subscription-id limit; ephemeral with no listener and no \
+                      OnEphemeralEvent hook: OK false \"mute: no one was listening for this\", \
+                      otherwise OK true \"broadcasted to N listeners\"; no storage, no \
                       de-duplication; each incoming message handled in its own goroutine, so \
                       answers and broadcasts of pipelined messages can come out of order \
                       (modelled as a concurrent intake: 50-300 us + 5 us/KiB, inferred)"
@@ -433,10 +476,12 @@ impl RelayProfile {
             },
             reject_newer_than: None,
             allowed_kinds: None,
+            refused_content: Vec::new(),
             rate_limit: None,
-            max_subscriptions: 1000,
+            // addListener appends with no count and go-nostr takes any id: neither is limited.
+            max_subscriptions: usize::MAX,
             max_limit: None,
-            max_subscription_id: 64,
+            max_subscription_id: usize::MAX,
             max_filters: None,
             too_many_subscriptions_notice: None,
             refuses_subscription_after_replay: false,
@@ -472,15 +517,24 @@ impl RelayProfile {
     pub fn khatru_sane_defaults() -> Self {
         RelayProfile {
             name: "khatru-sane-defaults".into(),
-            sources:
-                "relays.md, khatru ApplySaneDefaults: per-IP event bucket of 10 refilled by 2 \
-                      every 3 minutes, OK false \"rate-limited: slow down, please\" (the REQ and \
-                      connection limiters are not modelled)"
-                    .into(),
+            sources: "relays.md, khatru ApplySaneDefaults (read from source @ 9f99b98): content \
+                      holding data:image/ or data:video/ refused, OK false \"blocked: event with \
+                      base64 media\"; then a per-IP event bucket of 10 given 2 back every 3 \
+                      minutes by one relay-wide timer, OK false \"rate-limited: slow down, \
+                      please\" (the filter, complex-filter and connection limiters are not \
+                      modelled)"
+                .into(),
+            refused_content: vec![ContentRefusal {
+                containing: vec!["data:image/".into(), "data:video/".into()],
+                message: "blocked: event with base64 media".into(),
+            }],
             rate_limit: Some(RateLimit {
                 scope: RateScope::Ip,
                 capacity: 10.0,
                 refill_per_sec: 2.0 / 180.0,
+                refill: Refill::Ticks {
+                    every: Duration::from_secs(180),
+                },
                 action: RateAction::Reject("rate-limited: slow down, please".into()),
             }),
             ..Self::khatru()
@@ -509,10 +563,12 @@ impl RelayProfile {
             },
             reject_newer_than: None,
             allowed_kinds: None,
+            refused_content: Vec::new(),
             rate_limit: Some(RateLimit {
                 scope: RateScope::Connection,
                 capacity: 60.0,
                 refill_per_sec: 1.0,
+                refill: Refill::WholeSeconds,
                 action: RateAction::Reject("rate-limited: slow down".into()),
             }),
             max_subscriptions: 500,
@@ -566,6 +622,7 @@ impl RelayProfile {
             },
             reject_newer_than: Some(Duration::from_secs(3600)),
             allowed_kinds: None,
+            refused_content: Vec::new(),
             rate_limit: None,
             max_subscriptions: 32,
             max_limit: Some(6000),

@@ -256,20 +256,39 @@ fn strfry_answers_too_many_reqs_with_a_notice() {
     );
 }
 
-#[test]
-fn damus_allows_eight_events_a_minute_per_ip() {
-    let mut b = Bench::new(RelayProfile::damus());
-    for _ in 0..9 {
-        let e = b.event(1, s(0));
-        b.publish(&e, s(0));
+/// Whether each of `count` events published at `at` was accepted.
+fn accepted_at(b: &mut Bench, count: usize, at: Duration) -> Vec<bool> {
+    for _ in 0..count {
+        let e = b.event(1, at);
+        b.publish(&e, at);
     }
-    let ok = oks(&b.drain());
-    assert!(ok[..8].iter().all(|(a, _)| *a));
-    assert_eq!(ok[8], (false, "rate-limited: you note too much".into()));
-    // One token comes back every 7.5 s.
-    let e = b.event(1, s(8));
-    b.publish(&e, s(8));
-    assert!(oks(&b.drain())[0].0);
+    oks(&b.drain()).into_iter().map(|(a, _)| a).collect()
+}
+
+/// noteguard's count (relay.damus.io): a burst of six, then tokens only for whole seconds
+/// since the last *accepted* event, one taken before checking: a retry after 10 s earns one
+/// token and spends it, so is refused; after 20 s, two, and one event passes.
+#[test]
+fn damus_counts_whole_seconds_since_the_last_accepted_event_and_takes_a_token_first() {
+    let mut b = Bench::new(RelayProfile::damus());
+    let ok = accepted_at(&mut b, 7, s(0));
+    assert_eq!(ok, [true, true, true, true, true, true, false]);
+    let e = b.event(1, s(0));
+    b.publish(&e, s(0));
+    assert_eq!(
+        oks(&b.drain()),
+        vec![(false, "rate-limited: you note too much".into())]
+    );
+    // A smooth bucket of 6/min would have a token after 10 s; noteguard's count does not.
+    assert_eq!(accepted_at(&mut b, 1, s(10)), [false]);
+    assert_eq!(accepted_at(&mut b, 2, s(20)), [true, false]);
+    // Fractions of a second earn nothing: 19.9 s after the last accepted event is 19 s, one
+    // token, spent at once.
+    assert_eq!(
+        accepted_at(&mut b, 1, Duration::from_millis(39_900)),
+        [false]
+    );
+    assert_eq!(accepted_at(&mut b, 1, s(40)), [true]);
 }
 
 #[test]
@@ -362,17 +381,76 @@ fn khatru_closes_connections_over_its_read_limit() {
     assert_eq!(b.relay.poll_dropped(), Some(A));
 }
 
+/// khatru's limiters give tokens back in steps on one timer started with the relay: 2 every
+/// 3 minutes, so 90 s after a spent burst nothing is back (a smooth refill would have one).
 #[test]
-fn khatru_sane_defaults_allow_a_burst_of_ten_per_ip() {
+fn khatru_sane_defaults_allow_a_burst_of_ten_per_ip_and_give_two_back_every_three_minutes() {
     let mut b = Bench::new(RelayProfile::khatru_sane_defaults());
     b.subscribe(B, s(0));
-    for _ in 0..11 {
-        let e = b.event(1, s(0));
+    let ok = accepted_at(&mut b, 11, s(0));
+    assert_eq!(ok.iter().filter(|a| **a).count(), 10);
+    assert!(!ok[10]);
+    assert_eq!(accepted_at(&mut b, 1, s(90)), [false]);
+    assert_eq!(accepted_at(&mut b, 1, s(179)), [false]);
+    assert_eq!(accepted_at(&mut b, 3, s(180)), [true, true, false]);
+    // The timer's phase is the relay's, not the bucket's: the next step is at 360 s.
+    assert_eq!(accepted_at(&mut b, 1, s(359)), [false]);
+    assert_eq!(accepted_at(&mut b, 2, s(360)), [true, true]);
+}
+
+/// khatru's sane defaults refuse base64 media in the content before the rate limiter runs,
+/// so a refused event costs no token; plain khatru takes it.
+#[test]
+fn khatru_sane_defaults_refuse_base64_media_without_taking_a_token() {
+    let mut b = Bench::new(RelayProfile::khatru_sane_defaults());
+    b.subscribe(B, s(0));
+    for content in [
+        "see data:image/png;base64,AAAA",
+        "data:video/mp4;base64,AAAA",
+    ] {
+        let e = b.alice.sign(
+            CONTEXTVM_KIND,
+            EPOCH_SECS,
+            vec![Tag::public_key(b.bob.public_key())],
+            content.to_owned(),
+        );
         b.publish(&e, s(0));
+        assert_eq!(
+            oks(&b.drain()),
+            vec![(false, "blocked: event with base64 media".into())]
+        );
     }
-    let ok = oks(&b.drain());
-    assert_eq!(ok.iter().filter(|(a, _)| *a).count(), 10);
-    assert_eq!(ok[10], (false, "rate-limited: slow down, please".into()));
+    assert!(accepted_at(&mut b, 10, s(0)).iter().all(|a| *a));
+    let mut plain = Bench::new(RelayProfile::khatru());
+    plain.subscribe(B, s(0));
+    let e = plain.alice.sign(
+        CONTEXTVM_KIND,
+        EPOCH_SECS,
+        vec![Tag::public_key(plain.bob.public_key())],
+        "data:image/png;base64,AAAA".to_owned(),
+    );
+    plain.publish(&e, s(0));
+    assert!(oks(&plain.drain())[0].0);
+}
+
+/// khatru caps neither subscriptions per connection nor subscription ids.
+#[test]
+fn khatru_takes_any_number_of_subscriptions_with_long_ids() {
+    let mut b = Bench::new(RelayProfile::khatru());
+    for i in 0..1_500 {
+        let filter = Filter::new().kind(Kind::from(CONTEXTVM_KIND));
+        b.relay.handle_client_message(
+            B,
+            ClientMessage::Req {
+                sub: format!("{i:0>100}"),
+                filter: Box::new(filter),
+            },
+            s(0),
+        );
+    }
+    let out = b.out(B);
+    assert_eq!(out.len(), 1_500, "one EOSE each");
+    assert!(out.iter().all(|m| matches!(m, RelayMessage::Eose { .. })));
 }
 
 #[test]
@@ -388,6 +466,9 @@ fn relay_builder_allows_sixty_notes_a_minute_per_connection_with_no_size_limit()
     assert!(ok[0].0, "a 200 KB event is fine");
     assert_eq!(ok.iter().filter(|(a, _)| !*a).count(), 1);
     assert_eq!(ok[60], (false, "rate-limited: slow down".into()));
+    // The count noteguard uses too: one second earns one token, which the event spends.
+    assert_eq!(accepted_at(&mut b, 1, s(1)), [false]);
+    assert_eq!(accepted_at(&mut b, 1, s(2)), [true]);
 }
 
 #[test]

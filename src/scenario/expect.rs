@@ -131,16 +131,29 @@ pub(super) fn validate(ctx: &Ctx, expect: &ExpectSpec, workloads: &[String]) {
     }
 }
 
+/// What an engine observes, for the expectations it can check.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Observes {
+    /// Everything: the des world.
+    Everything,
+    /// Calls, and the counters of relays it serves itself, not the relays' deliveries one by
+    /// one: the turmoil engine, and the live engine serving every relay.
+    RelayCounters,
+    /// Calls only: a live run against a relay given by URL, which nothing counts.
+    CallsOnly,
+}
+
 impl Scenario {
     /// The expectations that do not hold, each said in one sentence (empty when all hold).
     pub fn check(&self, report: &Report) -> Vec<String> {
-        self.check_observed(report, true)
+        self.check_observed(report, Observes::Everything)
     }
 
-    /// As [`Scenario::check`], for an engine that may not observe relay events (the turmoil
-    /// engine sees calls, not relays): with `relay_events` false, expectations on relay-side
-    /// metrics (`relay_*`) and on counters are left out rather than failed for lack of samples.
-    pub fn check_observed(&self, report: &Report, relay_events: bool) -> Vec<String> {
+    /// As [`Scenario::check`], for an engine that observes less than the des world does:
+    /// expectations on what it does not observe (relay-side latencies `relay_*`, counters) are
+    /// left out rather than failed for lack of samples.
+    pub fn check_observed(&self, report: &Report, observes: Observes) -> Vec<String> {
+        let relay_events = observes == Observes::Everything;
         let e = &self.expect;
         let mut failed = Vec::new();
         if let Some(min) = e.min_completion_ratio {
@@ -273,7 +286,10 @@ impl Scenario {
             }
         }
         let counters = report.counters();
-        let counted = e.counters.iter().filter(|_| relay_events);
+        let counted = e
+            .counters
+            .iter()
+            .filter(|_| observes != Observes::CallsOnly);
         for (name, bound) in counted {
             let n = counters.get(name).copied().unwrap_or(0);
             if let Some(why) = violates(n, bound) {
@@ -318,24 +334,26 @@ impl Scenario {
     /// pinned to a seed that was not run, an exact share over a number of calls that is no
     /// multiple of its denominator. They neither hold nor fail.
     pub fn unchecked(&self, report: &Report) -> Vec<String> {
-        self.unchecked_observed(report, true)
+        self.unchecked_observed(report, Observes::Everything)
     }
 
     /// As [`Scenario::unchecked`], for an engine that may not observe relay events: the
     /// latency bounds on relay-side metrics and the counter bounds that
     /// [`Scenario::check_observed`] leaves out are listed here, not passed in silence.
-    pub fn unchecked_observed(&self, report: &Report, relay_events: bool) -> Vec<String> {
+    pub fn unchecked_observed(&self, report: &Report, observes: Observes) -> Vec<String> {
         let e = &self.expect;
         let mut out = Vec::new();
-        if !relay_events {
+        if observes != Observes::Everything {
             for key in e.latency.keys().filter(|k| k.starts_with("relay_")) {
                 out.push(format!(
                     "latency.{key}: this engine does not observe the relays' deliveries"
                 ));
             }
+        }
+        if observes == Observes::CallsOnly {
             for name in e.counters.keys() {
                 out.push(format!(
-                    "counters.{name}: this engine does not count relay events"
+                    "counters.{name}: relays given by URL are not counted"
                 ));
             }
         }

@@ -46,6 +46,7 @@ mod timing;
 pub(crate) mod workloads;
 
 pub use diagnostic::{Diagnostic, Diagnostics, ScenarioError};
+pub use expect::Observes;
 pub use plan::Plan;
 pub use workloads::{Workload, WorkloadKind};
 

@@ -4,7 +4,7 @@
 use super::diagnostic::{closest, Ctx, ScenarioError};
 use super::spec::{self, DelaySpec, LinkSpec, RelaySpec};
 use crate::relay::impair::{Delay, Direction, Loss, Ordering, Outage, OutageKind};
-use crate::relay::profile::{Intake, RateAction, RateLimit, RateScope};
+use crate::relay::profile::{Intake, RateAction, RateLimit, RateScope, Refill};
 use crate::relay::RelayProfile;
 use std::time::Duration;
 
@@ -103,10 +103,12 @@ pub(super) fn relay(
                 None,
             ));
         }
+        let refill = rate_refill(ctx, &format!("{key}.rate_limit"), rate)?;
         profile.rate_limit = Some(RateLimit {
             scope,
             capacity: rate.burst.unwrap_or(rate.per_minute).max(1.0),
             refill_per_sec: rate.per_minute / 60.0,
+            refill,
             action,
         });
     }
@@ -408,4 +410,59 @@ pub(super) fn check_outage_peers(ctx: &Ctx, relays: &[(String, RelayProfile)], p
             }
         }
     }
+}
+
+/// A rate limit's `refill` and `tick`, checked against each other and `burst`.
+fn rate_refill(ctx: &Ctx, key: &str, rate: &spec::RateSpec) -> Result<Refill, ScenarioError> {
+    let refill = rate
+        .refill
+        .as_ref()
+        .map_or("smooth", |r| r.get_ref().as_str());
+    let refill = match (refill, &rate.tick) {
+        ("smooth", None) => Refill::Smooth,
+        ("ticks", Some(tick)) if !tick.0.is_zero() => Refill::Ticks { every: tick.0 },
+        ("ticks", _) => {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.tick"),
+                "refill = \"ticks\" needs a tick = \"…\" longer than zero".into(),
+                None,
+            ))
+        }
+        ("whole-seconds", None) if rate.burst.is_none_or(|b| b == rate.per_minute) => {
+            Refill::WholeSeconds
+        }
+        ("whole-seconds", None) => {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.burst"),
+                "refill = \"whole-seconds\" fills its bucket with one minute's worth: leave \
+                 burst out"
+                    .into(),
+                None,
+            ))
+        }
+        ("smooth" | "whole-seconds", Some(_)) => {
+            return Err(ctx.at(
+                None,
+                &format!("{key}.tick"),
+                "tick is for refill = \"ticks\"".into(),
+                None,
+            ))
+        }
+        (other, _) => {
+            let options = ["smooth", "ticks", "whole-seconds"];
+            let spanned = rate.refill.as_ref().expect("a named refill");
+            return Err(ctx.spanned(
+                spanned,
+                &format!("{key}.refill"),
+                format!(
+                    "unknown refill {other:?}; expected one of {}",
+                    options.join(", ")
+                ),
+                closest(other, options),
+            ));
+        }
+    };
+    Ok(refill)
 }

@@ -250,6 +250,11 @@ pub struct RateSpec {
     pub action: Spanned<String>,
     /// The OK message for `reject` (default `rate-limited: slow down`).
     pub message: Option<String>,
+    /// How tokens come back: `smooth` (the default), `ticks` (in steps every `tick`) or
+    /// `whole-seconds` (noteguard's and nostr-relay-builder's count).
+    pub refill: Option<Spanned<String>>,
+    /// The timer's period for `refill = "ticks"`.
+    pub tick: Option<Dur>,
 }
 
 /// A relay's intake: `mode = "serial"` (the default), `"concurrent"` with a handling time, or

@@ -520,15 +520,22 @@ fn expectations_an_engine_cannot_observe_are_listed_as_not_checked() {
     assert_eq!(failed.len(), 1, "{failed:?}");
     assert!(failed[0].starts_with("counter \"delivered\""), "{failed:?}");
     assert!(s.unchecked(&report).is_empty());
-    // An engine that does not: neither fails, and both are said to be unchecked.
-    assert!(s.check_observed(&report, false).is_empty());
-    let notes = s.unchecked_observed(&report, false);
+    // An engine that sees neither (live against a relay by URL): neither fails, and both are
+    // said to be unchecked.
+    assert!(s.check_observed(&report, Observes::CallsOnly).is_empty());
+    let notes = s.unchecked_observed(&report, Observes::CallsOnly);
     assert_eq!(notes.len(), 2, "{notes:?}");
     assert!(
         notes[0].starts_with("latency.relay_delivery_latency.p99"),
         "{notes:?}"
     );
     assert!(notes[1].starts_with("counters.delivered"), "{notes:?}");
+    // One that counts what its own relays did (turmoil): the counter is checked and fails.
+    let failed = s.check_observed(&report, Observes::RelayCounters);
+    assert_eq!(failed.len(), 1, "{failed:?}");
+    assert!(failed[0].starts_with("counter \"delivered\""), "{failed:?}");
+    let notes = s.unchecked_observed(&report, Observes::RelayCounters);
+    assert_eq!(notes.len(), 1, "{notes:?}");
 }
 
 /// `compare`'s pairings of engines and presets run relaysim's peers on those engines: a
@@ -596,4 +603,45 @@ fn a_key_nonce_moves_every_peer_to_other_keys_and_clients_follow_their_server() 
             plain.identity(server).public_key()
         );
     }
+}
+
+/// A rate limit's refill: smooth by default, `ticks` with a period, `whole-seconds` with no
+/// burst of its own; every misuse named.
+#[test]
+fn a_rate_limit_s_refill_is_read_and_checked() {
+    let rate = |extra: &str| {
+        format!(
+            "[[relays]]\nname = \"r\"\nrate_limit = {{ scope = \"ip\", per_minute = 6.0, \
+             action = \"reject\"{extra} }}\n[[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+             [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n"
+        )
+    };
+    let refill_of = |extra: &str| {
+        let scenario = Scenario::from_toml_str(&rate(extra), "t.toml").unwrap();
+        scenario.relays[0].1.rate_limit.clone().unwrap().refill
+    };
+    use crate::relay::profile::Refill;
+    assert_eq!(refill_of(""), Refill::Smooth);
+    assert_eq!(
+        refill_of(", refill = \"ticks\", tick = \"3m\""),
+        Refill::Ticks {
+            every: std::time::Duration::from_secs(180)
+        }
+    );
+    assert_eq!(
+        refill_of(", refill = \"whole-seconds\""),
+        Refill::WholeSeconds
+    );
+    let refused = |extra: &str| match Scenario::from_toml_str(&rate(extra), "t.toml") {
+        Err(ScenarioError::Invalid(d)) => d.first().clone(),
+        other => panic!("accepted {extra}: {:?}", other.map(|_| ())),
+    };
+    let d = refused(", refill = \"ticks\"");
+    assert!(d.message.contains("needs a tick"), "{}", d.message);
+    let d = refused(", tick = \"1m\"");
+    assert!(d.message.contains("tick is for"), "{}", d.message);
+    let d = refused(", refill = \"whole-seconds\", burst = 10.0");
+    assert!(d.message.contains("leave burst out"), "{}", d.message);
+    let d = refused(", refill = \"tick\"");
+    assert_eq!(d.suggestion.as_deref(), Some("ticks"));
 }

@@ -139,6 +139,8 @@ pub struct Collector {
     answered_by_relays: u64,
     /// Servers are programs: chunks written are not known.
     programs_write: bool,
+    /// Refusals and drops only explain calls: the relays count them (live and turmoil runs).
+    link_events_explain_only: bool,
 }
 
 fn micros(d: Duration) -> u64 {
@@ -157,6 +159,14 @@ impl Collector {
             events: why::RunEvents::named(names),
             ..Self::default()
         }
+    }
+
+    /// Refusals and dropped connections it observes explain calls and are not counted: for
+    /// the turmoil and live engines, whose relays count their own answers and connections
+    /// (and whose peers see only the refusals, not every answer).
+    pub fn explaining_link_events_only(mut self) -> Self {
+        self.link_events_explain_only = true;
+        self
     }
 
     /// These streaming calls' readers were still reading when the run ended (`(client,
@@ -364,10 +374,13 @@ impl Observer for Collector {
                 relay,
                 ..
             } => {
-                self.answered_by_relays += 1;
                 if !*accepted {
                     self.events.refused(at, *peer, *relay, message);
                 }
+                if self.link_events_explain_only {
+                    return;
+                }
+                self.answered_by_relays += 1;
                 if *accepted && message.starts_with("duplicate:") {
                     self.count("relay_duplicates", 1);
                 } else if *accepted {
@@ -412,7 +425,9 @@ impl Observer for Collector {
                 peer,
                 reason,
             } => {
-                self.count("disconnects", 1);
+                if !self.link_events_explain_only {
+                    self.count("disconnects", 1);
+                }
                 self.events.dropped(at, *peer, *relay, reason);
             }
             Observation::Connected { .. }

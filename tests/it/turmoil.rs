@@ -202,6 +202,34 @@ fn a_turmoil_run_reports_its_relays_counters_as_des_does() {
     );
 }
 
+/// A failed call's `why` in a turmoil run names the relay's refusals with their words, and
+/// peers and relays by their scenario names, as in des; the refusals the peers saw are not
+/// counted twice beside the relay's own counters.
+#[test]
+fn a_turmoil_run_explains_a_failure_with_the_relay_s_refusals_by_name() {
+    let scenario = relaysim::scenario::Scenario::from_toml_str(
+        include_str!("../../scenarios/damus-rate-cap.toml"),
+        "damus-rate-cap.toml",
+    )
+    .unwrap();
+    let run = relaysim::turmoil_driver::run_scenario(&scenario, scenario.seed, None).unwrap();
+    let failed: Vec<&str> = run
+        .items
+        .iter()
+        .filter(|i| i.outcome != relaysim::Outcome::Completed)
+        .filter_map(|i| i.why.as_deref())
+        .collect();
+    assert_eq!(failed.len(), 1, "{:?}", run.items);
+    let refused = run.counters["rejected.rate-limited"];
+    assert!(
+        failed[0].contains(&format!(
+            "\"rate-limited: you note too much\" (server via damus ×{refused})"
+        )),
+        "{}",
+        failed[0]
+    );
+}
+
 #[test]
 fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(

@@ -2,7 +2,7 @@
 //! queues), partitions and outages, a relay's intake (serial or concurrent), a peer's publish
 //! pipeline, and the per-message decisions of all of them, drawn or planned.
 
-use super::{Action, Observation, PeerId, SubscriptionStep, Way, World};
+use super::{Action, Observation, PeerId, Way, World};
 use crate::nip01::{ClientMessage, RelayMessage};
 use crate::relay::impair::{Direction, Impairments, LinkState, OutageKind, Pipe};
 use crate::relay::profile::Intake;
@@ -408,24 +408,8 @@ impl World {
             return;
         };
         if self.observer.is_some() {
-            let step = match &message {
-                ClientMessage::Req { sub, filter } => Some((
-                    sub,
-                    SubscriptionStep::Requested {
-                        filter: serde_json::to_string(filter).unwrap_or_default(),
-                    },
-                )),
-                ClientMessage::Close { sub } => Some((sub, SubscriptionStep::Ended)),
-                ClientMessage::Event(_) => None,
-            };
-            if let Some((sub, step)) = step {
-                let sub = sub.clone();
-                self.observe(Observation::Subscription {
-                    relay,
-                    peer,
-                    sub,
-                    step,
-                });
+            if let Some(sent) = Observation::subscription_sent(relay, peer, &message) {
+                self.observe(sent);
             }
         }
         let event = match &message {

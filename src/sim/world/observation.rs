@@ -7,6 +7,31 @@ use crate::sim::order::Via;
 use nostr::prelude::EventId;
 use std::time::Duration;
 
+impl Observation {
+    /// The subscription step a peer's `message` makes, if it is a REQ or a CLOSE.
+    pub(crate) fn subscription_sent(
+        relay: usize,
+        peer: PeerId,
+        message: &crate::nip01::ClientMessage,
+    ) -> Option<Self> {
+        use crate::nip01::ClientMessage;
+        let (sub, step) = match message {
+            ClientMessage::Req { sub, filter } => {
+                let filter = serde_json::to_string(filter).unwrap_or_default();
+                (sub, SubscriptionStep::Requested { filter })
+            }
+            ClientMessage::Close { sub } => (sub, SubscriptionStep::Ended),
+            ClientMessage::Event(_) => return None,
+        };
+        Some(Observation::Subscription {
+            relay,
+            peer,
+            sub: sub.clone(),
+            step,
+        })
+    }
+}
+
 /// A peer in the world.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum PeerId {
