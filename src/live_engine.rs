@@ -12,12 +12,15 @@
 use crate::live::driver::TokioTcpFrom;
 use crate::live::peers::{self, run_client, run_server, Log, PeerRelays, SETTLE};
 use crate::live::record::{record, RecordConfig, Recorder};
+use crate::live::trace_writer::{Seen, TraceFeed};
 use crate::live::{relay_trace_path, serve, LiveRelay, ServeConfig};
 use crate::peer::client::ContextVmClient;
 use crate::peer::server::ContextVmServer;
 use crate::rng::SeededStreams;
 use crate::scenario::Plan;
+use crate::sim::world::Observation;
 use crate::stats::RunReport;
+use crate::trace::client_event_text;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 use std::path::Path;
@@ -75,6 +78,49 @@ pub fn run(
         .build()?;
     let local = tokio::task::LocalSet::new();
     local.block_on(&runtime, run_on_sockets(plan, relays, trace))
+}
+
+/// A tap that writes the clients' calls and reports into the trace of every relay served or
+/// recorded here, as they happen, named as the des world names them.
+fn call_tap(plan: &Plan, handles: &[RelayHandle]) -> peers::Tap {
+    let feeds: Vec<TraceFeed> = handles
+        .iter()
+        .filter_map(|h| match h {
+            RelayHandle::Served(relay) => relay.trace_feed(),
+            RelayHandle::Proxied(proxy) => Some(proxy.trace_feed()),
+            RelayHandle::Direct => None,
+        })
+        .collect();
+    let clients: Vec<String> = plan.clients.iter().map(|(n, ..)| n.clone()).collect();
+    std::sync::Arc::new(move |observation: &Observation| {
+        let client = |i: usize| clients.get(i).cloned().unwrap_or_default();
+        for feed in &feeds {
+            let seen = match observation {
+                Observation::Called {
+                    client: c,
+                    call,
+                    workload,
+                    tool,
+                    ..
+                } => Seen::Called {
+                    client: client(*c),
+                    call: *call,
+                    workload: *workload,
+                    tool: (*tool).to_owned(),
+                },
+                Observation::Client { client: c, event } => {
+                    let (call, event) = client_event_text(event);
+                    Seen::ClientReport {
+                        client: client(*c),
+                        call,
+                        event,
+                    }
+                }
+                _ => return,
+            };
+            feed.offer(tokio::time::Instant::now(), seen);
+        }
+    })
 }
 
 /// The counter of events made before a live run started that reached its peers.
@@ -148,6 +194,7 @@ async fn run_on_sockets(
         .min()
         .map_or(0, |skew| skew.min(0).unsigned_abs());
     let stale: peers::Stale = (Default::default(), behind);
+    let tap = trace.map(|_| call_tap(plan, &handles));
     let client_keys = peers::client_keys(plan);
     let streams = SeededStreams::new(plan.seed);
     let mut servers = Vec::new();
@@ -181,7 +228,7 @@ async fn run_on_sockets(
             relays,
             calls,
             plan.duration,
-            (log.clone(), stale.clone()),
+            (log.clone(), stale.clone(), tap.clone()),
             (epoch, TokioTcpFrom(address[name])),
         )));
     }

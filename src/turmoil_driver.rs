@@ -179,7 +179,7 @@ pub fn run(plan: &Plan, trace: Option<&Path>) -> Result<RunReport, TurmoilError>
                 relays,
                 calls,
                 duration,
-                (log, (Default::default(), 0)),
+                (log, (Default::default(), 0), None),
                 (EPOCH_SECS, TurmoilTcp),
             )
             .await;

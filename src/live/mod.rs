@@ -17,7 +17,7 @@ pub mod peers;
 pub mod record;
 pub mod report;
 mod slots;
-mod trace_writer;
+pub(crate) mod trace_writer;
 
 mod world;
 
@@ -207,9 +207,16 @@ pub struct LiveRelay {
     inbound: mpsc::Sender<Inbound>,
     stop_accepting: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
+    /// What feeds its trace, if it writes one.
+    feed: Option<trace_writer::TraceFeed>,
 }
 
 impl LiveRelay {
+    /// What feeds its trace, for the peers of a live run to add their calls to it.
+    pub(crate) fn trace_feed(&self) -> Option<trace_writer::TraceFeed> {
+        self.feed.clone()
+    }
+
     /// The `ws://` URL of every relay, in order.
     pub fn urls(&self) -> Vec<String> {
         self.addrs
@@ -345,6 +352,7 @@ pub fn serve_on<L: Listener>(
         Some((f, w)) => (Some(f), Some(w)),
         None => (None, None),
     };
+    let trace_feed = feed.clone();
     let gate = Arc::new(Mutex::new(Gate::default()));
     let streams = crate::rng::SeededStreams::new(config.seed);
     let slots = config
@@ -406,6 +414,7 @@ pub fn serve_on<L: Listener>(
         inbound: inbound_tx,
         stop_accepting: stop_tx,
         task,
+        feed: trace_feed,
     })
 }
 

@@ -29,6 +29,10 @@ pub const SETTLE: Duration = Duration::from_secs(1);
 /// is `Send`, can hold a [`LinkWitness`] writing to it.
 pub type Log = Arc<Mutex<Vec<(Duration, usize, u64, Observation)>>>;
 
+/// Told of every call a client makes and of what it reports, as it happens: a live run adds
+/// them to the traces of the relays it serves or records, so `show` can draw its calls.
+pub type Tap = Arc<dyn Fn(&Observation) + Send + Sync>;
+
 /// A peer's sequence numbers for its records, shared by its witness.
 type Seq = Arc<AtomicU64>;
 
@@ -175,7 +179,7 @@ pub async fn run_client<C: Connector>(
     relays: PeerRelays,
     mut calls: Vec<(Duration, Call)>,
     duration: Duration,
-    (log, stale): (Log, Stale),
+    (log, stale, tap): (Log, Stale, Option<Tap>),
     (epoch_secs, connector): (u64, C),
 ) {
     calls.sort_by_key(|(at, _)| *at);
@@ -188,6 +192,9 @@ pub async fn run_client<C: Connector>(
         .counting_stale_into(stale.0, stale.1)
         .witnessed_by(witness);
     let record = |at: Duration, observation: Observation| {
+        if let Some(tap) = &tap {
+            tap(&observation);
+        }
         let seq = seq.fetch_add(1, Ordering::Relaxed) + 1;
         append(
             &log,

@@ -99,9 +99,15 @@ pub struct Recorder {
     pub local_addr: SocketAddr,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<u64>>,
+    feed: TraceFeed,
 }
 
 impl Recorder {
+    /// What feeds its trace, for the peers of a live run to add their calls to it.
+    pub(crate) fn trace_feed(&self) -> TraceFeed {
+        self.feed.clone()
+    }
+
     /// Stops the proxy, writes the closing summary and returns how many lines were recorded.
     pub async fn finish(mut self) -> std::io::Result<u64> {
         if let Some(s) = self.shutdown.take() {
@@ -122,6 +128,7 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
         Instant::now(),
     )?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
+    let kept = feed.clone();
     let task = tokio::spawn(async move {
         accept(listener, Arc::new(config), feed, shutdown_rx).await;
         writer.await.map_err(std::io::Error::other)?
@@ -130,6 +137,7 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
         local_addr,
         shutdown: Some(shutdown_tx),
         task,
+        feed: kept,
     })
 }
 

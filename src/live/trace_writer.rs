@@ -51,6 +51,20 @@ pub(crate) enum Seen {
         way: String,
         copies: usize,
     },
+    /// A peer of a live run made a workload call (relaysim's own peers tell the traces of the
+    /// relays they serve, so `show` can draw the call).
+    Called {
+        client: String,
+        call: u64,
+        workload: usize,
+        tool: String,
+    },
+    /// What a live run's client reported about a call.
+    ClientReport {
+        client: String,
+        call: u64,
+        event: String,
+    },
     /// An outage began.
     Outage {
         index: u64,
@@ -80,7 +94,7 @@ impl TraceFeed {
     }
 
     /// Hands `seen` to the writer if there is room; counts it as dropped if not.
-    pub(super) fn offer(&self, at: Instant, seen: Seen) {
+    pub(crate) fn offer(&self, at: Instant, seen: Seen) {
         if self.tx.try_send(Some((at, seen))).is_err() {
             self.dropped.fetch_add(1, Ordering::Relaxed);
         }
@@ -279,6 +293,28 @@ async fn write_lines(
                 }
             }
             Seen::Connected { relay, peer } => out.push(Line::Connected { t, relay, peer }),
+            Seen::Called {
+                client,
+                call,
+                workload,
+                tool,
+            } => out.push(Line::Called {
+                t,
+                client,
+                call,
+                workload,
+                tool,
+            }),
+            Seen::ClientReport {
+                client,
+                call,
+                event,
+            } => out.push(Line::Client {
+                t,
+                client,
+                call,
+                event,
+            }),
             Seen::Disconnected {
                 relay,
                 peer,

@@ -7,12 +7,16 @@ impl Timeline {
     /// What the picture shows as JSON (`relaysim show --json`), with where it was written.
     pub fn to_json(&self, svg: &std::path::Path, png: &std::path::Path) -> serde_json::Value {
         let span = |s: &Span| {
-            serde_json::json!({
+            let mut span = serde_json::json!({
                 "lane": self.lanes[s.lane].name,
                 "from_us": s.from_us,
                 "to_us": s.to_us,
                 "label": s.label,
-            })
+            });
+            if let Some(why) = &s.why {
+                span["why"] = why.as_str().into();
+            }
+            span
         };
         serde_json::json!({
             "title": self.title,

@@ -1010,3 +1010,68 @@ fn probe_refuses_a_burst_or_wait_out_of_its_bounds_before_connecting() {
         assert!(!String::from_utf8_lossy(&o.stderr).contains("panicked"));
     }
 }
+
+/// A live run against a relay that refuses: the failed call's `why` names the refusal with the
+/// relay's words and the names of peer and relay, and the relay's trace carries the calls, so
+/// `show` draws the failing call with its cause.
+#[test]
+fn a_live_run_explains_a_refusal_and_show_draws_its_failing_call() {
+    let file = scenario_file(
+        "live-refused.toml",
+        "[[relays]]\nname = \"r\"\nprofile = \"ideal\"\n\
+         rate_limit = { scope = \"connection\", per_minute = 1.0, burst = 1.0, action = \"reject\", \
+         message = \"rate-limited: once is enough\" }\n\
+         [[servers]]\nname = \"s\"\nrelays = [\"r\"]\n\
+         [[clients]]\nname = \"c\"\nrelays = [\"r\"]\n\
+         [policy]\nrequest_timeout = \"2s\"\n\
+         [[workloads]]\nkind = \"request\"\ncount = 2\nevery = \"300ms\"\n",
+    );
+    let out = file.with_extension("out");
+    let trace = file.with_extension("jsonl");
+    let run = relaysim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--engine",
+        "live",
+        "--json",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    let report: serde_json::Value = serde_json::from_slice(&run.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&run), stderr(&run)));
+    let items = report["items"].as_array().unwrap();
+    assert_eq!(items.len(), 2, "{items:?}");
+    let refused = "\"rate-limited: once is enough\" (c via r";
+    for item in items {
+        assert_eq!(item["outcome"], "failed:rejected", "{item}");
+        let why = item["why"].as_str().unwrap_or_default();
+        assert!(why.contains(refused), "{why}");
+    }
+    let picture = file.with_extension("picture");
+    let shown = relaysim(&[
+        "show",
+        trace.to_str().unwrap(),
+        "--json",
+        "--out",
+        picture.to_str().unwrap(),
+    ]);
+    assert_eq!(shown.status.code(), Some(0), "{}", stderr(&shown));
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert_eq!(shown["counts"]["call"], 2, "{shown}");
+    let failing = shown["failing_calls"].as_array().unwrap();
+    assert_eq!(failing.len(), 2, "{shown}");
+    for call in failing {
+        assert_eq!(call["lane"], "c");
+        assert!(call["label"].as_str().unwrap().ends_with("failed:rejected"));
+        assert!(call["why"].as_str().unwrap().contains(refused), "{call}");
+        assert!(
+            call["from_us"].as_u64() > Some(0),
+            "drawn from when it was made"
+        );
+    }
+    let svg = std::fs::read_to_string(shown["svg"].as_str().unwrap()).unwrap();
+    assert!(svg.contains("once is enough"), "the picture says why");
+    let _ = std::fs::remove_dir_all(&out);
+}
