@@ -21,6 +21,8 @@ pub struct LiveRelayCounters {
     pub received: u64,
     /// Events accepted.
     pub accepted: u64,
+    /// Events accepted with no OK sent (the profile sends none for ephemeral events).
+    pub ok_withheld: u64,
     /// Events refused, by the prefix of the reason.
     pub rejected: BTreeMap<String, u64>,
     /// Events answered `duplicate:` (an id the relay already had, not broadcast again).
@@ -65,6 +67,7 @@ impl LiveRelayCounters {
         LiveRelayCounters {
             received: model.received,
             accepted: model.accepted,
+            ok_withheld: model.ok_withheld,
             rejected: model.rejected.clone(),
             answered_duplicate: model.duplicates,
             rate_limited: model.delayed + model.dropped,
@@ -88,6 +91,9 @@ impl LiveRelayCounters {
         };
         add("events_received".into(), self.received);
         add("events_accepted".into(), self.accepted);
+        // Not the des report's `ok_missing` (OKs a peer never got, for any reason): only the
+        // relay's own silence.
+        add("ok_withheld".into(), self.ok_withheld);
         for (prefix, n) in &self.rejected {
             add(format!("rejected.{prefix}"), *n);
         }
@@ -147,6 +153,7 @@ impl LiveReport {
                 ("connections", r.connections.to_string()),
                 ("events received", r.received.to_string()),
                 ("accepted", r.accepted.to_string()),
+                ("accepted with no OK sent", r.ok_withheld.to_string()),
                 ("rejected", listed(&r.rejected)),
                 ("answered duplicate", r.answered_duplicate.to_string()),
                 // Refusals by a rate limit are under "rejected"; these got no refusal.

@@ -95,6 +95,9 @@ pub struct RelayCounters {
     pub received: u64,
     /// Events accepted.
     pub accepted: u64,
+    /// Events accepted with no OK sent (nostr-rs-relay 0.8's ephemeral events): a publisher
+    /// that waits for OKs waits in vain.
+    pub ok_withheld: u64,
     /// Events refused, by the prefix of the reason (`invalid`, `rate-limited`, `mute`, ...).
     pub rejected: BTreeMap<String, u64>,
     /// Events answered `duplicate:` (stored ephemeral events sent again).
@@ -495,6 +498,9 @@ impl Relay {
             return self.refuse(conn, id, "mute: no one was listening for this".into());
         }
         self.counters.accepted += 1;
+        if ephemeral && !self.profile.ephemeral.send_ok {
+            self.counters.ok_withheld += 1;
+        }
         if !ephemeral || self.profile.ephemeral.send_ok {
             let message = match listeners {
                 Some(n) => self.profile.ok_message.replace("{n}", &n.to_string()),

@@ -301,6 +301,7 @@ fn nostr_rs_relay_sends_no_ok_for_ephemeral_events_and_rebroadcasts_resends() {
     let out = b.drain();
     assert!(oks(&out).is_empty(), "no OK at all");
     assert_eq!(deliveries(&out), 2, "not de-duplicated");
+    assert_eq!(b.relay.counters().ok_withheld, 2, "the silence is counted");
 }
 
 #[test]

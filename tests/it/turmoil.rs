@@ -230,6 +230,22 @@ fn a_turmoil_run_explains_a_failure_with_the_relay_s_refusals_by_name() {
     );
 }
 
+/// A relay that accepts events without an OK counts its silence (`ok_withheld`): on
+/// nostr-rs-relay 0.8, as many as the des world's publishers missed (`ok_missing`).
+#[test]
+fn a_relay_that_withholds_oks_counts_them_as_the_publishers_miss_them() {
+    let scenario = relaysim::scenario::Scenario::from_toml_str(
+        include_str!("../../scenarios/nostr-rs-relay-no-ok.toml"),
+        "nostr-rs-relay-no-ok.toml",
+    )
+    .unwrap();
+    let des = scenario.run(scenario.seed);
+    let turmoil = relaysim::turmoil_driver::run_scenario(&scenario, scenario.seed, None).unwrap();
+    let withheld = turmoil.counters.get("ok_withheld").copied();
+    assert!(withheld.is_some_and(|n| n > 0), "{:?}", turmoil.counters);
+    assert_eq!(withheld, des.counters.get("ok_missing").copied());
+}
+
 #[test]
 fn a_turmoil_scenario_run_repeats_exactly_and_its_trace_replays() {
     let scenario = relaysim::scenario::Scenario::from_toml_str(
