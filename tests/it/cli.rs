@@ -116,7 +116,7 @@ fn bad_input_gets_a_clear_error_and_no_panic() {
 
 #[test]
 fn a_scenario_with_several_problems_gets_all_of_them_with_their_places() {
-    let dir = std::env::temp_dir().join(format!("relaysim-cli-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("relaysim-cli-problems-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let file = dir.join("bad.toml");
     std::fs::write(
