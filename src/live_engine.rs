@@ -94,31 +94,32 @@ fn call_tap(plan: &Plan, handles: &[RelayHandle]) -> peers::Tap {
     let clients: Vec<String> = plan.clients.iter().map(|(n, ..)| n.clone()).collect();
     std::sync::Arc::new(move |observation: &Observation| {
         let client = |i: usize| clients.get(i).cloned().unwrap_or_default();
-        for feed in &feeds {
-            let seen = match observation {
-                Observation::Called {
-                    client: c,
-                    call,
-                    workload,
-                    tool,
-                    ..
-                } => Seen::Called {
+        let seen = match observation {
+            Observation::Called {
+                client: c,
+                call,
+                workload,
+                tool,
+                ..
+            } => Seen::Called {
+                client: client(*c),
+                call: *call,
+                workload: *workload,
+                tool: (*tool).to_owned(),
+            },
+            Observation::Client { client: c, event } => {
+                let (call, event) = client_event_text(event);
+                Seen::ClientReport {
                     client: client(*c),
-                    call: *call,
-                    workload: *workload,
-                    tool: (*tool).to_owned(),
-                },
-                Observation::Client { client: c, event } => {
-                    let (call, event) = client_event_text(event);
-                    Seen::ClientReport {
-                        client: client(*c),
-                        call,
-                        event,
-                    }
+                    call,
+                    event,
                 }
-                _ => return,
-            };
-            feed.offer(tokio::time::Instant::now(), seen);
+            }
+            _ => return,
+        };
+        let now = tokio::time::Instant::now();
+        for feed in &feeds {
+            feed.offer(now, seen.clone());
         }
     })
 }

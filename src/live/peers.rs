@@ -98,16 +98,24 @@ fn link_witness(
 ) -> LinkWitness {
     let index: BTreeMap<String, usize> = relays.iter().map(|(i, url)| (url.clone(), *i)).collect();
     Box::new(move |at, event| {
+        // The driver speaks only of the relays it was given, which are all in `index`.
+        let relay_of = |url: &String| index.get(url).copied();
         let observation = match event {
             LinkEvent::Refused { relay, id, message } => Observation::Verdict {
-                relay: index.get(&relay).copied().unwrap_or(usize::MAX),
+                relay: match relay_of(&relay) {
+                    Some(relay) => relay,
+                    None => return,
+                },
                 peer,
                 event: id,
                 accepted: false,
                 message,
             },
             LinkEvent::Dropped { relay } => Observation::Disconnected {
-                relay: index.get(&relay).copied().unwrap_or(usize::MAX),
+                relay: match relay_of(&relay) {
+                    Some(relay) => relay,
+                    None => return,
+                },
                 peer,
                 reason: "connection-lost",
             },

@@ -13,6 +13,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 /// What happened at a live relay or proxy, for the trace writer.
+#[derive(Clone)]
 pub(crate) enum Seen {
     /// Client → relay.
     FromClient {

@@ -255,7 +255,7 @@ impl Observer for TraceWriter {
                         peer,
                         relay,
                         sub,
-                        filters: vec![serde_json::from_str(filter).unwrap_or_default()],
+                        filters: vec![filter.clone()],
                     },
                     SubscriptionStep::Ended => Line::Close {
                         t,

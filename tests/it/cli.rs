@@ -843,16 +843,7 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
     );
     let out = file.with_extension("out");
     let trace = file.with_extension("jsonl");
-    let run = relaysim(&[
-        "run",
-        file.to_str().unwrap(),
-        "--engine",
-        "live",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = run_live(&file, &trace, &out, &[]);
     let text = stdout(&run);
     assert_eq!(run.status.code(), Some(0), "{text}{}", stderr(&run));
     assert!(
@@ -914,18 +905,7 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
     };
     let first = author(&trace);
     let live = |extra: &[&str]| {
-        let mut args = vec![
-            "run",
-            file.to_str().unwrap(),
-            "--engine",
-            "live",
-            "--trace",
-            trace.to_str().unwrap(),
-            "--out",
-            out.to_str().unwrap(),
-        ];
-        args.extend_from_slice(extra);
-        let run = relaysim(&args);
+        let run = run_live(&file, &trace, &out, extra);
         assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
         (key_nonce_of(&run), author(&trace))
     };
@@ -937,6 +917,27 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
     assert_ne!(fresh, nonce, "a fresh nonce per run");
     assert_ne!(other, first, "other keys under another nonce");
     let _ = std::fs::remove_dir_all(&out);
+}
+
+/// `relaysim run FILE --engine live --trace TRACE --out OUT` and `extra`.
+fn run_live(
+    file: &std::path::Path,
+    trace: &std::path::Path,
+    out: &std::path::Path,
+    extra: &[&str],
+) -> std::process::Output {
+    let mut args = vec![
+        "run",
+        file.to_str().unwrap(),
+        "--engine",
+        "live",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    relaysim(&args)
 }
 
 /// The key nonce a live run printed.
@@ -1028,17 +1029,7 @@ fn a_live_run_explains_a_refusal_and_show_draws_its_failing_call() {
     );
     let out = file.with_extension("out");
     let trace = file.with_extension("jsonl");
-    let run = relaysim(&[
-        "run",
-        file.to_str().unwrap(),
-        "--engine",
-        "live",
-        "--json",
-        "--trace",
-        trace.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-    ]);
+    let run = run_live(&file, &trace, &out, &["--json"]);
     let report: serde_json::Value = serde_json::from_slice(&run.stdout)
         .unwrap_or_else(|e| panic!("{e}: {}{}", stdout(&run), stderr(&run)));
     let items = report["items"].as_array().unwrap();

@@ -17,7 +17,7 @@ impl Observation {
         use crate::nip01::ClientMessage;
         let (sub, step) = match message {
             ClientMessage::Req { sub, filter } => {
-                let filter = serde_json::to_string(filter).unwrap_or_default();
+                let filter = serde_json::to_value(filter).unwrap_or_default();
                 (sub, SubscriptionStep::Requested { filter })
             }
             ClientMessage::Close { sub } => (sub, SubscriptionStep::Ended),
@@ -62,7 +62,7 @@ pub enum SubscriptionStep {
     /// The peer asked for it (`REQ`); the filter as NIP-01 JSON.
     Requested {
         /// The filter's JSON.
-        filter: String,
+        filter: serde_json::Value,
     },
     /// The peer ended it (`CLOSE`).
     Ended,
