@@ -5,7 +5,8 @@
 //! chunk inside its frame, then the reassembled message), and `serde_json`'s unescape — a call
 //! and several branches per escape — was the largest cost of large transfers. [`parse`] finds
 //! the next quote, backslash or control character eight bytes at a time, copies the run before
-//! it whole, and decodes each escape through a table.
+//! it whole, and decodes escapes through a table, 64 bytes at a time where they are dense
+//! ([`super::unescape`]).
 //!
 //! Only the common shapes are read here: anything unusual (a lone surrogate escape, a float,
 //! nesting deeper than [`MAX_DEPTH`], trailing text, any error) hands the whole text to
@@ -15,6 +16,7 @@
 //! keep the last value at the first key's place, as `serde_json::Map::insert` does. Property
 //! tests check all of this against `serde_json` for any value and any text.
 
+use super::unescape::{decode_block, first_special, plain_run, DECODE, STOP};
 use serde_json::{Map, Number, Value};
 use std::ops::Range;
 
@@ -84,52 +86,6 @@ pub fn string_prefix(text: &str) -> Option<(String, &str)> {
     Some((decoded, &text[reader.at..]))
 }
 
-/// What each byte writes: `[0]` outside an escape (itself), `[1]` just after a `\\` (what
-/// the escape stands for).
-const DECODE: [[u8; 256]; 2] = {
-    let mut t = [[0u8; 256]; 2];
-    let mut i = 0;
-    while i < 256 {
-        t[0][i] = i as u8;
-        i += 1;
-    }
-    t[1][b'"' as usize] = b'"';
-    t[1][b'\\' as usize] = b'\\';
-    t[1][b'/' as usize] = b'/';
-    t[1][b'b' as usize] = 0x08;
-    t[1][b'f' as usize] = 0x0c;
-    t[1][b'n' as usize] = b'\n';
-    t[1][b'r' as usize] = b'\r';
-    t[1][b't' as usize] = b'\t';
-    t
-};
-
-/// Bytes the table loop stops at: outside an escape the closing quote and control
-/// characters; just after a `\\`, `u` and anything that is not an escape.
-const STOP: [[bool; 256]; 2] = {
-    let mut t = [[false; 256]; 2];
-    let mut i = 0;
-    while i < 256 {
-        t[0][i] = i < 0x20 || i == b'"' as usize;
-        t[1][i] = DECODE[1][i] == 0;
-        i += 1;
-    }
-    t
-};
-
-/// Where the first `"`, `\` or control character is in the 8 bytes of `x` (little-endian), if
-/// any. The has-zero-byte test may flag bytes above a true hit, never below, so the lowest
-/// flag is exact.
-fn first_special(x: u64) -> Option<usize> {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let flags = x.wrapping_sub(ONES * 0x20) & !x & HIGH
-        | has_zero(x ^ (ONES * u64::from(b'"')))
-        | has_zero(x ^ (ONES * u64::from(b'\\')));
-    (flags != 0).then(|| flags.trailing_zeros() as usize / 8)
-}
-
 /// `out` as a string without checking it again: it is valid UTF-8 by construction, made of runs
 /// of the input (a `&str`) cut only at ASCII bytes (a backslash and the escape after it), the
 /// ASCII characters of the short escapes ([`DECODE`]), and `char::encode_utf8` of each `\u`
@@ -142,23 +98,6 @@ fn valid_by_construction(out: Vec<u8>) -> String {
     debug_assert!(std::str::from_utf8(&out).is_ok());
     // SAFETY: see above: every byte sequence written to `out` is whole UTF-8.
     unsafe { String::from_utf8_unchecked(out) }
-}
-
-/// How many bytes from `from` come before the next `"`, `\` or control character, or `None`
-/// if the text ends first.
-fn plain_run(bytes: &[u8], from: usize) -> Option<usize> {
-    let rest = bytes.get(from..)?;
-    let mut blocks = rest.chunks_exact(8);
-    for (n, block) in blocks.by_ref().enumerate() {
-        if let Some(k) = first_special(u64::from_le_bytes(block.try_into().expect("8 bytes"))) {
-            return Some(8 * n + k);
-        }
-    }
-    let tail = blocks.remainder();
-    let k = tail
-        .iter()
-        .position(|&b| b < 0x20 || b == b'"' || b == b'\\')?;
-    Some(rest.len() - tail.len() + k)
 }
 
 struct Reader<'a> {
@@ -328,11 +267,12 @@ impl<'a> Reader<'a> {
 
     /// A string, its opening quote at `at`.
     ///
-    /// Eight bytes at a time: a block with nothing special is copied whole; a block with
-    /// something goes a byte at a time through [`DECODE`], every byte written and the output
-    /// advanced unless the byte opens an escape, with no branch on the byte's kind. The one
-    /// branch per byte is on [`STOP`] (the closing quote, `\u`, anything invalid), which is
-    /// rarely taken.
+    /// Sixty-four bytes at a time while nothing in them ends the string or needs more than the
+    /// table ([`decode_block`]: escape-dense text, as a chunk's data is); otherwise eight at a
+    /// time: a block with nothing special is copied whole; a block with something goes a byte
+    /// at a time through [`DECODE`], every byte written and the output advanced unless the byte
+    /// opens an escape, with no branch on the byte's kind. The one branch per byte is on
+    /// [`STOP`] (the closing quote, `\u`, anything invalid), which is rarely taken.
     ///
     /// A `value` (not a key) long enough to steal is not copied: it is a placeholder for now
     /// (an empty string with room, which nothing else read here is) and its place is noted.
@@ -356,10 +296,26 @@ impl<'a> Reader<'a> {
         let mut j = first - start;
         let mut i = first;
         let mut escaped = 0usize;
+        // Where the byte-at-a-time path hands back to whole blocks, after a block it had to
+        // take (one with the closing quote, `\u` or an error in it).
+        let mut bytewise_until = i;
         loop {
-            // Room for a block, or a `\u` escape after most of one.
-            if out.len() < j + 16 {
+            // Room for a whole block, or a `\u` escape after most of an eight-byte one.
+            if out.len() < j + 64 {
                 out.resize(out.len() + out.len().min(1 << 20), 0);
+            }
+            if i >= bytewise_until {
+                if let Some(block) = bytes.get(i..i + 64) {
+                    let block = block.try_into().expect("64 bytes");
+                    let room = (&mut out[j..j + 64]).try_into().expect("64 bytes");
+                    if let Some((written, open)) = decode_block(block, escaped == 1, room) {
+                        i += 64;
+                        j += written;
+                        escaped = usize::from(open);
+                        continue;
+                    }
+                    bytewise_until = i + 64;
+                }
             }
             let block = &bytes[i..bytes.len().min(i + 8)];
             if block.is_empty() {
@@ -614,7 +570,10 @@ mod tests {
             // and now and then an invalid one or a control character), each string spanning
             // several 64-byte blocks with escapes and block edges falling anywhere.
             let text: String = pieces.concat();
-            same_as_serde_json(&serde_json::to_string(&text).unwrap());
+            let once = serde_json::to_string(&text).unwrap();
+            same_as_serde_json(&once);
+            // Escaped again, as a chunk carries a message's text: runs of backslashes.
+            same_as_serde_json(&serde_json::to_string(&once).unwrap());
             if let Some((at, piece)) = bad {
                 raw.insert(at.min(raw.len()), piece);
             }

@@ -7,6 +7,7 @@ pub mod json_read;
 pub mod json_text;
 pub(crate) mod message;
 pub mod signatures;
+mod unescape;
 pub mod wire;
 
 pub use identity::{Identity, EPOCH_SECS};
