@@ -157,8 +157,11 @@ impl Segmented {
             0 => String::new(),
             1 => self.segments.pop_front().expect("one segment"),
             _ => {
+                // Each segment freed once copied: the text is held once, not twice.
                 let mut whole = String::with_capacity(self.len);
-                self.segments.iter().for_each(|s| whole.push_str(s));
+                while let Some(segment) = self.segments.pop_front() {
+                    whole.push_str(&segment);
+                }
                 whole
             }
         }

@@ -411,7 +411,8 @@ impl ContextVmClient {
         self.now = now;
         let id = self.next_id;
         let token = options.progress.then(|| self.tokens.mint(id));
-        let mut params = json!({ "name": name, "arguments": arguments });
+        let mut params =
+            crate::peer::tools::object([("name", name.into()), ("arguments", arguments)]);
         if let Some(t) = &token {
             params["_meta"] = json!({ "progressToken": t.to_value() });
         }

@@ -68,7 +68,7 @@ impl ContextVmServer {
                 }
                 Ok(result)
             }
-            "tools/call" => match self.tools.call(&params) {
+            "tools/call" => match self.tools.call(params) {
                 ToolAction::Respond(answer) => {
                     answer.map_err(|(code, message)| error(code, message))
                 }
