@@ -297,3 +297,79 @@ fn two_clients_uploads_under_one_token_collide_in_the_ts_server() {
     );
     assert!(out.status.success(), "{}", stdout(&out));
 }
+
+/// The registration race: a TS client registers an uploaded request under its `end` frame only
+/// once every relay has answered that publish, so an answer that comes back through a quick
+/// relay while a slow one has not yet answered is dropped and the call times out; with the
+/// slow relay quicker than the server, the same upload completes.
+#[test]
+fn an_answer_before_the_slow_relay_s_ok_for_end_is_lost_to_the_ts_client() {
+    let dir = scratch("registration-race");
+    let scenario = "scenarios/real-sdk/registration-race.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let lines: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let published = |peer: &str, holding: &str| {
+        lines
+            .iter()
+            .filter(|l| l["type"] == "published" && l["peer"] == peer)
+            .filter(|l| {
+                l["event"]["content"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains(holding)
+            })
+            .map(|l| l["id"].as_str().unwrap().to_owned())
+            .next_back()
+            .unwrap_or_else(|| panic!("{peer} published {holding}"))
+    };
+    let time_of = |kind: &str, relay: &str, peer: &str, id: &str| {
+        lines
+            .iter()
+            .find(|l| {
+                l["type"] == kind && l["relay"] == relay && l["peer"] == peer && l["id"] == id
+            })
+            .and_then(|l| l["t"].as_u64())
+            .unwrap_or_else(|| panic!("{kind} of {id} at {peer} via {relay}"))
+    };
+    let end = published("client", r#""frameType":"end""#);
+    let answer = published("server", r#""result""#);
+    let answered = time_of("delivered", "quick", "client", &answer);
+    let end_ok = time_of("verdict", "slow", "client", &end);
+    assert!(
+        answered < end_ok,
+        "the answer ({answered} µs) reached the client before the slow relay's OK for `end` ({end_ok} µs)"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|l| l["type"] == "client" && l["event"] == "failed:program-timeout"),
+        "the call timed out"
+    );
+    // The slow relay quicker than the server's answer: the same upload completes.
+    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
+    let quick = dir.join("quick.toml");
+    std::fs::write(
+        &quick,
+        text.replace("value = \"2s\"", "value = \"50ms\"")
+            .replace(
+                "program = \"ts-sdk\"",
+                &format!("program = {:?}", root().join("interop/ts-sdk/program.mjs")),
+            )
+            .replace("failed:program-timeout", "completed"),
+    )
+    .unwrap();
+    let out = relaysim(
+        &[
+            "run",
+            quick.to_str().unwrap(),
+            "--out",
+            dir.join("quick").to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert!(out.status.success(), "{}", stdout(&out));
+}
