@@ -373,3 +373,49 @@ fn an_answer_before_the_slow_relay_s_ok_for_end_is_lost_to_the_ts_client() {
     );
     assert!(out.status.success(), "{}", stdout(&out));
 }
+
+/// A `close` lost with the server's connection is published again by the TS server's relay
+/// pool once the connection is back, so the client's stream ends well instead of waiting for a
+/// probe timeout.
+#[test]
+fn a_close_lost_with_the_server_s_connection_is_published_again_and_the_stream_ends() {
+    let dir = scratch("dropped-close");
+    let (out, trace) = run_traced("scenarios/real-sdk/dropped-close.toml", &dir, "run", &[]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let lines: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let of_type = |kind: &'static str| lines.iter().filter(move |l| l["type"] == kind);
+    let lost = of_type("lost")
+        .find(|l| l["peer"] == "server")
+        .expect("a frame lost with the server's connection");
+    let id = lost["id"].as_str().unwrap();
+    let publications: Vec<&serde_json::Value> =
+        of_type("published").filter(|l| l["id"] == id).collect();
+    assert!(
+        publications[0]["event"]["content"]
+            .as_str()
+            .unwrap()
+            .contains(r#""frameType":"close""#),
+        "the lost frame is the close"
+    );
+    let back = of_type("connected")
+        .filter(|l| l["peer"] == "server")
+        .filter_map(|l| l["t"].as_u64())
+        .max()
+        .unwrap();
+    assert_eq!(publications.len(), 2, "published once more");
+    assert!(
+        publications[1]["t"].as_u64().unwrap() >= back,
+        "after the reconnect"
+    );
+    assert!(
+        of_type("delivered").any(|l| l["id"] == id && l["peer"] == "client"),
+        "the close reached the client"
+    );
+    assert!(
+        of_type("client").any(|l| l["event"] == "stream-ended-ok"),
+        "the stream ended well"
+    );
+}
