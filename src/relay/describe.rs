@@ -4,7 +4,7 @@
 use super::impair::{Delay, Direction, Ordering};
 use super::profile::{
     FrameOversizeReaction, Intake, OversizeReaction, RateAction, RateScope, Refill, RelayProfile,
-    SizeMeasure,
+    SizeMeasure, StoreExpiry,
 };
 use std::time::Duration;
 
@@ -86,12 +86,18 @@ impl RelayProfile {
         put(
             "ephemeral",
             [
-                Some(match e.store_for {
-                    Some(d) => format!(
+                Some(match (e.store_for, e.expiry) {
+                    (Some(d), StoreExpiry::AfterArrival) => format!(
                         "stored {} (re-sends answered duplicate, replayed to new REQs)",
                         secs(d)
                     ),
-                    None => "live only (not stored, not de-duplicated)".into(),
+                    (Some(d), StoreExpiry::AfterCreatedAt { sweep_every }) => format!(
+                        "stored until {} after created_at, swept every {} (the newest never; \
+                         re-sends answered duplicate, replayed to new REQs)",
+                        secs(d),
+                        secs(sweep_every)
+                    ),
+                    (None, _) => "live only (not stored, not de-duplicated)".into(),
                 }),
                 Some(if e.send_ok { "OK sent" } else { "no OK sent" }.to_owned()),
                 e.mute_without_listener
@@ -298,7 +304,9 @@ mod tests {
     fn facts_say_what_the_profile_sets() {
         let strfry = RelayProfile::strfry();
         assert!(fact(&strfry, "max_event_bytes").starts_with("65536"));
-        assert!(fact(&strfry, "ephemeral").contains("stored 5m"));
+        assert!(fact(&strfry, "ephemeral")
+            .contains("stored until 5m after created_at, swept every 9s (the newest never"));
+        assert!(fact(&RelayProfile::nostr_relay_py(), "ephemeral").contains("stored 5m"));
         assert!(fact(&strfry, "keepalive").contains("ping every 55s"));
         let damus = RelayProfile::damus();
         assert!(fact(&damus, "rate_limit").contains("per client address"));

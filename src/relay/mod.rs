@@ -19,7 +19,7 @@ pub use describe::Fact;
 use nostr::prelude::{Event, EventId, Filter, MatchEventOptions, SingleLetterTag};
 pub use profile::{
     FrameOversizeReaction, Intake, KeepAlive, OversizeReaction, RateAction, RateLimit, RateScope,
-    Refill, RelayProfile, SizeMeasure,
+    Refill, RelayProfile, SizeMeasure, StoreExpiry,
 };
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -126,8 +126,12 @@ pub struct Relay {
     connections: BTreeMap<ConnId, Connection>,
     /// The connections' subscriptions by the `p` values they ask for.
     index: sub_index::SubIndex,
+    /// Stored events and when each is forgotten.
     stored: rustc_hash::FxHashMap<EventId, (Arc<Event>, Duration)>,
+    /// Stored events in the order they arrived, with when each is forgotten.
     stored_order: VecDeque<(Duration, EventId)>,
+    /// Up to when the store has been swept (`StoreExpiry::AfterCreatedAt`).
+    swept_until: Duration,
     /// Content bytes of the stored events.
     stored_bytes: usize,
     /// The most stored events and content bytes kept.
@@ -167,6 +171,7 @@ impl Relay {
             index: sub_index::SubIndex::default(),
             stored: rustc_hash::FxHashMap::default(),
             stored_order: VecDeque::new(),
+            swept_until: Duration::ZERO,
             stored_bytes: 0,
             store_bounds: (MAX_STORED_EVENTS, MAX_STORED_BYTES),
             buckets: BTreeMap::new(),
@@ -517,11 +522,12 @@ impl Relay {
         }
         if ephemeral {
             if let Some(ttl) = self.profile.ephemeral.store_for {
-                if let Some((old, _)) = self.stored.insert(id, (event.clone(), now + ttl)) {
+                let until = self.forgotten_at(&event, ttl, now);
+                if let Some((old, _)) = self.stored.insert(id, (event.clone(), until)) {
                     self.stored_bytes -= old.content.len();
                 }
                 self.stored_bytes += event.content.len();
-                self.stored_order.push_back((now + ttl, id));
+                self.stored_order.push_back((until, id));
                 self.evict_stored();
             }
         }

@@ -42,12 +42,28 @@ pub struct EphemeralPolicy {
     /// Keep them this long: a re-sent one is answered `duplicate:` and not re-broadcast, and a
     /// new REQ gets the stored ones (strfry: 300 s). `None`: live-only, no de-duplication.
     pub store_for: Option<Duration>,
+    /// From when `store_for` counts, and when a stored event is actually forgotten.
+    pub expiry: StoreExpiry,
     /// Answer them with OK (nostr-rs-relay 0.8 sends none).
     pub send_ok: bool,
     /// Refuse them with `OK false "mute: ..."` when no subscription matches (khatru).
     pub mute_without_listener: bool,
     /// Refuse ones whose `created_at` is older than this (strfry: 60 s).
     pub reject_older_than: Option<Duration>,
+}
+
+/// When a relay forgets a stored ephemeral event.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreExpiry {
+    /// `store_for` after it arrived, exactly.
+    AfterArrival,
+    /// `store_for` after its `created_at` by the relay's clock, at the first of the relay's
+    /// sweeps (one every `sweep_every` from its start) that finds it older: strfry's cron
+    /// deletes ephemeral events whose `created_at` is more than 300 s behind, every 9 s.
+    AfterCreatedAt {
+        /// How often the relay sweeps its store.
+        sweep_every: Duration,
+    },
 }
 
 /// Who shares a rate-limit bucket.
@@ -259,6 +275,7 @@ impl RelayProfile {
             frame_oversize: FrameOversizeReaction::Drop,
             ephemeral: EphemeralPolicy {
                 store_for: None,
+                expiry: StoreExpiry::AfterArrival,
                 send_ok: true,
                 mute_without_listener: false,
                 reject_older_than: None,
@@ -293,8 +310,10 @@ impl RelayProfile {
                       probe`, fixtures/probes/strfry-f8a56a8.json): maxEventSize 65536 on the \
                       re-normalised event (OK false \"invalid: event too large: N\"); \
                       maxWebsocketPayloadSize 131072 (connection dropped silently); ephemeral \
-                      events stored 300 s, re-sends answered \"duplicate: have this event\" and \
-                      not re-broadcast, replayed to new REQs newest first; subscription ids up \
+                      events stored until 300 s after their created_at, deleted by a sweep \
+                      every 9 s that never deletes the newest event \
+                      (fixtures/probes/strfry-expiry), re-sends answered \"duplicate: have \
+                      this event\" and not re-broadcast, replayed to new REQs newest first; subscription ids up \
                       to 64 characters (CLOSED \"ERROR: bad req: invalid subscription id \
                       length\"); 200 subscriptions (the 201st gets its replay and EOSE, then \
                       NOTICE \"ERROR: too many concurrent REQs\"); kinds 4 and 1059 not read \
@@ -312,6 +331,9 @@ impl RelayProfile {
             frame_oversize: FrameOversizeReaction::Drop,
             ephemeral: EphemeralPolicy {
                 store_for: Some(Duration::from_secs(300)),
+                expiry: StoreExpiry::AfterCreatedAt {
+                    sweep_every: Duration::from_secs(9),
+                },
                 send_ok: true,
                 mute_without_listener: false,
                 reject_older_than: Some(Duration::from_secs(60)),
@@ -400,6 +422,7 @@ impl RelayProfile {
             ),
             ephemeral: EphemeralPolicy {
                 store_for: None,
+                expiry: StoreExpiry::AfterArrival,
                 send_ok: false,
                 mute_without_listener: false,
                 reject_older_than: None,
@@ -470,6 +493,7 @@ impl RelayProfile {
             frame_oversize: FrameOversizeReaction::Drop,
             ephemeral: EphemeralPolicy {
                 store_for: None,
+                expiry: StoreExpiry::AfterArrival,
                 send_ok: true,
                 mute_without_listener: true,
                 reject_older_than: None,
@@ -557,6 +581,7 @@ impl RelayProfile {
             frame_oversize: FrameOversizeReaction::Drop,
             ephemeral: EphemeralPolicy {
                 store_for: None,
+                expiry: StoreExpiry::AfterArrival,
                 send_ok: true,
                 mute_without_listener: false,
                 reject_older_than: None,
@@ -616,6 +641,7 @@ impl RelayProfile {
             frame_oversize: FrameOversizeReaction::Drop,
             ephemeral: EphemeralPolicy {
                 store_for: Some(Duration::from_secs(300)),
+                expiry: StoreExpiry::AfterArrival,
                 send_ok: true,
                 mute_without_listener: false,
                 reject_older_than: None,

@@ -1,11 +1,35 @@
 //! The relay's store of ephemeral events: expiry at the end of their lifetime, and eviction
 //! of the oldest beyond the store's bounds.
 
+use super::profile::StoreExpiry;
 use super::Relay;
+use nostr::prelude::Event;
 use std::time::Duration;
 
 impl Relay {
+    /// When a stored `event`, arriving at `now`, is forgotten: `ttl` after it arrived, or at
+    /// the first sweep that finds its `created_at` more than `ttl` behind the relay's clock
+    /// (whose seconds are `epoch_secs` plus the whole seconds of world time).
+    pub(super) fn forgotten_at(&self, event: &Event, ttl: Duration, now: Duration) -> Duration {
+        match self.profile.ephemeral.expiry {
+            StoreExpiry::AfterArrival => now + ttl,
+            StoreExpiry::AfterCreatedAt { sweep_every } => {
+                // Older as soon as the relay's clock reads `created_at + ttl` (strfry deletes
+                // `created <= now - lifetime`); never before it arrived.
+                let older_secs =
+                    (event.created_at.as_secs() + ttl.as_secs()).saturating_sub(self.epoch_secs);
+                let older = Duration::from_secs(older_secs).max(now);
+                let every = sweep_every.as_nanos().max(1);
+                let sweeps = older.as_nanos().div_ceil(every);
+                Duration::from_nanos(u64::try_from(sweeps * every).unwrap_or(u64::MAX))
+            }
+        }
+    }
+
     pub(super) fn expire_stored(&mut self, now: Duration) {
+        if let StoreExpiry::AfterCreatedAt { sweep_every } = self.profile.ephemeral.expiry {
+            return self.sweep_stored(now, sweep_every);
+        }
         while let Some((at, id)) = self.stored_order.front().copied() {
             if at > now {
                 break;
@@ -15,6 +39,36 @@ impl Relay {
                 self.stored_bytes -= e.content.len();
             }
         }
+    }
+
+    /// The relay's sweeps up to `now`: every stored event whose time has come is forgotten.
+    /// `created_at` does not grow with arrival (a publisher's clock may be skewed), so each
+    /// sweep walks the store whole; times of forgetting fall on sweeps ([`Relay::forgotten_at`]),
+    /// so one walk stands for every sweep since the last.
+    fn sweep_stored(&mut self, now: Duration, sweep_every: Duration) {
+        let every = sweep_every.as_nanos().max(1);
+        let last_sweep =
+            Duration::from_nanos(u64::try_from(now.as_nanos() / every * every).unwrap_or(u64::MAX));
+        if last_sweep <= self.swept_until {
+            return;
+        }
+        self.swept_until = last_sweep;
+        let stored = &mut self.stored;
+        let stored_bytes = &mut self.stored_bytes;
+        // strfry never deletes its most recent event ("could cause levId re-use",
+        // RelayCron.cpp): on a quiet relay the last event stays until another arrives.
+        let most_recent = self.stored_order.len().saturating_sub(1);
+        let mut at_index = 0;
+        self.stored_order.retain(|&(at, id)| {
+            at_index += 1;
+            if at > last_sweep || at_index - 1 == most_recent {
+                return true;
+            }
+            if let Some((e, _)) = stored.remove(&id) {
+                *stored_bytes -= e.content.len();
+            }
+            false
+        });
     }
 
     /// Keeps the stored events within [`MAX_STORED_EVENTS`] and [`MAX_STORED_BYTES`], oldest

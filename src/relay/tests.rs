@@ -139,27 +139,49 @@ fn strfry_answers_a_resent_ephemeral_event_with_duplicate_and_does_not_rebroadca
     assert_eq!(deliveries(&again), 0);
 }
 
+/// The stored events a new REQ gets back, by id.
+fn replayed(b: &mut Bench, now: Duration) -> Vec<EventId> {
+    b.subscribe(B, now)
+        .into_iter()
+        .filter_map(|m| match m {
+            RelayMessage::Event { event, .. } => Some(event.id),
+            _ => None,
+        })
+        .collect()
+}
+
 #[test]
-fn strfry_replays_stored_ephemeral_events_to_a_new_req_for_five_minutes() {
+fn strfry_forgets_a_stored_event_at_its_first_sweep_300_s_after_its_created_at() {
     let mut b = Bench::new(RelayProfile::strfry());
-    let e = b.event(10, s(0));
-    b.publish(&e, s(0));
+    // Created 50 s before it arrives; a fresh one after it, so it is not the newest.
+    let old = b.event(10, s(0));
+    let fresh = b.event(10, s(50));
+    b.publish(&old, s(50));
+    b.publish(&fresh, s(50));
     b.drain();
-    let replay = b.subscribe(B, s(100));
-    assert!(
-        matches!(
-            &replay[..],
-            [RelayMessage::Event { .. }, RelayMessage::Eose { .. }]
-        ),
-        "{replay:?}"
-    );
-    b.relay
-        .handle_client_message(B, ClientMessage::Close { sub: "s".into() }, s(301));
-    let late = b.subscribe(B, s(301));
-    assert!(
-        matches!(&late[..], [RelayMessage::Eose { .. }]),
-        "expired after 300 s: {late:?}"
-    );
+    assert_eq!(replayed(&mut b, s(100)), vec![fresh.id, old.id]);
+    // 300 s old at 300 s; the sweeps run every 9 s, so it goes at 306 s, long before 300 s
+    // after it arrived (350 s).
+    assert_eq!(replayed(&mut b, s(305)), vec![fresh.id, old.id]);
+    assert_eq!(replayed(&mut b, s(306)), vec![fresh.id]);
+    // The fresh one's time comes at 351 s, but the newest event is never swept.
+    assert_eq!(replayed(&mut b, s(400)), vec![fresh.id]);
+}
+
+#[test]
+fn strfry_never_sweeps_its_most_recent_event() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let last = b.event(10, s(0));
+    b.publish(&last, s(0));
+    b.drain();
+    // Alone on a quiet relay, it outlives its 300 s.
+    assert_eq!(replayed(&mut b, s(1000)), vec![last.id]);
+    // Once another arrives, the next sweep takes it.
+    let next = b.event(10, s(1000));
+    b.publish(&next, s(1000));
+    b.drain();
+    assert_eq!(replayed(&mut b, s(1007)), vec![next.id, last.id]);
+    assert_eq!(replayed(&mut b, s(1008)), vec![next.id]);
 }
 
 #[test]
