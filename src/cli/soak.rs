@@ -3,7 +3,7 @@
 use super::Exit;
 use anyhow::{Context as _, Result};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use relaysim::soak::{SoakConfig, MAX_SOAK_RUNS};
+use relaysim::soak::{SoakConfig, SoakPrograms, MAX_SOAK_RUNS};
 use serde_json::json;
 
 #[derive(clap::Args, Debug)]
@@ -28,14 +28,35 @@ pub(super) struct SoakArgs {
     /// `resources`.
     #[arg(long)]
     json: bool,
+    /// Also run real programs: in every Nth run (`--program-every`) every peer runs this
+    /// program (`ts-sdk`, or a path to your own), hosted by node in virtual time.
+    #[arg(long)]
+    program: Option<String>,
+    /// With `--program`: every this many runs, from the first, is a program run.
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    program_every: u64,
 }
 
 pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
+    let programs = match &args.program {
+        Some(program) => {
+            let path = relaysim::node_host::program_path(program, std::path::Path::new("."));
+            relaysim::node_host::check(&path)
+                .map_err(|e| anyhow::anyhow!("program runs cannot run: {e}"))?;
+            Some(SoakPrograms {
+                program: program.clone(),
+                every: args.program_every,
+                hosts: std::sync::Arc::new(relaysim::node_host::NodeHosts::new()),
+            })
+        }
+        None => None,
+    };
     let config = SoakConfig {
         runs: args.runs,
         seed: args.seed,
         jobs: super::jobs(args.jobs),
         determinism_every: args.determinism_every,
+        programs,
     };
     let bar = ProgressBar::with_draw_target(Some(config.runs), ProgressDrawTarget::stderr());
     bar.set_style(
@@ -76,12 +97,15 @@ pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
         written.push(summary);
         for f in &report.findings {
             let what: Vec<String> = f.violations.iter().map(|v| format!("# {v}")).collect();
+            let reproduce = match &f.program {
+                Some(p) => format!("relaysim compare soak-{}.toml --program {p}", f.index),
+                None => format!("relaysim run soak-{}.toml", f.index),
+            };
             let body = format!(
-                "# soak --seed {} run {}:\n{}\n# reproduce: relaysim run soak-{}.toml\n{}",
+                "# soak --seed {} run {}:\n{}\n# reproduce: {reproduce}\n{}",
                 config.seed,
                 f.index,
                 what.join("\n"),
-                f.index,
                 f.toml
             );
             let path = dir.join(format!("soak-{}.toml", f.index));

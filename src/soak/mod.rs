@@ -47,6 +47,30 @@ pub struct SoakConfig {
     /// Every this many runs (from the first), the run is repeated and the two traces must be
     /// identical; 0 never.
     pub determinism_every: u64,
+    /// Runs whose peers are all a real program instead of relaysim's models; `None`: none.
+    pub programs: Option<SoakPrograms>,
+}
+
+/// The soak's program runs: every `every`-th run (from the first) has every peer run `program`
+/// (as `compare --program` runs a scenario), hosted by `hosts`. Such a run is checked as any
+/// other, and where it falls on a determinism check, the program's run is repeated too.
+#[derive(Debug, Clone)]
+pub struct SoakPrograms {
+    /// A shipped program's name (`ts-sdk`) or a path to one.
+    pub program: String,
+    /// Every this many runs (at least 1).
+    pub every: u64,
+    /// Where the program runs.
+    pub hosts: std::sync::Arc<dyn crate::sim::hosted::ProgramHosts>,
+}
+
+impl SoakConfig {
+    /// The program run `index` runs with its every peer, if it is a program run.
+    fn program_of(&self, index: u64) -> Option<&SoakPrograms> {
+        self.programs
+            .as_ref()
+            .filter(|p| p.every > 0 && index % p.every == 0)
+    }
 }
 
 /// One generated scenario.
@@ -111,6 +135,9 @@ pub struct Finding {
     pub index: u64,
     /// The scenario (with its seed), to reproduce with `relaysim run`.
     pub toml: String,
+    /// The program its every peer ran, for a program run (reproduced with `relaysim compare
+    /// FILE --program PROGRAM`).
+    pub program: Option<String>,
     /// What went wrong.
     pub violations: Vec<Violation>,
 }
@@ -124,6 +151,8 @@ pub struct SoakReport {
     pub determinism_checked: u64,
     /// Runs with a datagram-mode link.
     pub datagram_runs: u64,
+    /// Runs whose every peer was a real program.
+    pub program_runs: u64,
     /// Calls over all runs.
     pub calls: u64,
     /// Calls that completed.
@@ -157,13 +186,14 @@ impl SoakReport {
             .iter()
             .map(|f| {
                 let violations: Vec<String> = f.violations.iter().map(|v| v.to_string()).collect();
-                serde_json::json!({ "index": f.index, "violations": violations })
+                serde_json::json!({ "index": f.index, "program": f.program, "violations": violations })
             })
             .collect();
         serde_json::json!({
             "runs": self.runs,
             "determinism_checked": self.determinism_checked,
             "datagram_runs": self.datagram_runs,
+            "program_runs": self.program_runs,
             "calls": self.calls,
             "completed": self.completed,
             "failures": self.failures,
@@ -181,6 +211,13 @@ impl SoakReport {
             "soak: {} runs ({} with a datagram-mode link), {} repeated to check determinism",
             self.runs, self.datagram_runs, self.determinism_checked
         );
+        if self.program_runs > 0 {
+            let _ = writeln!(
+                s,
+                "program runs: {} (every peer a real program)",
+                self.program_runs
+            );
+        }
         let ratio = if self.calls == 0 {
             1.0
         } else {
@@ -215,7 +252,13 @@ impl SoakReport {
         }
         for f in self.findings.iter().take(20) {
             let what: Vec<String> = f.violations.iter().map(|v| v.to_string()).collect();
-            let _ = writeln!(s, "  run {}: {}", f.index, what.join("; "));
+            // A program run's violation may be the program's own doing (its SDK's bug).
+            let program = f
+                .program
+                .as_ref()
+                .map(|p| format!(" (every peer the program {p})"))
+                .unwrap_or_default();
+            let _ = writeln!(s, "  run {}{program}: {}", f.index, what.join("; "));
         }
         if self.findings.len() > 20 {
             let _ = writeln!(s, "  … and {} more runs", self.findings.len() - 20);
@@ -262,6 +305,7 @@ pub fn soak(config: &SoakConfig, mut progress: impl FnMut(u64)) -> (SoakReport, 
 /// What one run gave.
 struct RunOutcome {
     generated: Generated,
+    program: Option<String>,
     report: Option<RunReport>,
     repeated: bool,
     violations: Vec<Violation>,
@@ -271,6 +315,7 @@ impl SoakReport {
     fn absorb(&mut self, index: u64, o: RunOutcome) {
         self.runs += 1;
         self.datagram_runs += u64::from(o.generated.datagram);
+        self.program_runs += u64::from(o.program.is_some());
         self.determinism_checked += u64::from(o.repeated);
         if let Some(run) = &o.report {
             for item in &run.items {
@@ -293,6 +338,7 @@ impl SoakReport {
             self.findings.push(Finding {
                 index,
                 toml: o.generated.toml,
+                program: o.program,
                 violations: o.violations,
             });
         }
@@ -302,12 +348,18 @@ impl SoakReport {
 /// Generates, runs and checks run `index`.
 fn run_one(config: &SoakConfig, index: u64) -> RunOutcome {
     let generated = generate(config.seed, index);
+    let programs = config.program_of(index);
+    let program = programs.map(|p| p.program.clone());
     let scenario = match Scenario::from_toml_str(&generated.toml, &format!("soak-{index}.toml")) {
-        Ok(s) => s,
+        Ok(s) => match programs {
+            Some(p) => s.with_program(&p.program, p.hosts.clone()),
+            None => s,
+        },
         Err(e) => {
             let violations = vec![Violation::Invalid(e.to_string())];
             return RunOutcome {
                 generated,
+                program,
                 report: None,
                 repeated: false,
                 violations,
@@ -336,6 +388,7 @@ fn run_one(config: &SoakConfig, index: u64) -> RunOutcome {
                 .unwrap_or_else(|| "(no message)".to_owned());
             return RunOutcome {
                 generated,
+                program,
                 report: None,
                 repeated,
                 violations: vec![Violation::Panic(message)],
@@ -345,6 +398,7 @@ fn run_one(config: &SoakConfig, index: u64) -> RunOutcome {
     let violations = check(&report, generated.datagram, differed);
     RunOutcome {
         generated,
+        program,
         report: Some(report),
         repeated,
         violations,

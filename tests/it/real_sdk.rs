@@ -419,3 +419,85 @@ fn a_close_lost_with_the_server_s_connection_is_published_again_and_the_stream_e
         "the stream ended well"
     );
 }
+
+/// `callToolStream` pairs its stream with the progress token of the next `tools/call` the client
+/// sends, stream or not: a slow call with progress started at the same moment takes the first
+/// stream's pairing, and the second stream reads the first's chunks. Started apart, all three
+/// complete.
+#[test]
+fn concurrent_calls_hand_a_ts_stream_call_another_call_s_stream() {
+    let dir = scratch("stream-pairing");
+    let scenario = "scenarios/real-sdk/stream-pairing.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    assert!(out.status.success(), "{}", stdout(&out));
+    let lines: Vec<serde_json::Value> = trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // Call 3 (the second stream, 5-byte chunks) read the first stream's 1,322-byte chunks.
+    let read: Vec<(u64, u64)> = lines
+        .iter()
+        .filter(|l| l["type"] == "chunk-read")
+        .map(|l| (l["call"].as_u64().unwrap(), l["bytes"].as_u64().unwrap()))
+        .collect();
+    assert_eq!(read, vec![(3, 1322); 3], "{read:?}");
+    let report = stdout(&out);
+    assert!(report.contains("integrity-violation"), "{report}");
+    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
+    let apart = dir.join("apart.toml");
+    std::fs::write(
+        &apart,
+        text.replace("interval = \"100ms\"", "interval = \"100ms\"\nat = \"5s\"")
+            .replace("interval = \"50ms\"", "interval = \"50ms\"\nat = \"10s\"")
+            .replace(
+                "program = \"ts-sdk\"",
+                &format!("program = {:?}", root().join("interop/ts-sdk/program.mjs")),
+            ),
+    )
+    .unwrap();
+    let out = relaysim(
+        &[
+            "run",
+            apart.to_str().unwrap(),
+            "--json",
+            "--out",
+            dir.join("apart").to_str().unwrap(),
+        ],
+        &[],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let items = report["items"].as_array().unwrap();
+    assert_eq!(items.len(), 3);
+    assert!(
+        items.iter().all(|i| i["outcome"] == "completed"),
+        "{items:?}"
+    );
+}
+
+/// `soak --program ts-sdk` makes every Nth run's peers the real program and checks those runs
+/// as any other.
+#[test]
+fn the_soak_runs_the_real_sdk_in_its_program_runs() {
+    let out = relaysim(
+        &[
+            "soak",
+            "--runs",
+            "2",
+            "--seed",
+            "11",
+            "--program",
+            "ts-sdk",
+            "--program-every",
+            "2",
+            "--jobs",
+            "1",
+            "--json",
+        ],
+        &[],
+    );
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stderr)));
+    assert_eq!(report["runs"], 2);
+    assert_eq!(report["program_runs"], 1);
+    assert!(report["calls"].as_u64().unwrap() > 0);
+}
