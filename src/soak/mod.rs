@@ -555,6 +555,7 @@ mod tests {
             seed: 2,
             jobs,
             determinism_every: 4,
+            programs: None,
         };
         let (one, _) = soak(&config(1), |_| {});
         let (two, _) = soak(&config(2), |_| {});
