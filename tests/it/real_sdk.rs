@@ -54,6 +54,34 @@ fn stdout(o: &Output) -> String {
     String::from_utf8_lossy(&o.stdout).into_owned()
 }
 
+/// `scenario` changed by `edit`, written into `dir` (its program given by path, since the copy
+/// is not beside `interop/`) and run with `args`; the run's output lands in `dir/name`.
+fn run_variant(
+    scenario: &str,
+    dir: &Path,
+    name: &str,
+    args: &[&str],
+    edit: impl FnOnce(String) -> String,
+) -> Output {
+    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
+    let file = dir.join(format!("{name}.toml"));
+    let program = format!("program = {:?}", root().join("interop/ts-sdk/program.mjs"));
+    std::fs::write(&file, edit(text).replace("program = \"ts-sdk\"", &program)).unwrap();
+    let out_dir = dir.join(name);
+    let mut all = vec!["run", file.to_str().unwrap()];
+    all.extend_from_slice(args);
+    all.extend_from_slice(&["--out", out_dir.to_str().unwrap()]);
+    relaysim(&all, &[])
+}
+
+/// A trace's lines as JSON.
+fn trace_lines(trace: &str) -> Vec<serde_json::Value> {
+    trace
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
 fn run_traced(scenario: &str, dir: &Path, tag: &str, env: &[(&str, &str)]) -> (Output, String) {
     let trace = dir.join(format!("{tag}.jsonl"));
     let out = relaysim(
@@ -274,27 +302,10 @@ fn two_clients_uploads_under_one_token_collide_in_the_ts_server() {
         assert!(trace.contains(words), "{words}: the trace's why");
     }
     // The same client alone completes its upload: it is the second client's token that breaks it.
-    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
-    let alone = dir.join("alone.toml");
-    std::fs::write(
-        &alone,
+    let out = run_variant(scenario, &dir, "alone", &[], |text| {
         text.replace("count = 2", "count = 1")
-            .replace(
-                "program = \"ts-sdk\"",
-                &format!("program = {:?}", root().join("interop/ts-sdk/program.mjs")),
-            )
-            .replace("failed:program-timeout", "completed"),
-    )
-    .unwrap();
-    let out = relaysim(
-        &[
-            "run",
-            alone.to_str().unwrap(),
-            "--out",
-            dir.join("alone").to_str().unwrap(),
-        ],
-        &[],
-    );
+            .replace("failed:program-timeout", "completed")
+    });
     assert!(out.status.success(), "{}", stdout(&out));
 }
 
@@ -308,10 +319,7 @@ fn an_answer_before_the_slow_relay_s_ok_for_end_is_lost_to_the_ts_client() {
     let scenario = "scenarios/real-sdk/registration-race.toml";
     let (out, trace) = run_traced(scenario, &dir, "run", &[]);
     assert!(out.status.success(), "{}", stdout(&out));
-    let lines: Vec<serde_json::Value> = trace
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = trace_lines(&trace);
     let published = |peer: &str, holding: &str| {
         lines
             .iter()
@@ -350,27 +358,10 @@ fn an_answer_before_the_slow_relay_s_ok_for_end_is_lost_to_the_ts_client() {
         "the call timed out"
     );
     // The slow relay quicker than the server's answer: the same upload completes.
-    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
-    let quick = dir.join("quick.toml");
-    std::fs::write(
-        &quick,
+    let out = run_variant(scenario, &dir, "quick", &[], |text| {
         text.replace("value = \"2s\"", "value = \"50ms\"")
-            .replace(
-                "program = \"ts-sdk\"",
-                &format!("program = {:?}", root().join("interop/ts-sdk/program.mjs")),
-            )
-            .replace("failed:program-timeout", "completed"),
-    )
-    .unwrap();
-    let out = relaysim(
-        &[
-            "run",
-            quick.to_str().unwrap(),
-            "--out",
-            dir.join("quick").to_str().unwrap(),
-        ],
-        &[],
-    );
+            .replace("failed:program-timeout", "completed")
+    });
     assert!(out.status.success(), "{}", stdout(&out));
 }
 
@@ -382,10 +373,7 @@ fn a_close_lost_with_the_server_s_connection_is_published_again_and_the_stream_e
     let dir = scratch("dropped-close");
     let (out, trace) = run_traced("scenarios/real-sdk/dropped-close.toml", &dir, "run", &[]);
     assert!(out.status.success(), "{}", stdout(&out));
-    let lines: Vec<serde_json::Value> = trace
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = trace_lines(&trace);
     let of_type = |kind: &'static str| lines.iter().filter(move |l| l["type"] == kind);
     let lost = of_type("lost")
         .find(|l| l["peer"] == "server")
@@ -430,10 +418,7 @@ fn concurrent_calls_hand_a_ts_stream_call_another_call_s_stream() {
     let scenario = "scenarios/real-sdk/stream-pairing.toml";
     let (out, trace) = run_traced(scenario, &dir, "run", &[]);
     assert!(out.status.success(), "{}", stdout(&out));
-    let lines: Vec<serde_json::Value> = trace
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let lines = trace_lines(&trace);
     // Call 3 (the second stream, 5-byte chunks) read the first stream's 1,322-byte chunks.
     let read: Vec<(u64, u64)> = lines
         .iter()
@@ -443,28 +428,10 @@ fn concurrent_calls_hand_a_ts_stream_call_another_call_s_stream() {
     assert_eq!(read, vec![(3, 1322); 3], "{read:?}");
     let report = stdout(&out);
     assert!(report.contains("integrity-violation"), "{report}");
-    let text = std::fs::read_to_string(root().join(scenario)).unwrap();
-    let apart = dir.join("apart.toml");
-    std::fs::write(
-        &apart,
+    let out = run_variant(scenario, &dir, "apart", &["--json"], |text| {
         text.replace("interval = \"100ms\"", "interval = \"100ms\"\nat = \"5s\"")
             .replace("interval = \"50ms\"", "interval = \"50ms\"\nat = \"10s\"")
-            .replace(
-                "program = \"ts-sdk\"",
-                &format!("program = {:?}", root().join("interop/ts-sdk/program.mjs")),
-            ),
-    )
-    .unwrap();
-    let out = relaysim(
-        &[
-            "run",
-            apart.to_str().unwrap(),
-            "--json",
-            "--out",
-            dir.join("apart").to_str().unwrap(),
-        ],
-        &[],
-    );
+    });
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let items = report["items"].as_array().unwrap();
     assert_eq!(items.len(), 3);
