@@ -238,6 +238,14 @@ impl Collector {
                     why::ran_out_of_time(family),
                 )
             });
+            let why = match (
+                matches!(&outcome, Outcome::Failed(c) if c == "integrity-violation")
+                    .then(|| what_differed(r)),
+                why,
+            ) {
+                (Some(differed), Some(more)) => Some(format!("{differed}; {more}")),
+                (differed, more) => differed.or(more),
+            };
             items.push(Item {
                 workload: r.workload,
                 client: *client,
@@ -351,6 +359,22 @@ fn classify(r: &CallRecord) -> (Outcome, Option<Duration>) {
             (Outcome::Completed, Some(*at))
         }
         Some((at, Err(code))) => failed(code.clone(), *at),
+    }
+}
+
+/// What an integrity violation of call `r` was: which of its chunks, or its result, were not
+/// what the other side meant.
+fn what_differed(r: &CallRecord) -> String {
+    match r.expected {
+        Expected::Stream { .. } if r.chunk_violations > 0 => format!(
+            "{} of the {} chunks it read were not the chunks written for it",
+            r.chunk_violations, r.chunks_read
+        ),
+        Expected::Stream { chunks } if r.chunks_read != chunks => format!(
+            "its stream ended well after {} of {chunks} chunks",
+            r.chunks_read
+        ),
+        _ => "its result was not what the tool returns for it".to_owned(),
     }
 }
 

@@ -427,7 +427,12 @@ fn concurrent_calls_hand_a_ts_stream_call_another_call_s_stream() {
         .collect();
     assert_eq!(read, vec![(3, 1322); 3], "{read:?}");
     let report = stdout(&out);
-    assert!(report.contains("integrity-violation"), "{report}");
+    assert!(
+        report.contains(
+            "integrity-violation: 3 of the 3 chunks it read were not the chunks written for it"
+        ),
+        "{report}"
+    );
     let out = run_variant(scenario, &dir, "apart", &["--json"], |text| {
         text.replace("interval = \"100ms\"", "interval = \"100ms\"\nat = \"5s\"")
             .replace("interval = \"50ms\"", "interval = \"50ms\"\nat = \"10s\"")
