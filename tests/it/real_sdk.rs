@@ -426,12 +426,17 @@ fn concurrent_calls_hand_a_ts_stream_call_another_call_s_stream() {
         .map(|l| (l["call"].as_u64().unwrap(), l["bytes"].as_u64().unwrap()))
         .collect();
     assert_eq!(read, vec![(3, 1322); 3], "{read:?}");
-    let report = stdout(&out);
-    assert!(
-        report.contains(
-            "integrity-violation: 3 of the 3 chunks it read were not the chunks written for it"
-        ),
-        "{report}"
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let second = report["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|i| i["call"] == 3)
+        .unwrap();
+    assert_eq!(second["outcome"], "failed:integrity-violation", "{second}");
+    assert_eq!(
+        second["why"], "3 of the 3 chunks it read were not the chunks written for it",
+        "{second}"
     );
     let out = run_variant(scenario, &dir, "apart", &["--json"], |text| {
         text.replace("interval = \"100ms\"", "interval = \"100ms\"\nat = \"5s\"")
