@@ -181,7 +181,7 @@ impl ProgramHost for Pooled {
             "env": { "LOG_LEVEL": "warn" },
             // What a program logs itself names the calls it hurt (`why`); the SDK's own
             // console lines stay on stderr.
-            "log_outputs": ["program"],
+            "log_outputs": ["program", "warn", "error"],
             "peers": peers,
         }))
     }
@@ -284,9 +284,13 @@ fn output(o: &Value) -> Option<HostOutput> {
                 Err(text("error").unwrap_or_default())
             },
         },
+        // `env.log` lines as they are; the SDK's console warnings and errors with their level.
         "log" => HostOutput::Log {
             peer: peer()?,
-            text: text("text")?,
+            text: match o.get("level").and_then(Value::as_str) {
+                Some(level @ ("warn" | "error")) => format!("{level}: {}", text("text")?),
+                _ => text("text")?,
+            },
         },
         "error" => HostOutput::Error {
             peer: peer(),

@@ -169,8 +169,7 @@ impl Scenario {
         let mut collector = Rc::try_unwrap(collector)
             .map(RefCell::into_inner)
             .unwrap_or_default();
-        let (lines, more) = world.hosted_lines();
-        collector.program_lines(&lines, more);
+        collector.program_lines_not_kept(world.hosted_lines_not_kept());
         collector.still_reading(&world.readers_still_reading());
         if self.servers.iter().any(|s| s.program.is_some()) {
             collector.servers_are_programs();

@@ -202,8 +202,26 @@ pub fn relay_url(relay: usize) -> String {
     format!("ws://r{relay}.relaysim.invalid/")
 }
 
-/// Program lines (`env.log`) a world keeps for the explanations of failed calls.
+/// Program lines (`env.log`) a world keeps per run, for its trace, its report and the
+/// explanations of failed calls; lines past it are counted.
 pub const MAX_LINES: usize = 4096;
+
+/// The longest program line kept, in bytes; a longer one is cut at a character boundary and
+/// ends in `…`, so a program that logs a payload cannot fill a trace with it.
+pub const MAX_LINE_BYTES: usize = 2000;
+
+/// `text` cut to [`MAX_LINE_BYTES`].
+fn cut_line(mut text: String) -> String {
+    if text.len() > MAX_LINE_BYTES {
+        let mut end = MAX_LINE_BYTES;
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        text.truncate(end);
+        text.push('…');
+    }
+    text
+}
 
 /// A connection a hosted peer's program asks for, or gives up.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -239,8 +257,11 @@ pub struct SharedHost {
     /// Exceptions and rejections the programs left unhandled: their own behaviour (the SDK
     /// throws from an event handler), counted, not a fault of the run.
     unhandled: u64,
-    /// What the programs logged: when, which peer, the line; the first [`MAX_LINES`].
-    lines: Vec<(Duration, String, String)>,
+    /// What the programs logged and the world has not yet taken: when, which peer (its
+    /// index in the host's world), the line.
+    fresh_lines: Vec<(Duration, usize, String)>,
+    /// Lines logged so far, taken or not; the first [`MAX_LINES`] are kept.
+    lines_logged: usize,
     /// Lines logged past [`MAX_LINES`].
     lines_not_kept: u64,
     now: Duration,
@@ -271,7 +292,8 @@ impl SharedHost {
             failed: None,
             errors: Vec::new(),
             unhandled: 0,
-            lines: Vec::new(),
+            fresh_lines: Vec::new(),
+            lines_logged: 0,
             lines_not_kept: 0,
             now: Duration::ZERO,
             next_timer: None,
@@ -431,9 +453,9 @@ impl SharedHost {
                 }
             }
             HostOutput::Log { peer, text } => {
-                if self.lines.len() < MAX_LINES {
-                    let name = self.specs.get(peer).map(|s| s.name.clone());
-                    self.lines.push((self.now, name.unwrap_or_default(), text));
+                if self.lines_logged < MAX_LINES {
+                    self.lines_logged += 1;
+                    self.fresh_lines.push((self.now, peer, cut_line(text)));
                 } else {
                     self.lines_not_kept += 1;
                 }
@@ -456,9 +478,15 @@ impl SharedHost {
         &self.errors
     }
 
-    /// What the programs logged: when, which peer, the line; and how many lines more.
-    pub fn lines(&self) -> (&[(Duration, String, String)], u64) {
-        (&self.lines, self.lines_not_kept)
+    /// What the programs logged since the last call: when, which peer (its index in the
+    /// host's world, the order peers were added in), the line.
+    pub fn take_lines(&mut self) -> Vec<(Duration, usize, String)> {
+        std::mem::take(&mut self.fresh_lines)
+    }
+
+    /// Lines the programs logged past the first [`MAX_LINES`], not kept.
+    pub fn lines_not_kept(&self) -> u64 {
+        self.lines_not_kept
     }
 
     /// Exceptions and rejections the programs left unhandled.

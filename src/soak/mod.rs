@@ -527,6 +527,7 @@ mod tests {
             counters: BTreeMap::new(),
             integrity_violations: 0,
             program_errors: Vec::new(),
+            program_lines: BTreeMap::new(),
         };
         assert!(check(&run, false, false).is_empty());
         run.integrity_violations = 2;

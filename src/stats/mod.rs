@@ -141,7 +141,16 @@ pub struct Collector {
     programs_write: bool,
     /// Refusals and drops only explain calls: the relays count them (live and turmoil runs).
     link_events_explain_only: bool,
+    /// What the program peers logged: `"peer: line"` and how often.
+    program_lines: BTreeMap<String, u64>,
 }
+
+/// Distinct program lines a run's report tallies; lines past them are counted under
+/// [`OTHER_PROGRAM_LINES`].
+const MAX_PROGRAM_LINES: usize = 256;
+
+/// The report's key for the program lines past [`MAX_PROGRAM_LINES`] distinct ones.
+pub const OTHER_PROGRAM_LINES: &str = "(other lines)";
 
 fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
@@ -186,13 +195,16 @@ impl Collector {
         self.programs_write = true;
     }
 
-    /// What the run's program peers logged, `(when, peer, line)` in time order, and how many
-    /// lines more they logged, for the explanations of the calls open meanwhile.
-    pub fn program_lines(&mut self, lines: &[(Duration, String, String)], more: u64) {
-        for (at, peer, text) in lines {
-            self.events.logged(*at, peer, text);
+    /// `n` lines the run's program peers logged past what the world keeps
+    /// ([`crate::sim::hosted::MAX_LINES`]).
+    pub fn program_lines_not_kept(&mut self, n: u64) {
+        self.events.not_logged(n);
+        if n > 0 {
+            *self
+                .program_lines
+                .entry(OTHER_PROGRAM_LINES.to_owned())
+                .or_default() += n;
         }
-        self.events.not_logged(more);
     }
 
     fn record(&mut self, metric: &'static str, value: Duration) {
@@ -296,6 +308,7 @@ impl Collector {
             counters,
             integrity_violations,
             program_errors: Vec::new(),
+            program_lines: self.program_lines,
         }
     }
 }
@@ -386,6 +399,19 @@ impl Observer for Collector {
 
     fn observe(&mut self, at: Duration, o: &Observation) {
         match o {
+            Observation::Logged { peer, text } => {
+                let name = self.events.name_of(*peer);
+                self.events.logged(at, &name, text);
+                let key = format!("{name}: {text}");
+                let key = if self.program_lines.len() < MAX_PROGRAM_LINES
+                    || self.program_lines.contains_key(&key)
+                {
+                    key
+                } else {
+                    OTHER_PROGRAM_LINES.to_owned()
+                };
+                *self.program_lines.entry(key).or_default() += 1;
+            }
             Observation::Published { bytes, .. } => {
                 self.count("events_published", 1);
                 self.count("bytes_published", *bytes as u64);
@@ -620,6 +646,9 @@ pub struct RunReport {
     /// What the host of the run's program peers found wrong (a program touched the real
     /// clock, threw, or the host failed): a run with any cannot be trusted.
     pub program_errors: Vec<String>,
+    /// What the run's program peers logged (`env.log`: the SDK's warnings and errors), as
+    /// `"peer: line"` with how often, in the order of the text.
+    pub program_lines: BTreeMap<String, u64>,
 }
 
 /// Several runs of one scenario together. Runs are added with [`Report::push`], which merges
@@ -709,6 +738,17 @@ impl Report {
             .iter()
             .flat_map(|r| r.program_errors.iter().map(|e| (r.seed, e.as_str())))
             .collect()
+    }
+
+    /// What the program peers logged, `"peer: line"` with how often, over all runs.
+    pub fn program_lines(&self) -> BTreeMap<&str, u64> {
+        let mut out = BTreeMap::new();
+        for run in &self.runs {
+            for (line, n) in &run.program_lines {
+                *out.entry(line.as_str()).or_default() += n;
+            }
+        }
+        out
     }
 
     /// Failures by cause family, over all runs.

@@ -220,7 +220,35 @@ pub fn summary_text(report: &Report, workloads: WorkloadNames) -> String {
     for (seed, error) in report.program_errors() {
         let _ = writeln!(out, "program error (seed {seed}): {error}");
     }
+    program_lines(&mut out, report);
     out
+}
+
+/// The lines the program peers logged, most frequent first: the SDK's own warnings and errors,
+/// which say what went on in it even when every call completed.
+fn program_lines(out: &mut String, report: &Report) {
+    const SHOWN: usize = 8;
+    let lines = report.program_lines();
+    if lines.is_empty() {
+        return;
+    }
+    let total: u64 = lines.values().sum();
+    let mut lines: Vec<(&str, u64)> = lines.into_iter().collect();
+    // Most frequent first; equal counts in the order of the text, so the block is the same
+    // for the same runs.
+    lines.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(b.0)));
+    let noun = if total == 1 { "line" } else { "lines" };
+    let _ = writeln!(out, "\nthe programs logged ({total} {noun}):");
+    for (line, n) in lines.iter().take(SHOWN) {
+        let _ = writeln!(out, "  {line} ×{n}");
+    }
+    if lines.len() > SHOWN {
+        let _ = writeln!(
+            out,
+            "  … and {} more (the trace has every line)",
+            lines.len() - SHOWN
+        );
+    }
 }
 
 /// Writes `summary.csv`, `latency.csv` and `failures.csv` into `dir` (created if needed).
@@ -336,6 +364,10 @@ pub fn to_json(
         "items": items,
         "expectations_failed": expectation_failures,
     });
+    let lines = report.program_lines();
+    if !lines.is_empty() {
+        out["program_lines"] = json!(lines);
+    }
     let errors = report.program_errors();
     if !errors.is_empty() {
         out["program_errors"] = errors

@@ -191,6 +191,11 @@ impl RunEvents {
         }
     }
 
+    /// Peer `p`'s name in the lines.
+    pub fn name_of(&self, p: PeerId) -> String {
+        self.names.peer(p)
+    }
+
     /// `n` lines the programs logged were not kept by the world.
     pub fn not_logged(&mut self, n: u64) {
         self.logged_not_kept += n;

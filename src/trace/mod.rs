@@ -202,6 +202,12 @@ pub enum Line {
         workload: usize,
         tool: String,
     },
+    /// A program peer logged a line (its SDK's own words).
+    Logged {
+        t: u64,
+        peer: String,
+        text: String,
+    },
     /// The server wrote a stream chunk.
     ChunkWritten {
         t: u64,
@@ -264,6 +270,7 @@ impl Line {
             | Line::Closed { t, .. }
             | Line::Outage { t, .. }
             | Line::Called { t, .. }
+            | Line::Logged { t, .. }
             | Line::ChunkWritten { t, .. }
             | Line::ChunkRead { t, .. }
             | Line::Client { t, .. } => Some(*t),

@@ -310,6 +310,11 @@ impl Observer for TraceWriter {
             // Totals, not events: reports carry them; a replay recomputes them.
             // Both follow from what the trace records: replaying it observes them again.
             Observation::StreamStore { .. } | Observation::ServerFailed { .. } => return,
+            Observation::Logged { peer, text } => Line::Logged {
+                t,
+                peer: n.peer(*peer),
+                text: text.clone(),
+            },
             Observation::ChunkWritten {
                 client,
                 call,

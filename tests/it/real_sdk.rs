@@ -478,3 +478,86 @@ fn the_soak_runs_the_real_sdk_in_its_program_runs() {
     assert_eq!(report["program_runs"], 1);
     assert!(report["calls"].as_u64().unwrap() > 0);
 }
+
+/// Duplicated plaintext (B17): with two relays and encryption off, the TS server dispatches
+/// each copy of a request again. The echo is answered twice (the same event, so each relay
+/// says `duplicate:`), the second run of the stream ends in the server's "No pending request
+/// found", the client warns of a late `initialize` answer, and every call completes; the
+/// SDK's own lines reach the trace and the report. On one relay none of this happens.
+#[test]
+fn the_ts_server_answers_each_copy_of_a_duplicated_plaintext_request() {
+    let dir = scratch("duplicated-plaintext");
+    let scenario = "scenarios/real-sdk/duplicated-plaintext.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}");
+    let lines = trace_lines(&trace);
+    let request = |tool: &str| {
+        lines
+            .iter()
+            .find(|l| {
+                l["type"] == "published"
+                    && l["peer"] == "client"
+                    && l["event"]["content"]
+                        .as_str()
+                        .unwrap_or("")
+                        .contains(&format!(r#""name":"{tool}""#))
+            })
+            .map(|l| l["id"].as_str().unwrap().to_owned())
+            .unwrap_or_else(|| panic!("the client called {tool}"))
+    };
+    let echo = request("echo");
+    let answers: Vec<&serde_json::Value> = lines
+        .iter()
+        .filter(|l| l["type"] == "published" && l["peer"] == "server")
+        .filter(|l| {
+            l["event"]["tags"]
+                .as_array()
+                .unwrap()
+                .contains(&serde_json::json!(["e", echo]))
+        })
+        .collect();
+    assert_eq!(answers.len(), 4, "one answer per copy, each to both relays");
+    let id = &answers[0]["id"];
+    assert!(answers.iter().all(|a| &a["id"] == id), "the same event twice");
+    let duplicates = lines
+        .iter()
+        .filter(|l| l["type"] == "verdict" && &l["id"] == id)
+        .filter(|l| l["message"].as_str().unwrap_or("").starts_with("duplicate:"))
+        .count();
+    assert_eq!(duplicates, 2, "each relay has the second copy already");
+    let logged = |peer: &str, words: &str| {
+        lines.iter().any(|l| {
+            l["type"] == "logged"
+                && l["peer"] == peer
+                && l["text"].as_str().unwrap_or("").contains(words)
+        })
+    };
+    let no_route = format!("No pending request found for response ID: {}", request("stream"));
+    assert!(logged("server", &no_route), "the server's own error");
+    assert!(
+        logged("client", "Request not found in pending set"),
+        "the client's warning"
+    );
+    let json: serde_json::Value = serde_json::from_str(&report).unwrap();
+    let tallied = json["program_lines"].as_object().expect("program_lines");
+    assert!(tallied.keys().any(|k| k.contains(&no_route)), "{tallied:?}");
+    // One relay: one copy of each request, one answer, nothing logged.
+    let one = dir.join("one-relay.jsonl");
+    let out = run_variant(
+        scenario,
+        &dir,
+        "one-relay",
+        &["--trace", one.to_str().unwrap()],
+        |text| text.replace(r#"relays = ["quick", "slow"]"#, r#"relays = ["quick"]"#),
+    );
+    assert!(out.status.success(), "{}", stdout(&out));
+    let lines = trace_lines(&std::fs::read_to_string(&one).unwrap());
+    assert!(lines.iter().all(|l| l["type"] != "logged"), "nothing logged");
+    let published = lines
+        .iter()
+        .filter(|l| l["type"] == "published" && l["peer"] == "server")
+        .filter(|l| l["event"]["content"].as_str().unwrap_or("").contains(r#""result""#))
+        .count();
+    assert_eq!(published, 3, "initialize, echo and stream answered once each");
+}

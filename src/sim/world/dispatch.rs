@@ -346,6 +346,7 @@ impl World {
             moved |= self.serve_link_requests();
             moved |= self.drain_clients();
             moved |= self.drain_servers();
+            self.observe_program_lines();
             if !moved {
                 return;
             }

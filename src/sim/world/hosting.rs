@@ -2,12 +2,11 @@
 //! connections their programs open and close themselves.
 
 use super::slots::{ClientSlot, ServerSlot};
-use super::{PeerId, World};
+use super::{Observation, PeerId, World};
 use crate::nip01::Identity;
 use crate::sim::hosted::{
     relay_url, HostedPeer, HostedPeerSpec, HostedStart, ProgramHost, SharedHost,
 };
-use std::time::Duration;
 
 impl World {
     /// Adds a server whose transport is a hosted program (`sim::hosted`); returns its index.
@@ -118,14 +117,28 @@ impl World {
             .unwrap_or_default()
     }
 
-    /// What the world's programs logged (`env.log`): `(when, peer, line)`, in time order, the
-    /// first [`crate::sim::hosted::MAX_LINES`] of them; and how many more there were.
-    pub fn hosted_lines(&self) -> (Vec<(Duration, String, String)>, u64) {
-        self.hosted.as_ref().map_or((Vec::new(), 0), |h| {
-            let host = h.borrow();
-            let (lines, more) = host.lines();
-            (lines.to_vec(), more)
-        })
+    /// Lines the world's programs logged past [`crate::sim::hosted::MAX_LINES`], not kept.
+    pub fn hosted_lines_not_kept(&self) -> u64 {
+        self.hosted
+            .as_ref()
+            .map_or(0, |h| h.borrow().lines_not_kept())
+    }
+
+    /// Shows the observer what the world's programs logged (`env.log`) since it last looked,
+    /// at the virtual time each line was logged.
+    pub(super) fn observe_program_lines(&mut self) {
+        let Some(shared) = self.hosted.as_ref() else {
+            return;
+        };
+        let lines = shared.borrow_mut().take_lines();
+        for (at, index, text) in lines {
+            let Some(&peer) = self.hosted_peers.get(index) else {
+                continue;
+            };
+            if let Some(o) = self.observer.as_mut() {
+                o.observe(at, &Observation::Logged { peer, text });
+            }
+        }
     }
 
     /// A hosted peer's handle (`None` for relaysim's own peers).

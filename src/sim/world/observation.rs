@@ -272,6 +272,14 @@ pub enum Observation {
         /// Whether it is exactly what the server wrote for that index.
         intact: bool,
     },
+    /// A hosted peer's program logged a line (`env.log`): the SDK's own words, as its
+    /// warnings and errors, at the virtual time it logged them.
+    Logged {
+        /// The peer.
+        peer: PeerId,
+        /// The line (at most [`crate::sim::hosted::MAX_LINE_BYTES`]).
+        text: String,
+    },
 }
 
 /// Receives every observation with its virtual time.
