@@ -655,3 +655,19 @@ impl crate::peer::Peer for HostedPeer {
 
     fn set_epoch_secs(&mut self, _secs: u64) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_program_line_is_cut_at_a_character_boundary() {
+        assert_eq!(cut_line("short".into()), "short");
+        // 'é' is two bytes: the cut falls inside one and moves back to its start.
+        let long = format!("a{}", "é".repeat(MAX_LINE_BYTES));
+        let cut = cut_line(long);
+        assert!(cut.ends_with('…'));
+        assert!(cut.len() <= MAX_LINE_BYTES + '…'.len_utf8());
+        assert_eq!(cut.trim_end_matches('…').len(), MAX_LINE_BYTES - 1);
+    }
+}

@@ -415,4 +415,39 @@ mod tests {
         assert_eq!(seed_ranges(&[4]), "4");
         assert_eq!(seed_ranges(&[]), "");
     }
+
+    #[test]
+    fn program_lines_are_tallied_per_peer_most_frequent_first_and_capped() {
+        use crate::sim::world::{Observation, Observer, PeerId};
+        let mut names = super::super::why::Names::default();
+        names.peers.insert(PeerId::Server(0), "server".into());
+        let mut c = super::super::Collector::named(names);
+        let logged = |text: String| Observation::Logged {
+            peer: PeerId::Server(0),
+            text,
+        };
+        let t = std::time::Duration::from_secs(1);
+        c.observe(t, &logged("rare".into()));
+        for _ in 0..3 {
+            c.observe(t, &logged("often".into()));
+        }
+        for i in 0..super::super::MAX_PROGRAM_LINES + 10 {
+            c.observe(t, &logged(format!("line {i}")));
+        }
+        c.program_lines_not_kept(5);
+        let mut report = Report::new("s");
+        report.push(c.finish(1));
+        let tally = report.program_lines();
+        assert_eq!(tally.len(), super::super::MAX_PROGRAM_LINES + 1);
+        assert_eq!(tally["server: often"], 3);
+        // The lines past the distinct ones kept, and those the world did not keep.
+        assert_eq!(tally[super::super::OTHER_PROGRAM_LINES], 12 + 5);
+        let mut text = String::new();
+        program_lines(&mut text, &report);
+        let first = text.lines().nth(2).unwrap();
+        assert!(text.contains("the programs logged (275 lines)"), "{text}");
+        assert!(first.contains("(other lines) ×17"), "{text}");
+        assert!(text.lines().nth(3).unwrap().contains("server: often ×3"));
+        assert!(text.contains("… and 249 more"), "{text}");
+    }
 }

@@ -203,11 +203,7 @@ pub enum Line {
         tool: String,
     },
     /// A program peer logged a line (its SDK's own words).
-    Logged {
-        t: u64,
-        peer: String,
-        text: String,
-    },
+    Logged { t: u64, peer: String, text: String },
     /// The server wrote a stream chunk.
     ChunkWritten {
         t: u64,

@@ -519,11 +519,19 @@ fn the_ts_server_answers_each_copy_of_a_duplicated_plaintext_request() {
         .collect();
     assert_eq!(answers.len(), 4, "one answer per copy, each to both relays");
     let id = &answers[0]["id"];
-    assert!(answers.iter().all(|a| &a["id"] == id), "the same event twice");
+    assert!(
+        answers.iter().all(|a| &a["id"] == id),
+        "the same event twice"
+    );
     let duplicates = lines
         .iter()
         .filter(|l| l["type"] == "verdict" && &l["id"] == id)
-        .filter(|l| l["message"].as_str().unwrap_or("").starts_with("duplicate:"))
+        .filter(|l| {
+            l["message"]
+                .as_str()
+                .unwrap_or("")
+                .starts_with("duplicate:")
+        })
         .count();
     assert_eq!(duplicates, 2, "each relay has the second copy already");
     let logged = |peer: &str, words: &str| {
@@ -533,7 +541,10 @@ fn the_ts_server_answers_each_copy_of_a_duplicated_plaintext_request() {
                 && l["text"].as_str().unwrap_or("").contains(words)
         })
     };
-    let no_route = format!("No pending request found for response ID: {}", request("stream"));
+    let no_route = format!(
+        "No pending request found for response ID: {}",
+        request("stream")
+    );
     assert!(logged("server", &no_route), "the server's own error");
     assert!(
         logged("client", "Request not found in pending set"),
@@ -553,11 +564,22 @@ fn the_ts_server_answers_each_copy_of_a_duplicated_plaintext_request() {
     );
     assert!(out.status.success(), "{}", stdout(&out));
     let lines = trace_lines(&std::fs::read_to_string(&one).unwrap());
-    assert!(lines.iter().all(|l| l["type"] != "logged"), "nothing logged");
+    assert!(
+        lines.iter().all(|l| l["type"] != "logged"),
+        "nothing logged"
+    );
     let published = lines
         .iter()
         .filter(|l| l["type"] == "published" && l["peer"] == "server")
-        .filter(|l| l["event"]["content"].as_str().unwrap_or("").contains(r#""result""#))
+        .filter(|l| {
+            l["event"]["content"]
+                .as_str()
+                .unwrap_or("")
+                .contains(r#""result""#)
+        })
         .count();
-    assert_eq!(published, 3, "initialize, echo and stream answered once each");
+    assert_eq!(
+        published, 3,
+        "initialize, echo and stream answered once each"
+    );
 }
