@@ -33,10 +33,16 @@ pub fn interop_dir() -> PathBuf {
 /// The program a scenario's `program = "..."` names: a shipped one by name (`ts-sdk`: the
 /// pinned TypeScript SDK, `interop/ts-sdk/program.mjs`), else a path, relative to `base`.
 pub fn program_path(name: &str, base: &Path) -> PathBuf {
-    match name {
-        "ts-sdk" => interop_dir().join("ts-sdk").join("program.mjs"),
-        path => base.join(path),
+    if is_shipped(name) {
+        interop_dir().join(name).join("program.mjs")
+    } else {
+        base.join(name)
     }
+}
+
+/// Whether `name` names a program relaysim ships (`ts-sdk`) rather than a path.
+pub fn is_shipped(name: &str) -> bool {
+    name == "ts-sdk"
 }
 
 /// Why hosting cannot start, checked before a run: what is missing, and the fix.

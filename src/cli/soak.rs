@@ -43,8 +43,16 @@ pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
             let path = relaysim::node_host::program_path(program, std::path::Path::new("."));
             relaysim::node_host::check(&path)
                 .map_err(|e| anyhow::anyhow!("program runs cannot run: {e}"))?;
+            // A path of the user's is made absolute, so the runs and the reproduce commands
+            // the report prints (`compare soak-N.toml --program …`, run beside soak-N.toml in
+            // the output directory) find it wherever they run from.
+            let program = if relaysim::node_host::is_shipped(program) {
+                program.clone()
+            } else {
+                std::path::absolute(&path)?.to_string_lossy().into_owned()
+            };
             Some(SoakPrograms {
-                program: program.clone(),
+                program,
                 every: args.program_every,
                 hosts: std::sync::Arc::new(relaysim::node_host::NodeHosts::new()),
             })

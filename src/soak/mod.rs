@@ -153,6 +153,8 @@ pub struct SoakReport {
     pub datagram_runs: u64,
     /// Runs whose every peer was a real program.
     pub program_runs: u64,
+    /// The program those runs ran (a shipped name, or the absolute path the CLI made).
+    pub program: Option<String>,
     /// Calls over all runs.
     pub calls: u64,
     /// Calls that completed.
@@ -194,6 +196,7 @@ impl SoakReport {
             "determinism_checked": self.determinism_checked,
             "datagram_runs": self.datagram_runs,
             "program_runs": self.program_runs,
+            "program": self.program,
             "calls": self.calls,
             "completed": self.completed,
             "failures": self.failures,
@@ -214,8 +217,9 @@ impl SoakReport {
         if self.program_runs > 0 {
             let _ = writeln!(
                 s,
-                "program runs: {} (every peer a real program)",
-                self.program_runs
+                "program runs: {} (every peer the program {})",
+                self.program_runs,
+                self.program.as_deref().unwrap_or_default()
             );
         }
         let ratio = if self.calls == 0 {
@@ -316,6 +320,9 @@ impl SoakReport {
         self.runs += 1;
         self.datagram_runs += u64::from(o.generated.datagram);
         self.program_runs += u64::from(o.program.is_some());
+        if self.program.is_none() {
+            self.program.clone_from(&o.program);
+        }
         self.determinism_checked += u64::from(o.repeated);
         if let Some(run) = &o.report {
             for item in &run.items {

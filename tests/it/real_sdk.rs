@@ -452,7 +452,7 @@ fn concurrent_calls_hand_a_ts_stream_call_another_call_s_stream() {
 }
 
 /// `soak --program ts-sdk` makes every Nth run's peers the real program and checks those runs
-/// as any other.
+/// as any other; a program given by a relative path runs and is reported by its absolute one.
 #[test]
 fn the_soak_runs_the_real_sdk_in_its_program_runs() {
     let out = relaysim(
@@ -463,7 +463,7 @@ fn the_soak_runs_the_real_sdk_in_its_program_runs() {
             "--seed",
             "11",
             "--program",
-            "ts-sdk",
+            "interop/ts-sdk/program.mjs",
             "--program-every",
             "2",
             "--jobs",
@@ -477,6 +477,11 @@ fn the_soak_runs_the_real_sdk_in_its_program_runs() {
     assert_eq!(report["runs"], 2);
     assert_eq!(report["program_runs"], 1);
     assert!(report["calls"].as_u64().unwrap() > 0);
+    // A relative path is made absolute, so `compare soak-N.toml --program …` run beside the
+    // written scenario finds it.
+    let program = report["program"].as_str().unwrap();
+    assert!(Path::new(program).is_absolute(), "{program}");
+    assert!(program.ends_with("interop/ts-sdk/program.mjs"), "{program}");
 }
 
 /// Duplicated plaintext (B17): with two relays and encryption off, the TS server dispatches
