@@ -59,11 +59,29 @@ const outFile = args.out ?? process.env.RELAYSIM_OUTCOMES;
 // Appended, one line per call, so several peer programs may share one outcome file.
 const reported = new Set();
 let failures = 0;
-function report(index, call, outcome, latencyMs) {
+// What the SDK's transports reported (`onerror`) and when: a failed call's `why` names the
+// errors that came while it was open, in the SDK's own words.
+const transportErrors = [];
+function noteError(who, e) {
+  const text = `${who}: ${oneLine(e)}`;
+  log(text);
+  transportErrors.push({ at: performance.now(), text });
+}
+function whySince(t0) {
+  const seen = new Map();
+  for (const e of transportErrors) if (e.at >= t0) seen.set(e.text, (seen.get(e.text) ?? 0) + 1);
+  const texts = [...seen].map(([t, n]) => (n > 1 ? `${t} (×${n})` : t));
+  if (texts.length === 0) return undefined;
+  const shown = texts.slice(0, 3).join('; ');
+  return texts.length > 3 ? `${shown}; and ${texts.length - 3} more` : shown;
+}
+function report(index, call, outcome, latencyMs, why) {
   if (reported.has(index)) return;
   reported.add(index);
   if (outcome !== 'completed') failures += 1;
-  const line = JSON.stringify({ peer: PEER, call, outcome, latency_ms: Math.round(latencyMs * 1000) / 1000 }) + '\n';
+  const fields = { peer: PEER, call, outcome, latency_ms: Math.round(latencyMs * 1000) / 1000 };
+  if (outcome !== 'completed' && why) fields.why = why;
+  const line = JSON.stringify(fields) + '\n';
   if (outFile) appendFileSync(outFile, line); else process.stdout.write(line);
   log(`${call}: ${outcome} (${latencyMs.toFixed(1)} ms)`);
 }
@@ -136,7 +154,8 @@ const deadlineMs = (calls.length + 2) * timeoutMs + 10000;
 const callStarted = new Map();
 const deadline = setTimeout(() => {
   log(`overall deadline of ${deadlineMs} ms reached`);
-  calls.forEach((c, i) => report(i, c, 'timeout', callStarted.has(i) ? performance.now() - callStarted.get(i) : 0));
+  calls.forEach((c, i) => report(i, c, 'timeout', callStarted.has(i) ? performance.now() - callStarted.get(i) : 0,
+    whySince(callStarted.get(i) ?? 0)));
   process.exit(1);
 }, deadlineMs);
 
@@ -169,7 +188,7 @@ const serverTransport = new NostrServerTransport({
   publishRelayList: false, // would also publish to public bootstrap relays
   oversizedTransfer: { enabled: true }, openStream: { enabled: true },
 });
-serverTransport.onerror = (e) => log('server transport error:', oneLine(e));
+serverTransport.onerror = (e) => noteError('server transport error', e);
 const clientPool = makePool(args['client-local-address']);
 const serverPubkey = await new PrivateKeySigner(SERVER_SK).getPublicKey();
 const clientTransport = new NostrClientTransport({
@@ -177,7 +196,7 @@ const clientTransport = new NostrClientTransport({
   oversizedTransfer: { enabled: true }, openStream: { enabled: true },
 });
 const client = new Client({ name: 'relaysim-ts-sdk-client', version: '1.0.0' });
-client.onerror = (e) => log('client error:', oneLine(e));
+client.onerror = (e) => noteError('client error', e);
 
 let initError;
 try {
@@ -228,7 +247,7 @@ async function runCall(name) {
 }
 
 for (const [i, name] of calls.entries()) {
-  if (initError) { report(i, name, `error: ${initError}`, 0); continue; }
+  if (initError) { report(i, name, `error: ${initError}`, 0, whySince(0)); continue; }
   const t0 = performance.now();
   callStarted.set(i, t0);
   let outcome;
@@ -239,7 +258,7 @@ for (const [i, name] of calls.entries()) {
     // -32001 is the MCP SDK's own request timeout.
     outcome = e instanceof TimeoutError || e?.code === -32001 ? 'timeout' : `error: ${oneLine(e)}`;
   }
-  report(i, name, outcome, performance.now() - t0);
+  report(i, name, outcome, performance.now() - t0, whySince(t0));
 }
 
 // Closing can hang on a publish that the SDK retries forever; bound it.

@@ -3,7 +3,9 @@
 
 use super::Exit;
 use anyhow::{bail, Context, Result};
-use relaysim::live::outcomes::{read_outcomes, TemporaryOutcomes, OUTCOMES_ENV, RELAYS_ENV};
+use relaysim::live::outcomes::{
+    read_outcomes, CallOutcome, TemporaryOutcomes, OUTCOMES_ENV, RELAYS_ENV,
+};
 use relaysim::live::{LiveReport, ServeConfig};
 use relaysim::relay::RelayProfile;
 use std::collections::BTreeMap;
@@ -253,6 +255,20 @@ async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
     })
 }
 
+/// Why a call the command reported did not complete: what its program said (its SDK's
+/// words), then what the relays did while the command ran. The relays cannot tell which of
+/// their events belonged to which of the program's calls, so that part is the whole run's.
+fn failure_why(o: &CallOutcome, report: &LiveReport) -> Option<String> {
+    if o.completed() {
+        return None;
+    }
+    let relays = report.disturbances();
+    let relays =
+        (!relays.is_empty()).then(|| format!("while the command ran, {}", relays.join("; ")));
+    let parts: Vec<String> = o.why.iter().cloned().chain(relays).collect();
+    (!parts.is_empty()).then(|| parts.join("; "))
+}
+
 fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) -> Result<Exit> {
     let mut text = report.text();
     let mut exit = Exit::Success;
@@ -276,6 +292,15 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
                 ));
             }
         }
+        let whys: Vec<Option<String>> = outcomes.iter().map(|o| failure_why(o, report)).collect();
+        if whys.iter().any(Option::is_some) {
+            text.push_str("\nwhy calls failed:\n");
+            for (o, why) in outcomes.iter().zip(&whys) {
+                if let Some(why) = why {
+                    text.push_str(&format!("  {} {}: {why}\n", o.peer, o.call));
+                }
+            }
+        }
         let failed = outcomes.iter().filter(|o| !o.completed()).count();
         if !run.success || failed > 0 {
             exit = Exit::ExpectationFailed;
@@ -284,14 +309,15 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
             // The trace closed with the relays; the command's outcomes come after.
             let lines = outcomes
                 .iter()
+                .zip(whys)
                 .enumerate()
-                .map(|(i, o)| relaysim::trace::OutcomeLine {
+                .map(|(i, (o, why))| relaysim::trace::OutcomeLine {
                     workload: o.call.clone(),
                     client: o.peer.clone(),
                     call: i as u64 + 1,
                     tool: o.call.clone(),
                     outcome: relaysim::trace::program_outcome(&o.outcome),
-                    why: None,
+                    why,
                 })
                 .collect();
             relaysim::trace::set_outcomes(path, lines).with_context(|| {

@@ -360,6 +360,7 @@ at = "3s"
             call: call.into(),
             outcome: outcome.into(),
             latency_ms: Some(ms),
+            why: None,
         }
     }
 

@@ -1,5 +1,5 @@
 //! What a foreign peers' program reports about its calls: one JSON line per call,
-//! `{"peer", "call", "outcome", "latency_ms"}`, appended to the file named by
+//! `{"peer", "call", "outcome", "latency_ms", "why"?}`, appended to the file named by
 //! `RELAYSIM_OUTCOMES` (`interop/ts-sdk/peers.mjs` writes them). `serve -- COMMAND` prints
 //! them, `compare --ts-sdk` tallies them beside relaysim's pairings.
 
@@ -22,6 +22,10 @@ pub struct CallOutcome {
     /// From the call's start to its outcome, in milliseconds.
     #[serde(default)]
     pub latency_ms: Option<f64>,
+    /// For a call that did not complete: what the program knows of why, in its SDK's words
+    /// (the transport errors reported while the call was open).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub why: Option<String>,
 }
 
 impl CallOutcome {

@@ -143,6 +143,44 @@ fn listed(map: &BTreeMap<String, u64>) -> String {
 }
 
 impl LiveReport {
+    /// What the relays did that can make a call fail, one clause per relay and kind, in
+    /// words (`relay upstream (nostr-rs-relay) accepted 3 events without sending an OK`);
+    /// empty when they did none of it.
+    pub fn disturbances(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for r in &self.relays {
+            let name = format!("relay {} ({})", r.relay, r.profile);
+            let mut say = |n: u64, what: &str| {
+                if n > 0 {
+                    out.push(format!("{name} {}", what.replace("{n}", &n.to_string())));
+                }
+            };
+            say(r.ok_withheld, "accepted {n} events without sending an OK");
+            say(r.rate_limited, "held or dropped {n} events by a rate limit");
+            say(
+                r.frames_too_large,
+                "closed {n} connections for a frame over its limit",
+            );
+            say(r.cut_off, "cut off {n} slow readers");
+            say(r.closed_by_relay, "closed {n} connections");
+            say(r.closed_silent, "closed {n} connections for silence");
+            let tables = [
+                ("refused", &r.rejected),
+                ("lost on a link", &r.lost),
+                ("duplicated on a link", &r.duplicated),
+                ("delivered again", &r.duplicate_deliveries),
+                ("delivered out of order", &r.reordered_deliveries),
+                ("had outages", &r.outages),
+            ];
+            for (what, table) in tables {
+                if !table.is_empty() {
+                    out.push(format!("{name} {what}: {}", listed(table)));
+                }
+            }
+        }
+        out
+    }
+
     /// The report as text for people.
     pub fn text(&self) -> String {
         let mut out = String::new();

@@ -252,6 +252,19 @@ fn ts_sdk_through_nostr_rs_relay_fails_at_initialize() {
         "{stdout}"
     );
     assert_eq!(code, Some(1));
+    // Why, in words: the SDK's own error and the relay's silence.
+    for words in [
+        "why calls failed:",
+        "ts-sdk client echo: client error: Relay rejected publish",
+        "relay upstream (nostr-rs-relay) accepted",
+        "events without sending an OK",
+    ] {
+        assert!(stdout.contains(words), "{words}: {stdout}");
+    }
+    let trace = std::fs::read_to_string(dir.join("trace.jsonl")).unwrap();
+    let summary: serde_json::Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
+    let why = summary["outcomes"][0]["why"].as_str().unwrap_or_default();
+    assert!(why.contains("without sending an OK"), "{why}");
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -280,6 +293,12 @@ fn ts_sdk_recording_through_a_lossy_link_shrinks_to_the_lost_chunk() {
         "{stdout}"
     );
     assert_eq!(code, Some(1));
+    // The timeout explained: the link's losses (and whatever the SDK reported meanwhile).
+    assert!(
+        stdout.contains("why calls failed:\n  ts-sdk client large: ")
+            && stdout.contains("relay strfry (strfry) lost on a link: down ×"),
+        "{stdout}"
+    );
     let trace = dir.join("trace.jsonl");
     let shrunk = dir.join("trace.min.jsonl");
     let out = relaysim(&[
