@@ -75,11 +75,15 @@ function whySince(t0) {
   const shown = texts.slice(0, 3).join('; ');
   return texts.length > 3 ? `${shown}; and ${texts.length - 3} more` : shown;
 }
+// Wall-clock times (Unix ms) of each call's start, so `serve` can place the call on its trace.
+const startedUnixMs = new Map();
+let initStartedUnixMs; // when the server's start and the client's initialize began
 function report(index, call, outcome, latencyMs, why) {
   if (reported.has(index)) return;
   reported.add(index);
   if (outcome !== 'completed') failures += 1;
-  const fields = { peer: PEER, call, outcome, latency_ms: Math.round(latencyMs * 1000) / 1000 };
+  const fields = { peer: PEER, call, outcome, latency_ms: Math.round(latencyMs * 1000) / 1000,
+    started_unix_ms: startedUnixMs.get(index) ?? initStartedUnixMs, ended_unix_ms: Date.now() };
   if (outcome !== 'completed' && why) fields.why = why;
   const line = JSON.stringify(fields) + '\n';
   if (outFile) appendFileSync(outFile, line); else process.stdout.write(line);
@@ -199,6 +203,7 @@ const client = new Client({ name: 'relaysim-ts-sdk-client', version: '1.0.0' });
 client.onerror = (e) => noteError('client error', e);
 
 let initError;
+initStartedUnixMs = Date.now();
 try {
   await withTimeout(server.connect(serverTransport), timeoutMs);
   // Requests published before the server's REQ is live would be lost (ephemeral kind).
@@ -250,6 +255,7 @@ for (const [i, name] of calls.entries()) {
   if (initError) { report(i, name, `error: ${initError}`, 0, whySince(0)); continue; }
   const t0 = performance.now();
   callStarted.set(i, t0);
+  startedUnixMs.set(i, Date.now());
   let outcome;
   try {
     const wrong = await withTimeout(runCall(name), timeoutMs);

@@ -273,6 +273,8 @@ fn run_file(
                                 relaysim::stats::Outcome::Failed(c) => format!("failed:{c}"),
                             },
                             why: i.why.clone(),
+                            started_us: None,
+                            ended_us: None,
                         })
                         .collect()
                 });

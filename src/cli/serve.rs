@@ -136,7 +136,9 @@ pub(super) fn serve(args: ServeArgs) -> Result<Exit> {
                 .map(|_| None)
                 .map_err(anyhow::Error::from)
         } else {
-            run_command(&args, &deployment.urls()).await.map(Some)
+            run_command(&args, &deployment.urls(), deployment.started_unix_us)
+                .await
+                .map(Some)
         };
         // Stopped whatever happened to the command, so the trace is closed and the counters
         // are printed.
@@ -211,11 +213,17 @@ fn check_command(command: &[String]) -> Result<()> {
 /// directory, removed with this value, when there is no `--out`).
 struct CommandRun {
     success: bool,
+    /// When the deployment's trace clock read 0 (Unix microseconds).
+    started_unix_us: u64,
     outcomes: PathBuf,
     _scratch: Option<TemporaryOutcomes>,
 }
 
-async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
+async fn run_command(
+    args: &ServeArgs,
+    urls: &[String],
+    started_unix_us: u64,
+) -> Result<CommandRun> {
     let (outcomes, scratch) = match &args.out {
         Some(dir) => (dir.join("outcomes.jsonl"), None),
         None => {
@@ -250,6 +258,7 @@ async fn run_command(args: &ServeArgs, urls: &[String]) -> Result<CommandRun> {
     }
     Ok(CommandRun {
         success: status.success(),
+        started_unix_us,
         outcomes,
         _scratch: scratch,
     })
@@ -311,13 +320,18 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
                 .iter()
                 .zip(whys)
                 .enumerate()
-                .map(|(i, (o, why))| relaysim::trace::OutcomeLine {
-                    workload: o.call.clone(),
-                    client: o.peer.clone(),
-                    call: i as u64 + 1,
-                    tool: o.call.clone(),
-                    outcome: relaysim::trace::program_outcome(&o.outcome),
-                    why,
+                .map(|(i, (o, why))| {
+                    let (started_us, ended_us) = o.on_trace_clock(run.started_unix_us);
+                    relaysim::trace::OutcomeLine {
+                        workload: o.call.clone(),
+                        client: o.peer.clone(),
+                        call: i as u64 + 1,
+                        tool: o.call.clone(),
+                        outcome: relaysim::trace::program_outcome(&o.outcome),
+                        why,
+                        started_us,
+                        ended_us,
+                    }
                 })
                 .collect();
             relaysim::trace::set_outcomes(path, lines).with_context(|| {

@@ -361,6 +361,8 @@ at = "3s"
             outcome: outcome.into(),
             latency_ms: Some(ms),
             why: None,
+            started_unix_ms: None,
+            ended_unix_ms: None,
         }
     }
 

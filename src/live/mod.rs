@@ -204,6 +204,8 @@ pub struct LiveRelay {
     pub local_addr: SocketAddr,
     /// Every relay's name and address, in order.
     pub addrs: Vec<(String, SocketAddr)>,
+    /// The wall-clock time (Unix microseconds) at which its trace's clock reads 0.
+    pub started_unix_us: u64,
     inbound: mpsc::Sender<Inbound>,
     stop_accepting: watch::Sender<bool>,
     task: tokio::task::JoinHandle<()>,
@@ -333,6 +335,12 @@ pub fn serve_on<L: Listener>(
         )));
     }
     let (inbound_tx, inbound_rx) = mpsc::channel::<Inbound>(65_536);
+    // The trace's clock starts here; its wall-clock time lets a command's own timestamps be
+    // placed on it (`LiveRelay::started_unix_us`).
+    let started = Instant::now();
+    let started_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
     let trace = match &config.trace {
         Some(path) => {
             let what = match config.relays.as_slice() {
@@ -343,7 +351,7 @@ pub fn serve_on<L: Listener>(
                 path,
                 what,
                 config.origin.as_ref(),
-                Instant::now(),
+                started,
             )?)
         }
         None => None,
@@ -410,6 +418,7 @@ pub fn serve_on<L: Listener>(
     });
     Ok(LiveRelay {
         local_addr: addrs[0].1,
+        started_unix_us,
         addrs,
         inbound: inbound_tx,
         stop_accepting: stop_tx,

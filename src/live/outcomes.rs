@@ -1,5 +1,5 @@
 //! What a foreign peers' program reports about its calls: one JSON line per call,
-//! `{"peer", "call", "outcome", "latency_ms", "why"?}`, appended to the file named by
+//! `{"peer", "call", "outcome", "latency_ms", "why"?, "started_unix_ms"?, "ended_unix_ms"?}`, appended to the file named by
 //! `RELAYSIM_OUTCOMES` (`interop/ts-sdk/peers.mjs` writes them). `serve -- COMMAND` prints
 //! them, `compare --ts-sdk` tallies them beside relaysim's pairings.
 
@@ -26,6 +26,26 @@ pub struct CallOutcome {
     /// (the transport errors reported while the call was open).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// When the call started and ended, on the wall clock (Unix milliseconds): with the
+    /// deployment's start, where the call lies on its trace's clock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_unix_ms: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
+    pub ended_unix_ms: Option<f64>,
+}
+
+impl CallOutcome {
+    /// The call's start and end on a trace whose clock read 0 at `origin_unix_us` (Unix
+    /// microseconds), in microseconds; `None` when the program did not say, or for times
+    /// before the origin.
+    pub fn on_trace_clock(&self, origin_unix_us: u64) -> (Option<u64>, Option<u64>) {
+        let at = |ms: Option<f64>| {
+            let us = (ms? * 1000.0).round();
+            (us.is_finite() && us >= origin_unix_us as f64).then(|| us as u64 - origin_unix_us)
+        };
+        (at(self.started_unix_ms), at(self.ended_unix_ms))
+    }
 }
 
 impl CallOutcome {

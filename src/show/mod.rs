@@ -208,6 +208,11 @@ impl Lanes {
                 _ => {}
             }
         }
+        // The calls of a `serve` command are known only from the summary, under the
+        // program's own name for its client.
+        for o in trace.outcomes() {
+            add(&mut clients, &o.client);
+        }
         for line in &trace.lines {
             let (relay, peer) = match line {
                 Line::Published { relay, peer, .. }
@@ -387,6 +392,44 @@ impl Timeline {
                         }
                     }
                 }
+            }
+        }
+        // A `serve` command's calls, placed by the times it reported: made, then completed or
+        // failed (in traces with `called` lines these marks come from the lines).
+        let has_called: BTreeSet<(&str, u64)> = trace
+            .lines
+            .iter()
+            .filter_map(|l| match l {
+                Line::Called { client, call, .. } => Some((client.as_str(), *call)),
+                _ => None,
+            })
+            .collect();
+        for o in trace.outcomes() {
+            let (Some(started), Some(lane)) = (o.started_us, lanes.get(&o.client)) else {
+                continue;
+            };
+            if has_called.contains(&(o.client.as_str(), o.call)) {
+                continue;
+            }
+            let label = format!("{} #{}", o.tool, o.call);
+            push(Mark {
+                kind: MarkKind::Called,
+                from: None,
+                at: (started, lane),
+                label: Some(label.clone()),
+            });
+            if let Some(ended) = o.ended_us {
+                let (kind, label) = if o.outcome == "completed" {
+                    (MarkKind::Completed, None)
+                } else {
+                    (MarkKind::Failed, Some(format!("#{} {}", o.call, o.outcome)))
+                };
+                push(Mark {
+                    kind,
+                    from: None,
+                    at: (ended.max(started), lane),
+                    label,
+                });
             }
         }
         if marks.is_empty() && outages.is_empty() && (from_us, to_us) != (start_us, end_us) {

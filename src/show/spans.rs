@@ -65,8 +65,18 @@ pub(super) fn failing_calls(trace: &Trace, lanes: &Lanes, end_us: u64) -> Vec<Sp
         .filter_map(|o| {
             let lane = lanes.get(&o.client)?;
             let key = (o.client.as_str(), o.call);
-            let from_us = called.get(&key).map_or(0, |(t, _)| *t);
-            let to_us = failed_at.get(&key).copied().unwrap_or(end_us).max(from_us);
+            // A `serve` command's calls have no `called` lines: the summary places them.
+            let from_us = called
+                .get(&key)
+                .map(|(t, _)| *t)
+                .or(o.started_us)
+                .unwrap_or(0);
+            let to_us = failed_at
+                .get(&key)
+                .copied()
+                .or(o.ended_us)
+                .unwrap_or(end_us)
+                .max(from_us);
             Some(Span {
                 lane,
                 from_us,

@@ -291,4 +291,11 @@ pub struct OutcomeLine {
     /// connections while it was open.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub why: Option<String>,
+    /// When the call started and ended on the trace's clock, for traces without `called`
+    /// lines for it (a `serve` command's calls, placed by the times the command reported).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub started_us: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[allow(missing_docs)]
+    pub ended_us: Option<u64>,
 }

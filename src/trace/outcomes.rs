@@ -89,6 +89,8 @@ mod tests {
             tool: "echo".into(),
             outcome: program_outcome(outcome),
             why: None,
+            started_us: None,
+            ended_us: None,
         };
         set_outcomes(&path, vec![call(1, "completed"), call(2, "timeout")]).unwrap();
         let text = std::fs::read_to_string(&path).unwrap();

@@ -89,6 +89,8 @@ impl TraceWriter {
                     Outcome::Failed(c) => format!("failed:{c}"),
                 },
                 why: i.why.clone(),
+                started_us: None,
+                ended_us: None,
             })
             .collect();
         let total = report.items.len();

@@ -119,6 +119,25 @@ fn through_relays(
     (outcomes, out.status.code(), dir, stdout)
 }
 
+/// The failing calls `show` draws for the trace in `dir` (its `--json` `failing_calls`).
+fn failing_calls_drawn(dir: &Path) -> Vec<serde_json::Value> {
+    let trace = dir.join("trace.jsonl");
+    let out = relaysim(&[
+        "show",
+        trace.to_str().unwrap(),
+        "--out",
+        dir.join("picture").to_str().unwrap(),
+        "--json",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    shown["failing_calls"].as_array().unwrap().clone()
+}
+
 fn outcomes(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
     pairs
         .iter()
@@ -265,6 +284,12 @@ fn ts_sdk_through_nostr_rs_relay_fails_at_initialize() {
     let summary: serde_json::Value = serde_json::from_str(trace.lines().last().unwrap()).unwrap();
     let why = summary["outcomes"][0]["why"].as_str().unwrap_or_default();
     assert!(why.contains("without sending an OK"), "{why}");
+    let drawn = failing_calls_drawn(&dir);
+    assert_eq!(drawn.len(), 3, "{drawn:?}");
+    assert!(drawn.iter().all(|c| c["why"]
+        .as_str()
+        .unwrap_or_default()
+        .contains("without sending an OK")));
     let _ = std::fs::remove_dir_all(dir);
 }
 
@@ -299,6 +324,17 @@ fn ts_sdk_recording_through_a_lossy_link_shrinks_to_the_lost_chunk() {
             && stdout.contains("relay strfry (strfry) lost on a link: down ×"),
         "{stdout}"
     );
+    // `show` draws the failed call where it lay on the trace's clock, with that cause.
+    let drawn = failing_calls_drawn(&dir);
+    assert_eq!(drawn.len(), 1, "{drawn:?}");
+    assert_eq!(drawn[0]["lane"], "ts-sdk client");
+    assert!(drawn[0]["label"].as_str().unwrap().contains("large"));
+    let (from, to) = (drawn[0]["from_us"].as_u64(), drawn[0]["to_us"].as_u64());
+    assert!(
+        from > Some(0) && to >= from.map(|f| f + 5_000_000),
+        "{from:?}..{to:?}: the 6 s timeout"
+    );
+    assert!(drawn[0]["why"].as_str().unwrap().contains("lost on a link"));
     let trace = dir.join("trace.jsonl");
     let shrunk = dir.join("trace.min.jsonl");
     let out = relaysim(&[
