@@ -130,6 +130,11 @@ pub struct LiveReport {
     pub calls: Vec<PairRow>,
     /// Deliveries of gift-wrapped events, which cannot be paired.
     pub gift_wrapped: u64,
+    /// Tokens whose progress a peer wrote again from an earlier point: a second writer, as
+    /// when a server runs one request twice (the first [`crate::stats::second_writers::MAX_NAMED`]).
+    pub second_writers: Vec<crate::stats::second_writers::SecondWriter>,
+    /// Second writers past those named.
+    pub second_writers_not_named: u64,
 }
 
 fn listed(map: &BTreeMap<String, u64>) -> String {
@@ -178,6 +183,18 @@ impl LiveReport {
                 }
             }
         }
+        for w in &self.second_writers {
+            out.push(format!(
+                "{} wrote token {}'s progress again from {} after reaching {} (a second writer, as when a request runs twice)",
+                w.author, w.token, w.again_from, w.reached
+            ));
+        }
+        if self.second_writers_not_named > 0 {
+            out.push(format!(
+                "{} more tokens written again",
+                self.second_writers_not_named
+            ));
+        }
         out
     }
 
@@ -212,6 +229,19 @@ impl LiveReport {
             ];
             for (name, value) in rows {
                 let _ = writeln!(out, "  {name:<32} {value}");
+            }
+        }
+        if !self.second_writers.is_empty() {
+            let _ = writeln!(out, "\nsecond writers (a token's progress written again):");
+            for w in &self.second_writers {
+                let _ = writeln!(
+                    out,
+                    "  {} token {}: again from {} after reaching {}",
+                    w.author, w.token, w.again_from, w.reached
+                );
+            }
+            if self.second_writers_not_named > 0 {
+                let _ = writeln!(out, "  … and {} more", self.second_writers_not_named);
             }
         }
         let _ = writeln!(out);

@@ -24,6 +24,7 @@
 pub mod interval;
 pub mod output;
 pub mod rpc_pairs;
+pub mod second_writers;
 pub mod why;
 
 use crate::peer::client::{CallFailure, CallId, ClientEvent};

@@ -416,3 +416,31 @@ fn compare_shows_the_ts_sdk_row_beside_the_pairings() {
     assert!(csv.contains("ts-sdk (node, live)"), "{csv}");
     let _ = std::fs::remove_dir_all(out);
 }
+
+/// Two relays deliver every request to the TS server twice and it runs each twice (it does not
+/// deduplicate plaintext requests): the report names the server as a second writer of a
+/// progress token, and a call that failed for it says so in its why.
+#[test]
+fn ts_sdk_through_two_relays_names_the_server_a_second_writer() {
+    let scenario =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("scenarios/live/requests-run-twice.toml");
+    let (got, _, dir, stdout) = through_relays(
+        "run-twice",
+        &[scenario.to_str().unwrap()],
+        &["--timeout-ms", "10000"],
+    );
+    assert!(
+        stdout.contains("second writers (a token's progress written again):\n  ts-server token "),
+        "{stdout}"
+    );
+    for (call, outcome) in &got {
+        if outcome != "completed" {
+            assert!(
+                stdout.contains(&format!("ts-sdk client {call}: "))
+                    && stdout.contains("(a second writer, as when a request runs twice)"),
+                "{call} {outcome}: {stdout}"
+            );
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -205,6 +205,8 @@ pub(crate) struct World {
     /// Events its relays verified, so an event published to several is verified once.
     signatures: crate::nip01::Signatures,
     pairs: RpcPairs,
+    /// Servers that wrote a token's progress again (a request run twice).
+    second_writers: crate::stats::second_writers::SecondWriters,
     /// What live subscriptions hold, within one budget.
     subscription_bytes: subscriptions::SubscriptionBytes,
     outage_seq: u64,
@@ -289,6 +291,7 @@ impl World {
             event_json: crate::nip01::event_json::EventJson::default(),
             signatures: crate::nip01::Signatures::default(),
             pairs: RpcPairs::default(),
+            second_writers: Default::default(),
             subscription_bytes: subscriptions::SubscriptionBytes::new(
                 config.subscription_budget.0,
                 config.subscription_budget.1,
@@ -576,6 +579,14 @@ impl World {
                 &event.id.to_hex(),
                 &event.content,
             );
+            if fresh {
+                let recipient = event.tags.iter().find_map(|t| match t.as_slice() {
+                    [k, v, ..] if k == "p" => Some(v.as_str()),
+                    _ => None,
+                });
+                self.second_writers
+                    .published(&peer, recipient.unwrap_or_default(), &event.content);
+            }
             self.link_fate(relay, &peer, "up", Some(event.id), arrivals.len());
         }
         let credit = Arc::new(credit);
@@ -796,6 +807,8 @@ impl World {
                 .collect(),
             calls: self.pairs.rows(),
             gift_wrapped: self.pairs.gift_wrapped(),
+            second_writers: self.second_writers.found().0.to_vec(),
+            second_writers_not_named: self.second_writers.found().1,
         }
     }
 }

@@ -1,0 +1,174 @@
+//! Second writers read off the events that cross a relay: a server that writes a progress
+//! token's frames again from an earlier `progress` than it had reached, in events of their
+//! own (not copies of one event). That is what a server does when it runs one request twice —
+//! a request delivered by two relays to a server that does not deduplicate them, or replayed
+//! by a storing relay to a new subscription — and it is what a client reading the token fails
+//! with (the TypeScript SDK's `Non-increasing progress for stream N`). Live deployments and
+//! recordings name it with it, since their peers report nothing of the kind themselves.
+//!
+//! Memory is bounded: the newest [`MAX_TOKENS`] tokens are followed; an older one is
+//! forgotten, and its writer counted afresh if it comes back.
+
+use serde_json::Value;
+use std::collections::{BTreeMap, VecDeque};
+
+/// Tokens followed at once.
+pub const MAX_TOKENS: usize = 100_000;
+/// Second writers named one by one; more are counted.
+pub const MAX_NAMED: usize = 64;
+
+/// A token whose frames a writer wrote again.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct SecondWriter {
+    /// Who wrote it (the peer's name).
+    pub author: String,
+    /// The progress token.
+    pub token: String,
+    /// The `progress` it had reached when a new event went back to an earlier or equal one.
+    pub reached: String,
+    /// The `progress` of that event.
+    pub again_from: String,
+}
+
+/// Follows `(author, recipient, token)` progress; see the module documentation.
+#[derive(Debug, Clone, Default)]
+pub struct SecondWriters {
+    /// The highest progress per followed token, and its key in `order`.
+    reached: BTreeMap<(String, String, String), f64>,
+    order: VecDeque<(String, String, String)>,
+    /// Tokens already found written again (named once each).
+    found: std::collections::BTreeSet<(String, String, String)>,
+    named: Vec<SecondWriter>,
+    not_named: u64,
+}
+
+impl SecondWriters {
+    /// `author` published a new event (not a copy of one already seen) with `content`,
+    /// addressed to `recipient` (its `p` tag).
+    pub fn published(&mut self, author: &str, recipient: &str, content: &str) {
+        // Cheap test first: most events are not progress notifications.
+        if !content.contains("notifications/progress") {
+            return;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(content) else {
+            return;
+        };
+        if message.get("method").and_then(Value::as_str) != Some("notifications/progress") {
+            return;
+        }
+        let params = message.get("params");
+        let token = match params.and_then(|p| p.get("progressToken")) {
+            Some(Value::String(s)) => s.clone(),
+            Some(Value::Number(n)) => n.to_string(),
+            _ => return,
+        };
+        let Some(progress) = params
+            .and_then(|p| p.get("progress"))
+            .and_then(Value::as_f64)
+        else {
+            return;
+        };
+        let key = (author.to_owned(), recipient.to_owned(), token);
+        match self.reached.get_mut(&key) {
+            Some(reached) if progress <= *reached => {
+                if self.found.insert(key.clone()) {
+                    let writer = SecondWriter {
+                        author: key.0.clone(),
+                        token: key.2.clone(),
+                        reached: number(*reached),
+                        again_from: number(progress),
+                    };
+                    if self.named.len() < MAX_NAMED {
+                        self.named.push(writer);
+                    } else {
+                        self.not_named += 1;
+                    }
+                }
+            }
+            Some(reached) => *reached = progress,
+            None => {
+                self.reached.insert(key.clone(), progress);
+                self.order.push_back(key);
+                while self.reached.len() > MAX_TOKENS {
+                    let Some(oldest) = self.order.pop_front() else {
+                        break;
+                    };
+                    self.reached.remove(&oldest);
+                    self.found.remove(&oldest);
+                }
+            }
+        }
+    }
+
+    /// The tokens written again, in the order they were found (the first [`MAX_NAMED`]),
+    /// and how many more.
+    pub fn found(&self) -> (&[SecondWriter], u64) {
+        (&self.named, self.not_named)
+    }
+}
+
+/// A progress value as JSON-RPC wrote it: `9`, not `9.0`.
+fn number(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        v.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn progress(token: &str, n: u64) -> String {
+        format!(
+            r#"{{"jsonrpc":"2.0","method":"notifications/progress","params":{{"progressToken":"{token}","progress":{n}}}}}"#
+        )
+    }
+
+    #[test]
+    fn a_token_written_again_from_an_earlier_progress_is_a_second_writer() {
+        let mut w = SecondWriters::default();
+        for n in 1..=9 {
+            w.published("server", "client", &progress("3", n));
+        }
+        assert!(w.found().0.is_empty(), "rising progress is one writer");
+        w.published("server", "client", &progress("3", 9));
+        w.published("server", "client", &progress("3", 10));
+        w.published("server", "client", &progress("3", 2));
+        let (found, more) = w.found();
+        assert_eq!(
+            found,
+            [SecondWriter {
+                author: "server".into(),
+                token: "3".into(),
+                reached: "9".into(),
+                again_from: "9".into(),
+            }]
+        );
+        assert_eq!(more, 0, "one token is named once");
+    }
+
+    #[test]
+    fn tokens_of_other_recipients_or_authors_and_other_messages_are_apart() {
+        let mut w = SecondWriters::default();
+        w.published("server", "client-a", &progress("1", 5));
+        w.published("server", "client-b", &progress("1", 1));
+        w.published("other", "client-a", &progress("1", 1));
+        w.published("server", "client-a", r#"{"result":{},"id":1}"#);
+        w.published("server", "client-a", "not json notifications/progress");
+        assert!(w.found().0.is_empty());
+    }
+
+    #[test]
+    fn followed_tokens_are_bounded() {
+        let mut w = SecondWriters::default();
+        for i in 0..MAX_TOKENS + 10 {
+            w.published("s", "c", &progress(&i.to_string(), 1));
+        }
+        assert_eq!(w.reached.len(), MAX_TOKENS);
+        // The oldest was forgotten: its progress going back is not seen.
+        w.published("s", "c", &progress("0", 1));
+        assert!(w.found().0.is_empty());
+    }
+}
