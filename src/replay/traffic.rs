@@ -33,6 +33,11 @@ pub struct Traffic {
     pub calls: Vec<PairRow>,
     /// Deliveries of gift-wrapped events, which cannot be read without the recipient's key.
     pub gift_wrapped: u64,
+    /// Events the relays refused (`OK false`), by relay, publishing peer and the relay's
+    /// words: what a receiver waiting for them never got.
+    pub refusals: BTreeMap<(String, String, String), u64>,
+    /// Tokens whose progress a peer wrote again (a request run twice).
+    pub second_writers: Vec<crate::stats::second_writers::SecondWriter>,
 }
 
 /// Reads the traffic of `trace` (event bodies are needed for the pairs: `--trace-events
@@ -41,14 +46,29 @@ pub fn traffic(trace: &Trace) -> Traffic {
     let mut bodies: BTreeMap<&str, &serde_json::Value> = BTreeMap::new();
     let mut peers: BTreeMap<String, PeerTraffic> = BTreeMap::new();
     let mut pairs = RpcPairs::default();
+    let mut refusals = BTreeMap::new();
+    let mut writers = crate::stats::second_writers::SecondWriters::default();
     for line in &trace.lines {
         match line {
+            Line::Verdict {
+                relay,
+                peer,
+                accepted: false,
+                message,
+                ..
+            } => {
+                let key = (relay.clone(), peer.clone(), message.clone());
+                *refusals.entry(key).or_default() += 1;
+            }
             Line::Published {
                 t, peer, id, event, ..
             } => {
                 if let Some(e) = event {
                     if bodies.insert(id.as_str(), e).is_none() {
                         pairs.published(*t, e);
+                        if let Some(content) = e.get("content").and_then(|c| c.as_str()) {
+                            writers.published(peer, recipient(e).unwrap_or_default(), content);
+                        }
                     }
                 }
                 if peer != "external" {
@@ -79,7 +99,17 @@ pub fn traffic(trace: &Trace) -> Traffic {
         peers,
         calls: pairs.rows(),
         gift_wrapped: pairs.gift_wrapped(),
+        refusals,
+        second_writers: writers.found().0.to_vec(),
     }
+}
+
+/// An event's first `p` tag.
+fn recipient(event: &serde_json::Value) -> Option<&str> {
+    event.get("tags")?.as_array()?.iter().find_map(|t| {
+        let t = t.as_array()?;
+        (t.first()?.as_str()? == "p").then(|| t.get(1)?.as_str())?
+    })
 }
 
 impl Traffic {
@@ -120,7 +150,20 @@ impl Traffic {
                 })
             })
             .collect();
-        json!({ "peers": peers, "calls": calls, "gift_wrapped": self.gift_wrapped })
+        let refusals: Vec<serde_json::Value> = self
+            .refusals
+            .iter()
+            .map(|((relay, peer, message), n)| {
+                json!({ "relay": relay, "peer": peer, "message": message, "count": n })
+            })
+            .collect();
+        json!({
+            "peers": peers,
+            "calls": calls,
+            "gift_wrapped": self.gift_wrapped,
+            "refusals": refusals,
+            "second_writers": self.second_writers,
+        })
     }
 
     /// The traffic as text for people.
@@ -138,6 +181,22 @@ impl Traffic {
                 "{:<20} {:>9} {:>9} {:>10} {:>9} {:>6}",
                 name, p.published, p.delivered, p.duplicates, p.reordered, p.lost
             );
+        }
+        if !self.refusals.is_empty() {
+            let _ = writeln!(out, "\nrefused by the relays (OK false):");
+            for ((relay, peer, message), n) in &self.refusals {
+                let _ = writeln!(out, "  {relay} refused {n} of {peer}'s events: {message:?}");
+            }
+        }
+        if !self.second_writers.is_empty() {
+            let _ = writeln!(out, "\nsecond writers (a token's progress written again):");
+            for w in &self.second_writers {
+                let _ = writeln!(
+                    out,
+                    "  {} token {}: again from {} after reaching {}",
+                    w.author, w.token, w.again_from, w.reached
+                );
+            }
         }
         let _ = writeln!(out);
         out.push_str(&crate::stats::rpc_pairs::table(

@@ -26,6 +26,8 @@ mod probe;
 #[cfg(feature = "cli")]
 mod readme;
 #[cfg(feature = "cli")]
+mod real_relays;
+#[cfg(feature = "cli")]
 mod real_sdk;
 #[cfg(feature = "cli")]
 mod reports;
