@@ -198,6 +198,42 @@ impl ProgramHost for Pooled {
     }
 }
 
+/// A console line without the `stack: '…'` properties of the objects it shows (the SDK's
+/// logger puts every error's stack trace in its line; the frames name the bundle's lines and
+/// drown the message). Quotes inside are escaped (`\'`), as node's inspection writes them.
+fn without_stacks(text: &str) -> String {
+    const KEY: &str = "stack: '";
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(KEY) {
+        out.push_str(&rest[..start]);
+        let body = &rest[start + KEY.len()..];
+        let mut end = None;
+        let mut escaped = false;
+        for (i, c) in body.char_indices() {
+            match c {
+                '\\' if !escaped => escaped = true,
+                '\'' if !escaped => {
+                    end = Some(i);
+                    break;
+                }
+                _ => escaped = false,
+            }
+        }
+        let Some(end) = end else {
+            // Unterminated (cut): drop the rest of it.
+            return out.trim_end_matches([' ', ',']).to_owned();
+        };
+        rest = &body[end + 1..];
+        rest = rest.strip_prefix(", ").unwrap_or(rest);
+        if out.ends_with(", ") && rest.starts_with(" }") {
+            out.truncate(out.len() - 2);
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
 fn micros(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
 }
@@ -294,7 +330,9 @@ fn output(o: &Value) -> Option<HostOutput> {
         "log" => HostOutput::Log {
             peer: peer()?,
             text: match o.get("level").and_then(Value::as_str) {
-                Some(level @ ("warn" | "error")) => format!("{level}: {}", text("text")?),
+                Some(level @ ("warn" | "error")) => {
+                    format!("{level}: {}", without_stacks(&text("text")?))
+                }
                 _ => text("text")?,
             },
         },
@@ -393,5 +431,25 @@ impl Drop for NodeProcess {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::without_stacks;
+
+    #[test]
+    fn console_lines_lose_their_stack_traces_and_keep_the_rest() {
+        let line = r"{ module: 'x' } { error: 'Relay rejected publish', stack: 'Error: it\'s\n    at f (b.js:1:2)', kind: 25910 } Failed to publish";
+        assert_eq!(
+            without_stacks(line),
+            "{ module: 'x' } { error: 'Relay rejected publish', kind: 25910 } Failed to publish"
+        );
+        assert_eq!(
+            without_stacks("{ error: 'e', stack: 'Error: e' } last"),
+            "{ error: 'e' } last"
+        );
+        assert_eq!(without_stacks("no stack here"), "no stack here");
+        assert_eq!(without_stacks("{ stack: 'cut"), "{");
     }
 }

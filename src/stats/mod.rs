@@ -29,7 +29,7 @@ pub mod why;
 
 use crate::peer::client::{CallFailure, CallId, ClientEvent};
 use crate::peer::tools::Expected;
-use crate::sim::world::{Observation, Observer};
+use crate::sim::world::{Observation, Observer, PeerId};
 use hdrhistogram::Histogram;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -144,7 +144,13 @@ pub struct Collector {
     link_events_explain_only: bool,
     /// What the program peers logged: `"peer: line"` and how often.
     program_lines: BTreeMap<String, u64>,
+    /// Publications no relay has answered yet, by relay, publisher and event, with when they
+    /// were published (at most [`MAX_UNANSWERED`]; more are only counted in `ok_missing`).
+    unanswered: rustc_hash::FxHashMap<(usize, PeerId, nostr::prelude::EventId), Duration>,
 }
+
+/// Unanswered publications followed one by one, to name them in the calls they fell within.
+const MAX_UNANSWERED: usize = 100_000;
 
 /// Distinct program lines a run's report tallies; lines past them are counted under
 /// [`OTHER_PROGRAM_LINES`].
@@ -221,7 +227,12 @@ impl Collector {
     }
 
     /// Classifies every call and returns the run's report.
-    pub fn finish(self, seed: u64) -> RunReport {
+    pub fn finish(mut self, seed: u64) -> RunReport {
+        let unanswered = std::mem::take(&mut self.unanswered)
+            .into_iter()
+            .map(|((relay, peer, _), at)| (at, peer, relay))
+            .collect();
+        self.events.unanswered(unanswered);
         let mut items = Vec::new();
         let mut integrity_violations = 0;
         for ((client, call), r) in &self.calls {
@@ -413,17 +424,27 @@ impl Observer for Collector {
                 };
                 *self.program_lines.entry(key).or_default() += 1;
             }
-            Observation::Published { bytes, .. } => {
+            Observation::Published {
+                bytes,
+                peer,
+                relay,
+                event,
+                ..
+            } => {
                 self.count("events_published", 1);
                 self.count("bytes_published", *bytes as u64);
                 self.sent_to_relays += 1;
+                // Live and turmoil peers see refusals only, not every OK: nothing to follow.
+                if !self.link_events_explain_only && self.unanswered.len() < MAX_UNANSWERED {
+                    self.unanswered.insert((*relay, *peer, *event), at);
+                }
             }
             Observation::Verdict {
                 accepted,
                 message,
                 peer,
                 relay,
-                ..
+                event,
             } => {
                 if !*accepted {
                     self.events.refused(at, *peer, *relay, message);
@@ -431,6 +452,7 @@ impl Observer for Collector {
                 if self.link_events_explain_only {
                     return;
                 }
+                self.unanswered.remove(&(*relay, *peer, *event));
                 self.answered_by_relays += 1;
                 if *accepted && message.starts_with("duplicate:") {
                     self.count("relay_duplicates", 1);

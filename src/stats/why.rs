@@ -80,6 +80,14 @@ struct Refusal {
     message: String,
 }
 
+/// A publication no relay answered (no OK came).
+#[derive(Debug, Clone)]
+struct Unanswered {
+    at: Duration,
+    peer: PeerId,
+    relay: usize,
+}
+
 #[derive(Debug, Clone)]
 struct Drop {
     at: Duration,
@@ -100,6 +108,7 @@ struct Logged {
 pub struct RunEvents {
     names: Names,
     refusals: Vec<Refusal>,
+    unanswered: Vec<Unanswered>,
     drops: Vec<Drop>,
     /// Refusals and drops past [`MAX_KEPT`].
     not_kept: u64,
@@ -191,6 +200,20 @@ impl RunEvents {
         }
     }
 
+    /// The publications no relay answered: `(when published, peer, relay)`, in any order;
+    /// the first [`MAX_KEPT`] by time are kept, the rest counted.
+    pub fn unanswered(&mut self, mut list: Vec<(Duration, PeerId, usize)>) {
+        list.sort_unstable();
+        if list.len() > MAX_KEPT {
+            self.not_kept += (list.len() - MAX_KEPT) as u64;
+            list.truncate(MAX_KEPT);
+        }
+        self.unanswered = list
+            .into_iter()
+            .map(|(at, peer, relay)| Unanswered { at, peer, relay })
+            .collect();
+    }
+
     /// Peer `p`'s name in the lines.
     pub fn name_of(&self, p: PeerId) -> String {
         self.names.peer(p)
@@ -222,6 +245,29 @@ impl RunEvents {
         let refusals = &self.refusals[window(&|i| self.refusals[i].at, self.refusals.len())];
         if !refusals.is_empty() {
             parts.push(self.refusals_text(refusals));
+        }
+        let unanswered =
+            &self.unanswered[window(&|i| self.unanswered[i].at, self.unanswered.len())];
+        if !unanswered.is_empty() {
+            let mut whos: Vec<(String, u64)> = Vec::new();
+            for u in unanswered {
+                let who = format!(
+                    "{} via {}",
+                    self.names.peer(u.peer),
+                    self.names.relay(u.relay)
+                );
+                match whos.iter_mut().find(|(w, _)| *w == who) {
+                    Some((_, n)) => *n += 1,
+                    None => whos.push((who, 1)),
+                }
+            }
+            let whos: Vec<String> = whos.iter().map(|(w, n)| format!("{w} ×{n}")).collect();
+            parts.push(format!(
+                "no OK came for {} publish{} while it was open ({})",
+                unanswered.len(),
+                if unanswered.len() == 1 { "" } else { "es" },
+                whos.join(", ")
+            ));
         }
         let drops = &self.drops[window(&|i| self.drops[i].at, self.drops.len())];
         if !drops.is_empty() {
@@ -498,5 +544,35 @@ mod tests {
             ..call
         };
         assert_eq!(run.explain(&quiet, false), None);
+    }
+
+    #[test]
+    fn publications_no_relay_answered_while_a_call_was_open_are_counted_by_who() {
+        let mut run = RunEvents::named(names());
+        let s = Duration::from_secs;
+        // Given in any order, as a map hands them over.
+        run.unanswered(vec![
+            (s(9), PeerId::Client(0), 0),
+            (s(3), PeerId::Server(0), 0),
+            (s(2), PeerId::Client(0), 0),
+            (s(1), PeerId::Client(0), 0),
+            (s(4), PeerId::Client(0), 0),
+        ]);
+        let call = Awaiting {
+            started: s(2),
+            ended: Some(s(5)),
+            stream: None,
+            responded: false,
+        };
+        assert_eq!(
+            run.explain(&call, false).unwrap(),
+            "no OK came for 3 publishes while it was open (client via damus ×2, server via damus ×1)"
+        );
+        let later = Awaiting {
+            started: s(6),
+            ended: Some(s(7)),
+            ..call
+        };
+        assert_eq!(run.explain(&later, false), None);
     }
 }
