@@ -252,3 +252,36 @@ impl LiveReport {
         out
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::stats::second_writers::SecondWriter;
+
+    #[test]
+    fn disturbances_name_withheld_oks_refusals_and_second_writers() {
+        let mut relay = LiveRelayCounters::new("upstream", "nostr-rs-relay");
+        relay.ok_withheld = 3;
+        relay.rejected.insert("rate-limited".into(), 2);
+        let report = LiveReport {
+            relays: vec![relay],
+            second_writers: vec![SecondWriter {
+                author: "ts-server".into(),
+                token: "3".into(),
+                reached: "9".into(),
+                again_from: "9".into(),
+            }],
+            ..Default::default()
+        };
+        assert_eq!(
+            report.disturbances(),
+            [
+                "relay upstream (nostr-rs-relay) accepted 3 events without sending an OK",
+                "relay upstream (nostr-rs-relay) refused: rate-limited ×2",
+                "ts-server wrote token 3's progress again from 9 after reaching 9 (a second writer, as when a request runs twice)",
+            ]
+        );
+        assert!(LiveReport::default().disturbances().is_empty());
+        assert!(report.text().contains("second writers (a token's progress written again):\n  ts-server token 3: again from 9 after reaching 9"));
+    }
+}

@@ -135,6 +135,7 @@ pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f6
         let mut sent_at = BTreeMap::new();
         let mut ok_latency = Vec::new();
         let mut oks = Vec::new();
+        let mut refused: BTreeMap<String, usize> = BTreeMap::new();
         let first = Instant::now();
         let mut last_ok = None;
         let mut awaiting = name == "await-ok";
@@ -152,6 +153,9 @@ pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f6
                     )
                     .await;
                 oks.extend(heard.iter().filter_map(ok_id));
+                for words in heard.iter().filter_map(refusal) {
+                    *refused.entry(words).or_default() += 1;
+                }
                 last_ok = Some(first.elapsed());
                 match heard.last() {
                     Some(Heard::Ok { .. }) => ok_latency.push(start.elapsed()),
@@ -166,7 +170,14 @@ pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f6
         let until = Instant::now() + wait * 4;
         while oks.len() < n {
             match publisher.next(until.min(Instant::now() + quiet)).await {
-                Some(Heard::Ok { id, .. }) => {
+                Some(Heard::Ok {
+                    id,
+                    accepted,
+                    message,
+                }) => {
+                    if !accepted && ids.contains(&id) {
+                        *refused.entry(message).or_default() += 1;
+                    }
                     oks.push(id);
                     last_ok = Some(first.elapsed());
                 }
@@ -174,7 +185,7 @@ pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f6
                 Some(_) => {}
             }
         }
-        (sent_at, ok_latency, oks, last_ok)
+        (sent_at, ok_latency, oks, last_ok, refused)
     };
     let receive = async {
         let mut got = Vec::new();
@@ -193,7 +204,7 @@ pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f6
         }
         got
     };
-    let ((sent_at, ok_latency, oks, last_ok), got) = tokio::join!(send, receive);
+    let ((sent_at, ok_latency, oks, last_ok, refused), got) = tokio::join!(send, receive);
     let seen: Vec<String> = got.iter().map(|(id, _)| id.clone()).collect();
     let (in_order, inversions) = order_of(&seen, &order);
     let ok_ids: Vec<String> = oks.into_iter().filter(|id| ids.contains(id)).collect();
@@ -219,9 +230,22 @@ pub(super) async fn burst(p: &mut Probe, name: &str) -> Result<(Burst, Option<f6
             oks: ok_ids.len(),
             oks_in_order,
             last_ok_ms: last_ok.and_then(|d| median_ms(vec![d])),
+            refused,
         },
         latency,
     ))
+}
+
+/// The relay's words, for an `OK false`.
+fn refusal(h: &Heard) -> Option<String> {
+    match h {
+        Heard::Ok {
+            accepted: false,
+            message,
+            ..
+        } => Some(message.clone()),
+        _ => None,
+    }
 }
 
 fn ok_id(h: &Heard) -> Option<String> {

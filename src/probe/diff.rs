@@ -48,6 +48,15 @@ pub fn differences(a: &ProbeReport, b: &ProbeReport) -> Vec<String> {
             )
         };
         check(&format!("burst {}", x.name), words(x), words(y));
+        let refusals = |burst: &super::Burst| {
+            let words: Vec<&str> = burst.refused.keys().map(String::as_str).collect();
+            format!("refused {words:?}")
+        };
+        check(
+            &format!("burst {} refusals", x.name),
+            refusals(x),
+            refusals(y),
+        );
     }
     for ((bytes, x), (_, y)) in a.sizes.iter().zip(&b.sizes) {
         check(&format!("{bytes}-byte event"), x.clone(), y.clone());

@@ -22,6 +22,7 @@ use battery::{burst, gift_wrap, replay, resend, subscription_ids, subscription_l
 use conn::{Conn, Heard};
 use nostr::prelude::{Event, PublicKey, Tag};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -82,6 +83,10 @@ pub struct Burst {
     pub oks_in_order: bool,
     /// Milliseconds from the first send to the last OK (not compared: the machine's).
     pub last_ok_ms: Option<f64>,
+    /// The burst's events the relay refused (`OK false`), by the relay's words: a rate
+    /// limit shows here (compared by its words; how many depends on the relay's clock).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub refused: BTreeMap<String, usize>,
 }
 
 /// A new subscription's replay of stored events.
@@ -334,7 +339,11 @@ impl ProbeReport {
                     },
                     b.last_ok_ms
                         .map_or(String::new(), |ms| format!(", last after {ms} ms")),
-                ),
+                ) + &b
+                    .refused
+                    .iter()
+                    .map(|(words, n)| format!("; refused {n}: {words:?}"))
+                    .collect::<String>(),
             );
         }
         for (bytes, answer) in &self.sizes {

@@ -206,23 +206,6 @@ pub fn relay_url(relay: usize) -> String {
 /// explanations of failed calls; lines past it are counted.
 pub const MAX_LINES: usize = 4096;
 
-/// The longest program line kept, in bytes; a longer one is cut at a character boundary and
-/// ends in `…`, so a program that logs a payload cannot fill a trace with it.
-pub const MAX_LINE_BYTES: usize = 2000;
-
-/// `text` cut to [`MAX_LINE_BYTES`].
-fn cut_line(mut text: String) -> String {
-    if text.len() > MAX_LINE_BYTES {
-        let mut end = MAX_LINE_BYTES;
-        while !text.is_char_boundary(end) {
-            end -= 1;
-        }
-        text.truncate(end);
-        text.push('…');
-    }
-    text
-}
-
 /// A connection a hosted peer's program asks for, or gives up.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkRequest {
@@ -455,7 +438,8 @@ impl SharedHost {
             HostOutput::Log { peer, text } => {
                 if self.lines_logged < MAX_LINES {
                     self.lines_logged += 1;
-                    self.fresh_lines.push((self.now, peer, cut_line(text)));
+                    self.fresh_lines
+                        .push((self.now, peer, super::program_lines::cut_line(text)));
                 } else {
                     self.lines_not_kept += 1;
                 }
@@ -654,20 +638,4 @@ impl crate::peer::Peer for HostedPeer {
     }
 
     fn set_epoch_secs(&mut self, _secs: u64) {}
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_long_program_line_is_cut_at_a_character_boundary() {
-        assert_eq!(cut_line("short".into()), "short");
-        // 'é' is two bytes: the cut falls inside one and moves back to its start.
-        let long = format!("a{}", "é".repeat(MAX_LINE_BYTES));
-        let cut = cut_line(long);
-        assert!(cut.ends_with('…'));
-        assert!(cut.len() <= MAX_LINE_BYTES + '…'.len_utf8());
-        assert_eq!(cut.trim_end_matches('…').len(), MAX_LINE_BYTES - 1);
-    }
 }

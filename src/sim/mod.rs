@@ -6,5 +6,6 @@ pub mod hosted;
 pub mod loopback;
 pub(crate) mod order;
 pub(crate) mod planner;
+pub mod program_lines;
 pub(crate) mod publish;
 pub mod world;

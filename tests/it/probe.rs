@@ -90,6 +90,25 @@ fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
                 assert_eq!(b.in_order, kept, "{name}: {b:?}\n{text}");
             }
         }
+        // Bursts are refused only by a rate limit, in its own words, and surely so when 40
+        // events at once are more than its bucket holds.
+        let refused: std::collections::BTreeSet<&str> = report
+            .bursts
+            .iter()
+            .flat_map(|b| b.refused.keys().map(String::as_str))
+            .collect();
+        match profile.rate_limit.as_ref().map(|r| (&r.action, r.capacity)) {
+            Some((relaysim::relay::RateAction::Reject(words), capacity)) => {
+                assert!(
+                    refused.iter().all(|r| r == words),
+                    "{name}: {refused:?}\n{text}"
+                );
+                if capacity < 40.0 {
+                    assert!(refused.contains(words.as_str()), "{name}\n{text}");
+                }
+            }
+            _ => assert!(refused.is_empty(), "{name}: {refused:?}\n{text}"),
+        }
         // Ephemeral events: an OK, or none where the profile sends none.
         if !profile.ephemeral.send_ok {
             assert_eq!(report.ephemeral, "no answer", "{name}\n{text}");

@@ -277,7 +277,7 @@ pub enum Observation {
     Logged {
         /// The peer.
         peer: PeerId,
-        /// The line (at most [`crate::sim::hosted::MAX_LINE_BYTES`]).
+        /// The line (at most [`crate::sim::program_lines::MAX_LINE_BYTES`]).
         text: String,
     },
 }
