@@ -198,22 +198,34 @@ impl ProgramHost for Pooled {
     }
 }
 
-/// A console line without the `stack: '…'` properties of the objects it shows (the SDK's
-/// logger puts every error's stack trace in its line; the frames name the bundle's lines and
-/// drown the message). Quotes inside are escaped (`\'`), as node's inspection writes them.
+/// A console line without the `stack` properties of the objects it shows (the SDK's logger
+/// puts every error's stack trace in its line; the frames name the bundle's lines and drown
+/// the message). Node's inspection quotes a string with `'`, or with `"` or a backtick when
+/// the string holds the quote before it, and escapes the quote it chose inside.
 fn without_stacks(text: &str) -> String {
-    const KEY: &str = "stack: '";
+    const KEY: &str = "stack: ";
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
     while let Some(start) = rest.find(KEY) {
+        let after = &rest[start + KEY.len()..];
+        let Some(quote) = after
+            .chars()
+            .next()
+            .filter(|c| matches!(c, '\'' | '"' | '`'))
+        else {
+            // Not a quoted string (an object, say): keep it.
+            out.push_str(&rest[..start + KEY.len()]);
+            rest = after;
+            continue;
+        };
         out.push_str(&rest[..start]);
-        let body = &rest[start + KEY.len()..];
+        let body = &after[1..];
         let mut end = None;
         let mut escaped = false;
         for (i, c) in body.char_indices() {
             match c {
                 '\\' if !escaped => escaped = true,
-                '\'' if !escaped => {
+                c if c == quote && !escaped => {
                     end = Some(i);
                     break;
                 }
@@ -450,6 +462,15 @@ mod tests {
             "{ error: 'e' } last"
         );
         assert_eq!(without_stacks("no stack here"), "no stack here");
+        // Node switches to double quotes for a string holding a single quote.
+        assert_eq!(
+            without_stacks(r#"{ error: 'e', stack: "TypeError: (reading 'x')\n    at f", n: 1 }"#),
+            "{ error: 'e', n: 1 }"
+        );
+        assert_eq!(
+            without_stacks("{ stack: { depth: 1 } }"),
+            "{ stack: { depth: 1 } }"
+        );
         assert_eq!(without_stacks("{ stack: 'cut"), "{");
     }
 }

@@ -62,10 +62,11 @@ let failures = 0;
 // What the SDK's transports reported (`onerror`) and when: a failed call's `why` names the
 // errors that came while it was open, in the SDK's own words.
 const transportErrors = [];
+const MAX_ERRORS_KEPT = 1000;
 function noteError(who, e) {
   const text = `${who}: ${oneLine(e)}`;
   log(text);
-  transportErrors.push({ at: performance.now(), text });
+  if (transportErrors.length < MAX_ERRORS_KEPT) transportErrors.push({ at: performance.now(), text });
 }
 function whySince(t0) {
   const seen = new Map();
@@ -78,12 +79,16 @@ function whySince(t0) {
 // Wall-clock times (Unix ms) of each call's start, so `serve` can place the call on its trace.
 const startedUnixMs = new Map();
 let initStartedUnixMs; // when the server's start and the client's initialize began
+let initError; // why initialization failed, if it did
 function report(index, call, outcome, latencyMs, why) {
   if (reported.has(index)) return;
   reported.add(index);
   if (outcome !== 'completed') failures += 1;
   const fields = { peer: PEER, call, outcome, latency_ms: Math.round(latencyMs * 1000) / 1000,
-    started_unix_ms: startedUnixMs.get(index) ?? initStartedUnixMs, ended_unix_ms: Date.now() };
+    // A call that never started: when initialization began if it failed, else now (the
+    // overall deadline), so it is drawn where it ended, not over the whole run.
+    started_unix_ms: startedUnixMs.get(index) ?? (initError !== undefined ? initStartedUnixMs : Date.now()),
+    ended_unix_ms: Date.now() };
   if (outcome !== 'completed' && why) fields.why = why;
   const line = JSON.stringify(fields) + '\n';
   if (outFile) appendFileSync(outFile, line); else process.stdout.write(line);
@@ -202,7 +207,6 @@ const clientTransport = new NostrClientTransport({
 const client = new Client({ name: 'relaysim-ts-sdk-client', version: '1.0.0' });
 client.onerror = (e) => noteError('client error', e);
 
-let initError;
 initStartedUnixMs = Date.now();
 try {
   await withTimeout(server.connect(serverTransport), timeoutMs);

@@ -231,19 +231,10 @@ impl LiveReport {
                 let _ = writeln!(out, "  {name:<32} {value}");
             }
         }
-        if !self.second_writers.is_empty() {
-            let _ = writeln!(out, "\nsecond writers (a token's progress written again):");
-            for w in &self.second_writers {
-                let _ = writeln!(
-                    out,
-                    "  {} token {}: again from {} after reaching {}",
-                    w.author, w.token, w.again_from, w.reached
-                );
-            }
-            if self.second_writers_not_named > 0 {
-                let _ = writeln!(out, "  … and {} more", self.second_writers_not_named);
-            }
-        }
+        out.push_str(&crate::stats::second_writers::text(
+            &self.second_writers,
+            self.second_writers_not_named,
+        ));
         let _ = writeln!(out);
         out.push_str(&crate::stats::rpc_pairs::table(
             &self.calls,

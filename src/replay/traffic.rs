@@ -36,8 +36,11 @@ pub struct Traffic {
     /// Events the relays refused (`OK false`), by relay, publishing peer and the relay's
     /// words: what a receiver waiting for them never got.
     pub refusals: BTreeMap<(String, String, String), u64>,
-    /// Tokens whose progress a peer wrote again (a request run twice).
+    /// Tokens whose progress a peer wrote again (a request run twice), the first
+    /// [`crate::stats::second_writers::MAX_NAMED`].
     pub second_writers: Vec<crate::stats::second_writers::SecondWriter>,
+    /// Second writers past those named.
+    pub second_writers_not_named: u64,
 }
 
 /// Reads the traffic of `trace` (event bodies are needed for the pairs: `--trace-events
@@ -67,7 +70,9 @@ pub fn traffic(trace: &Trace) -> Traffic {
                     if bodies.insert(id.as_str(), e).is_none() {
                         pairs.published(*t, e);
                         if let Some(content) = e.get("content").and_then(|c| c.as_str()) {
-                            writers.published(peer, recipient(e).unwrap_or_default(), content);
+                            let author = e.get("pubkey").and_then(|k| k.as_str()).unwrap_or(peer);
+                            let to = recipient(e).unwrap_or_default();
+                            writers.published(author, peer, to, content);
                         }
                     }
                 }
@@ -101,6 +106,7 @@ pub fn traffic(trace: &Trace) -> Traffic {
         gift_wrapped: pairs.gift_wrapped(),
         refusals,
         second_writers: writers.found().0.to_vec(),
+        second_writers_not_named: writers.found().1,
     }
 }
 
@@ -163,6 +169,7 @@ impl Traffic {
             "gift_wrapped": self.gift_wrapped,
             "refusals": refusals,
             "second_writers": self.second_writers,
+            "second_writers_not_named": self.second_writers_not_named,
         })
     }
 
@@ -188,16 +195,10 @@ impl Traffic {
                 let _ = writeln!(out, "  {relay} refused {n} of {peer}'s events: {message:?}");
             }
         }
-        if !self.second_writers.is_empty() {
-            let _ = writeln!(out, "\nsecond writers (a token's progress written again):");
-            for w in &self.second_writers {
-                let _ = writeln!(
-                    out,
-                    "  {} token {}: again from {} after reaching {}",
-                    w.author, w.token, w.again_from, w.reached
-                );
-            }
-        }
+        out.push_str(&crate::stats::second_writers::text(
+            &self.second_writers,
+            self.second_writers_not_named,
+        ));
         let _ = writeln!(out);
         out.push_str(&crate::stats::rpc_pairs::table(
             &self.calls,

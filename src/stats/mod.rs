@@ -765,10 +765,20 @@ impl Report {
 
     /// What the program peers logged, `"peer: line"` with how often, over all runs.
     pub fn program_lines(&self) -> BTreeMap<&str, u64> {
-        let mut out = BTreeMap::new();
+        let mut out: BTreeMap<&str, u64> = BTreeMap::new();
         for run in &self.runs {
             for (line, n) in &run.program_lines {
-                *out.entry(line.as_str()).or_default() += n;
+                // As in one run: the first distinct lines, the rest under one key.
+                let distinct = out.len() - usize::from(out.contains_key(OTHER_PROGRAM_LINES));
+                let key = if distinct < MAX_PROGRAM_LINES
+                    || out.contains_key(line.as_str())
+                    || line == OTHER_PROGRAM_LINES
+                {
+                    line.as_str()
+                } else {
+                    OTHER_PROGRAM_LINES
+                };
+                *out.entry(key).or_default() += n;
             }
         }
         out

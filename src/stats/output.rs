@@ -245,7 +245,7 @@ fn program_lines(out: &mut String, report: &Report) {
     if lines.len() > SHOWN {
         let _ = writeln!(
             out,
-            "  … and {} more (the trace has every line)",
+            "  … and {} more (the trace has each line kept)",
             lines.len() - SHOWN
         );
     }

@@ -14,6 +14,9 @@ use std::collections::{BTreeMap, VecDeque};
 
 /// Tokens followed at once.
 pub const MAX_TOKENS: usize = 100_000;
+/// The longest token followed, in bytes: tokens come from event content, which anyone can
+/// publish, so a longer one is not followed (real tokens are a few characters).
+pub const MAX_TOKEN_BYTES: usize = 128;
 /// Second writers named one by one; more are counted.
 pub const MAX_NAMED: usize = 64;
 
@@ -43,9 +46,10 @@ pub struct SecondWriters {
 }
 
 impl SecondWriters {
-    /// `author` published a new event (not a copy of one already seen) with `content`,
-    /// addressed to `recipient` (its `p` tag).
-    pub fn published(&mut self, author: &str, recipient: &str, content: &str) {
+    /// `author` (its public key) published a new event (not a copy of one already seen) with
+    /// `content`, addressed to `recipient` (its `p` tag); `shown_as` names the author in what
+    /// is reported (a peer's name, which a reconnection may change, so it is not the key).
+    pub fn published(&mut self, author: &str, shown_as: &str, recipient: &str, content: &str) {
         // Cheap test first: most events are not progress notifications.
         if !content.contains("notifications/progress") {
             return;
@@ -62,6 +66,9 @@ impl SecondWriters {
             Some(Value::Number(n)) => n.to_string(),
             _ => return,
         };
+        if token.len() > MAX_TOKEN_BYTES {
+            return;
+        }
         let Some(progress) = params
             .and_then(|p| p.get("progress"))
             .and_then(Value::as_f64)
@@ -73,7 +80,7 @@ impl SecondWriters {
             Some(reached) if progress <= *reached => {
                 if self.found.insert(key.clone()) {
                     let writer = SecondWriter {
-                        author: key.0.clone(),
+                        author: shown_as.to_owned(),
                         token: key.2.clone(),
                         reached: number(*reached),
                         again_from: number(progress),
@@ -107,6 +114,28 @@ impl SecondWriters {
     }
 }
 
+/// The block a report prints for `writers` (and `more` not named): empty when there are
+/// none.
+pub fn text(writers: &[SecondWriter], more: u64) -> String {
+    use std::fmt::Write as _;
+    let mut out = String::new();
+    if writers.is_empty() {
+        return out;
+    }
+    let _ = writeln!(out, "\nsecond writers (a token's progress written again):");
+    for w in writers {
+        let _ = writeln!(
+            out,
+            "  {} token {}: again from {} after reaching {}",
+            w.author, w.token, w.again_from, w.reached
+        );
+    }
+    if more > 0 {
+        let _ = writeln!(out, "  … and {more} more");
+    }
+    out
+}
+
 /// A progress value as JSON-RPC wrote it: `9`, not `9.0`.
 fn number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {
@@ -130,12 +159,12 @@ mod tests {
     fn a_token_written_again_from_an_earlier_progress_is_a_second_writer() {
         let mut w = SecondWriters::default();
         for n in 1..=9 {
-            w.published("server", "client", &progress("3", n));
+            w.published("server", "server", "client", &progress("3", n));
         }
         assert!(w.found().0.is_empty(), "rising progress is one writer");
-        w.published("server", "client", &progress("3", 9));
-        w.published("server", "client", &progress("3", 10));
-        w.published("server", "client", &progress("3", 2));
+        w.published("server", "server", "client", &progress("3", 9));
+        w.published("server", "server", "client", &progress("3", 10));
+        w.published("server", "server", "client", &progress("3", 2));
         let (found, more) = w.found();
         assert_eq!(
             found,
@@ -152,23 +181,39 @@ mod tests {
     #[test]
     fn tokens_of_other_recipients_or_authors_and_other_messages_are_apart() {
         let mut w = SecondWriters::default();
-        w.published("server", "client-a", &progress("1", 5));
-        w.published("server", "client-b", &progress("1", 1));
-        w.published("other", "client-a", &progress("1", 1));
-        w.published("server", "client-a", r#"{"result":{},"id":1}"#);
-        w.published("server", "client-a", "not json notifications/progress");
-        assert!(w.found().0.is_empty());
+        w.published("server", "server", "client-a", &progress("1", 5));
+        w.published("server", "server", "client-b", &progress("1", 1));
+        w.published("other", "other", "client-a", &progress("1", 1));
+        w.published("server", "server", "client-a", r#"{"result":{},"id":1}"#);
+        w.published(
+            "server",
+            "server",
+            "client-a",
+            "not json notifications/progress",
+        );
+        let long = "t".repeat(MAX_TOKEN_BYTES + 1);
+        w.published("server", "server", "client-a", &progress(&long, 5));
+        w.published("server", "server", "client-a", &progress(&long, 1));
+        assert!(w.found().0.is_empty(), "a long token is not followed");
+    }
+
+    #[test]
+    fn an_author_is_its_key_whatever_its_connection_is_called() {
+        let mut w = SecondWriters::default();
+        w.published("key", "client-7", "c", &progress("1", 5));
+        w.published("key", "client-9", "c", &progress("1", 2));
+        assert_eq!(w.found().0[0].author, "client-9");
     }
 
     #[test]
     fn followed_tokens_are_bounded() {
         let mut w = SecondWriters::default();
         for i in 0..MAX_TOKENS + 10 {
-            w.published("s", "c", &progress(&i.to_string(), 1));
+            w.published("s", "s", "c", &progress(&i.to_string(), 1));
         }
         assert_eq!(w.reached.len(), MAX_TOKENS);
         // The oldest was forgotten: its progress going back is not seen.
-        w.published("s", "c", &progress("0", 1));
+        w.published("s", "s", "c", &progress("0", 1));
         assert!(w.found().0.is_empty());
     }
 }

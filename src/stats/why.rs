@@ -109,6 +109,8 @@ pub struct RunEvents {
     names: Names,
     refusals: Vec<Refusal>,
     unanswered: Vec<Unanswered>,
+    /// Unanswered publications past [`MAX_KEPT`].
+    unanswered_not_kept: u64,
     drops: Vec<Drop>,
     /// Refusals and drops past [`MAX_KEPT`].
     not_kept: u64,
@@ -205,7 +207,7 @@ impl RunEvents {
     pub fn unanswered(&mut self, mut list: Vec<(Duration, PeerId, usize)>) {
         list.sort_unstable();
         if list.len() > MAX_KEPT {
-            self.not_kept += (list.len() - MAX_KEPT) as u64;
+            self.unanswered_not_kept += (list.len() - MAX_KEPT) as u64;
             list.truncate(MAX_KEPT);
         }
         self.unanswered = list
@@ -263,10 +265,18 @@ impl RunEvents {
             }
             let whos: Vec<String> = whos.iter().map(|(w, n)| format!("{w} ×{n}")).collect();
             parts.push(format!(
-                "no OK came for {} publish{} while it was open ({})",
+                "no OK came for {} publish{} while it was open ({}){}",
                 unanswered.len(),
                 if unanswered.len() == 1 { "" } else { "es" },
-                whos.join(", ")
+                whos.join(", "),
+                if self.unanswered_not_kept > 0 {
+                    format!(
+                        "; {} later publications without an OK are not listed",
+                        self.unanswered_not_kept
+                    )
+                } else {
+                    String::new()
+                }
             ));
         }
         let drops = &self.drops[window(&|i| self.drops[i].at, self.drops.len())];

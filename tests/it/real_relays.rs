@@ -20,13 +20,18 @@ fn root() -> &'static Path {
 
 /// Where the relay's virtual environment is: `RELAYSIM_NOSTR_RELAY_PY_VENV`, or the place
 /// `.ci/run` installs it.
+/// Named by `RELAYSIM_NOSTR_RELAY_PY_VENV` (as CI does), it must be there.
 fn venv() -> Option<PathBuf> {
-    let dir = std::env::var_os("RELAYSIM_NOSTR_RELAY_PY_VENV")
-        .map(PathBuf::from)
-        .or_else(|| {
-            std::env::var_os("HOME")
-                .map(|h| PathBuf::from(h).join(".cache/relaysim-tools/nostr-relay-py-1.14"))
-        })?;
+    if let Some(dir) = std::env::var_os("RELAYSIM_NOSTR_RELAY_PY_VENV").map(PathBuf::from) {
+        assert!(
+            dir.join("bin/nostr-relay").is_file(),
+            "RELAYSIM_NOSTR_RELAY_PY_VENV={} has no bin/nostr-relay",
+            dir.display()
+        );
+        return Some(dir);
+    }
+    let dir =
+        PathBuf::from(std::env::var_os("HOME")?).join(".cache/relaysim-tools/nostr-relay-py-1.14");
     dir.join("bin/nostr-relay").is_file().then_some(dir)
 }
 
@@ -38,11 +43,17 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// Waits (at most 30 s) until something accepts connections on `port`.
-fn wait_for(port: u16, what: &str) {
+/// Waits (at most 30 s) until something accepts connections on `port`; `log` is shown if
+/// nothing does.
+fn wait_for(port: u16, what: &str, log: Option<&Path>) {
     let deadline = Instant::now() + Duration::from_secs(30);
     while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "{what} did not listen on {port}");
+        assert!(
+            Instant::now() < deadline,
+            "{what} did not listen on {port}: {}",
+            log.map(|l| std::fs::read_to_string(l).unwrap_or_default())
+                .unwrap_or_default()
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
 }
@@ -94,7 +105,7 @@ impl PythonRelay {
             .spawn()
             .expect("run.sh starts");
         let relay = PythonRelay { child, port, dir };
-        wait_for(port, "the Python relay");
+        wait_for(port, "the Python relay", Some(&relay.dir.join("relay.log")));
         Some(relay)
     }
 
@@ -167,7 +178,7 @@ fn the_ts_sdk_recorded_in_front_of_the_python_relay_names_its_refusal() {
         .stderr(Stdio::null())
         .spawn()
         .expect("record starts");
-    wait_for(listen, "relaysim record");
+    wait_for(listen, "relaysim record", None);
     let outcomes = relay.dir.join("outcomes.jsonl");
     let node = Command::new("node")
         .arg(root().join("interop/ts-sdk/peers.mjs"))

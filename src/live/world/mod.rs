@@ -584,8 +584,12 @@ impl World {
                     [k, v, ..] if k == "p" => Some(v.as_str()),
                     _ => None,
                 });
-                self.second_writers
-                    .published(&peer, recipient.unwrap_or_default(), &event.content);
+                self.second_writers.published(
+                    &event.pubkey.to_hex(),
+                    &peer,
+                    recipient.unwrap_or_default(),
+                    &event.content,
+                );
             }
             self.link_fate(relay, &peer, "up", Some(event.id), arrivals.len());
         }
