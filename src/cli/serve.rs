@@ -43,7 +43,9 @@ pub(super) struct ServeArgs {
     json: bool,
     /// A command to run against the relays (after `--`); serve stops when it exits. It gets
     /// RELAYSIM_RELAYS (the relays' ws:// URLs, comma-separated) and RELAYSIM_OUTCOMES (a file
-    /// for one JSON line per call: {"peer", "call", "outcome", "latency_ms"}).
+    /// for one JSON line per call: {"peer", "call", "outcome", "latency_ms"}, optionally with
+    /// "why", "started_unix_ms" and "ended_unix_ms"; a failed call's why and the relays'
+    /// disturbances are printed under the outcomes).
     #[arg(last = true, value_name = "COMMAND")]
     command: Vec<String>,
 }
@@ -267,14 +269,11 @@ async fn run_command(
 /// Why a call the command reported did not complete: what its program said (its SDK's
 /// words), then what the relays did while the command ran. The relays cannot tell which of
 /// their events belonged to which of the program's calls, so that part is the whole run's.
-fn failure_why(o: &CallOutcome, report: &LiveReport) -> Option<String> {
+fn failure_why(o: &CallOutcome, relays: Option<&str>) -> Option<String> {
     if o.completed() {
         return None;
     }
-    let relays = report.disturbances();
-    let relays =
-        (!relays.is_empty()).then(|| format!("while the command ran, {}", relays.join("; ")));
-    let parts: Vec<String> = o.why.iter().cloned().chain(relays).collect();
+    let parts: Vec<&str> = o.why.as_deref().into_iter().chain(relays).collect();
     (!parts.is_empty()).then(|| parts.join("; "))
 }
 
@@ -301,7 +300,14 @@ fn finish(args: &ServeArgs, report: &LiveReport, command: Option<CommandRun>) ->
                 ));
             }
         }
-        let whys: Vec<Option<String>> = outcomes.iter().map(|o| failure_why(o, report)).collect();
+        // What the relays did is the whole run's: worded once for every failed call.
+        let disturbances = report.disturbances();
+        let relays = (!disturbances.is_empty())
+            .then(|| format!("while the command ran, {}", disturbances.join("; ")));
+        let whys: Vec<Option<String>> = outcomes
+            .iter()
+            .map(|o| failure_why(o, relays.as_deref()))
+            .collect();
         if whys.iter().any(Option::is_some) {
             text.push_str("\nwhy calls failed:\n");
             for (o, why) in outcomes.iter().zip(&whys) {
