@@ -1,13 +1,17 @@
-//! Tests against a real relay from a registry, running on loopback: the Python `nostr-relay`
-//! 1.14 (PyPI), installed outside the clone by `.ci/run` (a virtual environment from
-//! `fixtures/probes/nostr-relay-py/requirements.lock.txt`) and started here with
-//! `fixtures/probes/nostr-relay-py/run.sh` (its default configuration, a fresh database).
+//! Tests against real relays from registries, running on loopback, each installed outside the
+//! clone by `.ci/run` and started here with its `run.sh` (its default configuration, a fresh
+//! database):
+//! - the Python `nostr-relay` 1.14 (PyPI): a virtual environment from
+//!   `fixtures/probes/nostr-relay-py/requirements.lock.txt`;
+//! - nostr-rs-relay 0.8.12 (crates.io): built by `fixtures/probes/nostr-rs-relay/build.sh` with
+//!   the dependency versions of the `Cargo.lock` beside it.
 //!
-//! Where the relay is not installed (a developer's machine without it), each test says so on
-//! stderr and passes; CI always installs it. To install it by hand:
+//! Where a relay is not installed (a developer's machine without it), each of its tests says so
+//! on stderr and passes; CI always installs both. To install them by hand:
 //! `python3 -m venv ~/.cache/relaysim-tools/nostr-relay-py-1.14 &&
 //! ~/.cache/relaysim-tools/nostr-relay-py-1.14/bin/pip install -r
-//! fixtures/probes/nostr-relay-py/requirements.lock.txt`.
+//! fixtures/probes/nostr-relay-py/requirements.lock.txt` and
+//! `fixtures/probes/nostr-rs-relay/build.sh ~/.cache/relaysim-tools/nostr-rs-relay-0.8.12`.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -18,21 +22,65 @@ fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR"))
 }
 
-/// Where the relay's virtual environment is: `RELAYSIM_NOSTR_RELAY_PY_VENV`, or the place
-/// `.ci/run` installs it.
-/// Named by `RELAYSIM_NOSTR_RELAY_PY_VENV` (as CI does), it must be there.
-fn venv() -> Option<PathBuf> {
-    if let Some(dir) = std::env::var_os("RELAYSIM_NOSTR_RELAY_PY_VENV").map(PathBuf::from) {
-        assert!(
-            dir.join("bin/nostr-relay").is_file(),
-            "RELAYSIM_NOSTR_RELAY_PY_VENV={} has no bin/nostr-relay",
-            dir.display()
-        );
-        return Some(dir);
+/// A real relay these tests run: where it is installed and how it is started.
+#[derive(Clone, Copy)]
+enum Installed {
+    /// The Python `nostr-relay` 1.14.
+    PythonRelay,
+    /// nostr-rs-relay 0.8.12.
+    NostrRsRelay,
+}
+
+impl Installed {
+    fn name(self) -> &'static str {
+        match self {
+            Installed::PythonRelay => "the Python nostr-relay 1.14",
+            Installed::NostrRsRelay => "nostr-rs-relay 0.8.12",
+        }
     }
-    let dir =
-        PathBuf::from(std::env::var_os("HOME")?).join(".cache/relaysim-tools/nostr-relay-py-1.14");
-    dir.join("bin/nostr-relay").is_file().then_some(dir)
+
+    /// The variable naming its directory (as CI sets it) and the directory `run.sh` is told.
+    fn variables(self) -> (&'static str, &'static str) {
+        match self {
+            Installed::PythonRelay => ("RELAYSIM_NOSTR_RELAY_PY_VENV", "NOSTR_RELAY_PY_VENV"),
+            Installed::NostrRsRelay => ("RELAYSIM_NOSTR_RS_RELAY_DIR", "NOSTR_RS_RELAY_DIR"),
+        }
+    }
+
+    /// The default place `.ci/run` installs it, and the program that shows it is there.
+    fn default_place(self) -> (&'static str, &'static str) {
+        match self {
+            Installed::PythonRelay => ("nostr-relay-py-1.14", "bin/nostr-relay"),
+            Installed::NostrRsRelay => ("nostr-rs-relay-0.8.12", "bin/nostr-rs-relay"),
+        }
+    }
+
+    fn run_script(self) -> PathBuf {
+        let dir = match self {
+            Installed::PythonRelay => "nostr-relay-py",
+            Installed::NostrRsRelay => "nostr-rs-relay",
+        };
+        root().join("fixtures/probes").join(dir).join("run.sh")
+    }
+
+    /// Where it is installed: the directory its variable names (which must hold it, as in
+    /// CI), or the place `.ci/run` installs it.
+    fn dir(self) -> Option<PathBuf> {
+        let (variable, _) = self.variables();
+        let (place, program) = self.default_place();
+        if let Some(dir) = std::env::var_os(variable).map(PathBuf::from) {
+            assert!(
+                dir.join(program).is_file(),
+                "{variable}={} has no {program}",
+                dir.display()
+            );
+            return Some(dir);
+        }
+        let dir = PathBuf::from(std::env::var_os("HOME")?)
+            .join(".cache/relaysim-tools")
+            .join(place);
+        dir.join(program).is_file().then_some(dir)
+    }
 }
 
 fn free_port() -> u16 {
@@ -74,38 +122,39 @@ fn stop(child: &mut Child, signal: &str) {
     }
 }
 
-/// A running Python relay, stopped when dropped.
-struct PythonRelay {
+/// A running real relay, stopped when dropped.
+struct RealRelay {
     child: Child,
     port: u16,
     dir: PathBuf,
 }
 
-impl PythonRelay {
+impl RealRelay {
     /// Starts it, or `None` (having said why) when it is not installed.
-    fn start(name: &str) -> Option<PythonRelay> {
-        let Some(venv) = venv() else {
+    fn start(relay: Installed, name: &str) -> Option<RealRelay> {
+        let Some(installed) = relay.dir() else {
             eprintln!(
-                "skipped: the Python nostr-relay 1.14 is not installed (see tests/it/real_relays.rs)"
+                "skipped: {} is not installed (see tests/it/real_relays.rs)",
+                relay.name()
             );
             return None;
         };
         let dir =
-            std::env::temp_dir().join(format!("relaysim-pyrelay-{}-{name}", std::process::id()));
+            std::env::temp_dir().join(format!("relaysim-real-relay-{}-{name}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).unwrap();
         let port = free_port();
         let child = Command::new("bash")
-            .arg(root().join("fixtures/probes/nostr-relay-py/run.sh"))
+            .arg(relay.run_script())
             .arg(port.to_string())
             .arg(dir.join("db"))
-            .env("NOSTR_RELAY_PY_VENV", venv)
+            .env(relay.variables().1, installed)
             .stdout(Stdio::null())
             .stderr(std::fs::File::create(dir.join("relay.log")).unwrap())
             .spawn()
             .expect("run.sh starts");
-        let relay = PythonRelay { child, port, dir };
-        wait_for(port, "the Python relay", Some(&relay.dir.join("relay.log")));
+        let relay = RealRelay { child, port, dir };
+        wait_for(port, "the relay", Some(&relay.dir.join("relay.log")));
         Some(relay)
     }
 
@@ -114,7 +163,7 @@ impl PythonRelay {
     }
 }
 
-impl Drop for PythonRelay {
+impl Drop for RealRelay {
     fn drop(&mut self) {
         // run.sh execs the relay; SIGTERM lets gunicorn stop its worker too.
         stop(&mut self.child, "-TERM");
@@ -135,7 +184,7 @@ fn relaysim(args: &[&str]) -> Output {
 /// recorded fixture.
 #[test]
 fn the_python_relay_answers_the_probe_as_its_profile_does() {
-    let Some(relay) = PythonRelay::start("probe") else {
+    let Some(relay) = RealRelay::start(Installed::PythonRelay, "python-probe") else {
         return;
     };
     let out = relaysim(&["probe", &relay.url(), "--profile", "nostr-relay-py"]);
@@ -156,7 +205,7 @@ fn the_ts_sdk_recorded_in_front_of_the_python_relay_names_its_refusal() {
     if super::ts_sdk::node_packages().is_err() {
         panic!("{:?}", super::ts_sdk::node_packages());
     }
-    let Some(relay) = PythonRelay::start("record") else {
+    let Some(relay) = RealRelay::start(Installed::PythonRelay, "python-record") else {
         return;
     };
     let trace = relay.dir.join("trace.jsonl");
@@ -228,4 +277,100 @@ fn the_ts_sdk_recorded_in_front_of_the_python_relay_names_its_refusal() {
     ]);
     let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(shown["counts"]["rejected"], 1, "{shown}");
+}
+
+/// The probe of a running nostr-rs-relay 0.8.12 and of the `nostr-rs-relay` profile served by
+/// relaysim differ at most where the socket decides: a relay that sends a NOTICE for an
+/// oversized message and closes while the client is still writing resets the connection, and
+/// whether the client reads the NOTICE first is a race (fixtures/probes/README.md). Everything
+/// else — no OK for ephemeral events, nothing stored, bursts in order, the 262,144-byte limit
+/// and its NOTICE, the 33rd subscription's NOTICE — must be the same.
+#[test]
+fn nostr_rs_relay_answers_the_probe_as_its_profile_does() {
+    let Some(relay) = RealRelay::start(Installed::NostrRsRelay, "rs-probe") else {
+        return;
+    };
+    let out = relaysim(&[
+        "probe",
+        &relay.url(),
+        "--profile",
+        "nostr-rs-relay",
+        "--burst",
+        "100",
+        "--wait-ms",
+        "1000",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{text}");
+    let differences: Vec<&str> = text
+        .lines()
+        .skip_while(|l| !l.starts_with("differences from profile nostr-rs-relay"))
+        .skip(1)
+        .collect();
+    assert!(
+        text.contains("no difference from profile nostr-rs-relay")
+            || differences.iter().all(|d| d.contains("-byte event: ")
+                && d.contains("message too large (")
+                && d.contains("connection closed")),
+        "{text}"
+    );
+    // The facts the profile rests on, seen on the relay itself.
+    for fact in [
+        "ephemeral event (kind 25910)       no answer",
+        "0 replayed, ended by eose",
+        "300000-byte content                notice: message too large (300428 > 262144)",
+        "#33 refused: notice: Subscription error: Maximum concurrent subscription count reached",
+    ] {
+        assert!(text.contains(fact), "{fact}: {text}");
+    }
+}
+
+/// The TypeScript SDK straight at a running nostr-rs-relay 0.8.12 fails every call at
+/// `initialize` with its own "Relay rejected publish": the relay sends no OK for ephemeral
+/// events, and the SDK takes the silence for a refusal. `serve --profile nostr-rs-relay` makes
+/// it fail the same way (`ts_sdk::ts_sdk_through_nostr_rs_relay_fails_at_initialize`).
+#[test]
+fn the_ts_sdk_fails_at_initialize_on_nostr_rs_relay_as_through_its_profile() {
+    if let Err(e) = super::ts_sdk::node_packages() {
+        panic!("{e}");
+    }
+    let Some(relay) = RealRelay::start(Installed::NostrRsRelay, "rs-sdk") else {
+        return;
+    };
+    let outcomes = relay.dir.join("outcomes.jsonl");
+    let node = Command::new("node")
+        .arg(root().join("interop/ts-sdk/peers.mjs"))
+        .args([
+            "--relay",
+            &relay.url(),
+            "--timeout-ms",
+            "15000",
+            "--out",
+            outcomes.to_str().unwrap(),
+        ])
+        .output()
+        .expect("node runs");
+    let reported = std::fs::read_to_string(&outcomes).unwrap_or_default();
+    let got: Vec<(String, String)> = reported
+        .lines()
+        .map(|l| {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            (
+                v["call"].as_str().unwrap_or_default().to_owned(),
+                v["outcome"].as_str().unwrap_or_default().to_owned(),
+            )
+        })
+        .collect();
+    let expected = "error: initialize: Relay rejected publish";
+    assert_eq!(
+        got,
+        [
+            ("echo", expected),
+            ("large", expected),
+            ("stream", expected)
+        ]
+        .map(|(c, o)| (c.to_owned(), o.to_owned())),
+        "{reported}\n{}",
+        String::from_utf8_lossy(&node.stderr)
+    );
 }
