@@ -48,6 +48,12 @@ impl From<String> for Segmented {
     }
 }
 
+impl From<&str> for Segmented {
+    fn from(text: &str) -> Self {
+        Segmented::from(text.to_owned())
+    }
+}
+
 impl Segmented {
     /// An empty text.
     pub fn new() -> Self {
@@ -59,6 +65,15 @@ impl Segmented {
         if !text.is_empty() {
             self.len += text.len();
             self.segments.push_back(text);
+        }
+    }
+
+    /// The whole text, when it is held in one segment (or none) and nothing was freed.
+    pub fn as_whole(&self) -> Option<&str> {
+        match (self.start, self.segments.len()) {
+            (0, 0) => Some(""),
+            (0, 1) => self.segments.front().map(String::as_str),
+            _ => None,
         }
     }
 

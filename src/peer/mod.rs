@@ -33,6 +33,7 @@ pub(crate) mod engines;
 
 pub use engines::{Implementation, RELAYSIM};
 pub mod event;
+pub(crate) mod segmented_json;
 pub(crate) mod send_window;
 pub mod server;
 pub mod streams;

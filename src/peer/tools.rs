@@ -9,10 +9,10 @@
 //! Longer than 600 lines because the catalogue is one table read four ways (call, parse,
 //! handle, expect) and its tests check each way against the others beside it.
 
-use super::content::{payload_segments, payload_text, ContentClass};
-use crate::protocol::jsonrpc::RequestId;
+use super::content::{payload_segments, ContentClass};
+pub use super::segmented_json::{request_json, text_response_json, LONG_ARGUMENT};
 use crate::protocol::oversized::Digest;
-use crate::segmented::{SegmentWriter, Segmented};
+use crate::segmented::Segmented;
 use rand_chacha::ChaCha8Rng;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -22,8 +22,9 @@ use std::time::Duration;
 pub enum ToolCall {
     /// `echo {text}`: returns the text.
     Echo {
-        /// Text to return.
-        text: String,
+        /// Text to return, in segments: a large one is written into the request a segment at
+        /// a time ([`ToolCall::into_request`]).
+        text: Segmented,
     },
     /// `large_result {bytes, content}`: returns that much text of a content class.
     LargeResult {
@@ -57,8 +58,8 @@ pub enum ToolCall {
     /// `upload {data}`: takes a (large) argument and answers with its digest, so the client can
     /// check the server received it intact.
     Upload {
-        /// The uploaded text.
-        data: String,
+        /// The uploaded text, in segments as an echo's.
+        data: Segmented,
     },
 }
 
@@ -89,10 +90,10 @@ impl WorkloadKind {
     pub fn call(&self, rng: &mut impl rand::Rng) -> ToolCall {
         match self {
             WorkloadKind::Request { bytes } => ToolCall::Echo {
-                text: payload_text(ContentClass::Ascii, *bytes, rng),
+                text: payload_segments(ContentClass::Ascii, *bytes, rng),
             },
             WorkloadKind::Upload { bytes, content } => ToolCall::Upload {
-                data: payload_text(*content, *bytes, rng),
+                data: payload_segments(*content, *bytes, rng),
             },
             WorkloadKind::Fixed(call) => call.clone(),
         }
@@ -146,7 +147,7 @@ impl ToolCall {
                     .get("text")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
-                    .to_owned(),
+                    .into(),
             }),
             "large_result" => Ok(ToolCall::LargeResult {
                 bytes: uint("large_result", "bytes", MAX_TOOL_BYTES as u64)? as usize,
@@ -190,7 +191,7 @@ impl ToolCall {
                         arg: "data",
                         expected: "a string",
                     })?
-                    .to_owned(),
+                    .into(),
             }),
             "fail" => Ok(ToolCall::Fail {
                 reason: args
@@ -219,16 +220,38 @@ impl ToolCall {
     /// (a 1 GiB echo or upload is one gibibyte, not two).
     pub fn into_arguments(self) -> (&'static str, Value) {
         match self {
-            ToolCall::Echo { text } => ("echo", object([("text", Value::String(text))])),
-            ToolCall::Upload { data } => ("upload", object([("data", Value::String(data))])),
+            ToolCall::Echo { text } => (
+                "echo",
+                object([("text", Value::String(text.into_string()))]),
+            ),
+            ToolCall::Upload { data } => (
+                "upload",
+                object([("data", Value::String(data.into_string()))]),
+            ),
             other => other.arguments(),
+        }
+    }
+
+    /// As [`ToolCall::into_arguments`], with an echo's or upload's payload kept in its
+    /// segments: the argument holds [`LONG_ARGUMENT`] and the payload is returned beside, for
+    /// [`request_json`] to write into the request's text a segment at a time. A 1 GiB payload
+    /// is then never whole beside the text it becomes.
+    pub fn into_request(self) -> (&'static str, Value, Option<Segmented>) {
+        let mark = || Value::String(LONG_ARGUMENT.to_owned());
+        match self {
+            ToolCall::Echo { text } => ("echo", object([("text", mark())]), Some(text)),
+            ToolCall::Upload { data } => ("upload", object([("data", mark())]), Some(data)),
+            other => {
+                let (name, arguments) = other.arguments();
+                (name, arguments, None)
+            }
         }
     }
 
     /// The `arguments` object that calls this tool.
     pub fn arguments(&self) -> (&'static str, Value) {
         match self {
-            ToolCall::Echo { text } => ("echo", json!({ "text": text })),
+            ToolCall::Echo { text } => ("echo", json!({ "text": text.clone().into_string() })),
             ToolCall::LargeResult { bytes, content } => (
                 "large_result",
                 json!({ "bytes": bytes, "content": content.to_string() }),
@@ -252,7 +275,7 @@ impl ToolCall {
                 ("slow", args)
             }
             ToolCall::Fail { reason } => ("fail", json!({ "reason": reason })),
-            ToolCall::Upload { data } => ("upload", json!({ "data": data })),
+            ToolCall::Upload { data } => ("upload", json!({ "data": data.clone().into_string() })),
         }
     }
 }
@@ -347,7 +370,7 @@ impl ToolHandler for SimulatedTools {
         }
         match ToolCall::parse(&params) {
             Err(e) => respond(Err((INVALID_PARAMS, e.to_string()))),
-            Ok(ToolCall::Echo { text }) => respond(Ok(text_result(&text))),
+            Ok(ToolCall::Echo { text }) => respond(Ok(text_result(&text.into_string()))),
             Ok(ToolCall::LargeResult { bytes, content }) => {
                 let text = payload_segments(content, bytes, &mut self.rng);
                 let meta = json!({ "sha256": Digest::of_parts(text.segments()).to_wire() });
@@ -356,7 +379,7 @@ impl ToolHandler for SimulatedTools {
                     meta: Some(meta),
                 }
             }
-            Ok(ToolCall::Upload { data }) => respond(Ok(text_result(&digest_of(&data)))),
+            Ok(ToolCall::Upload { data }) => respond(Ok(text_result(&digest_of_parts(&data)))),
             Ok(ToolCall::Fail { reason }) => respond(Err((TOOL_FAILED, reason))),
             Ok(ToolCall::Slow {
                 duration,
@@ -418,32 +441,15 @@ pub fn digest_of(text: &str) -> String {
     Digest::of(text).to_wire()
 }
 
+/// [`digest_of`] a text held in segments.
+pub fn digest_of_parts(text: &Segmented) -> String {
+    Digest::of_parts(text.segments()).to_wire()
+}
+
 /// A text result that also carries the text's digest in `_meta.sha256`, so the receiver can
 /// verify end to end what it got (what `large_result` answers).
 pub fn digested_result(text: &str) -> Value {
     json!({ "content": [{ "type": "text", "text": text }], "isError": false, "_meta": { "sha256": digest_of(text) } })
-}
-
-/// The JSON text of a response to `id` whose result is a [`text_result`] of `text` with
-/// `meta` as its `_meta` (as [`digested_result`] makes it): the bytes of
-/// `Message::Response { id, result }.to_json()`, written a segment at a time and consuming
-/// `text`, so a very large result and its serialisation are never both whole.
-pub fn text_response_json(id: &RequestId, text: Segmented, meta: Option<&Value>) -> Segmented {
-    use crate::nip01::json_text::{write_escaped_segmented, write_value};
-    let mut out = SegmentWriter::new();
-    out.current()
-        .extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
-    write_value(out.current(), &id.to_value());
-    out.current()
-        .extend_from_slice(br#","result":{"content":[{"type":"text","text":"#);
-    write_escaped_segmented(&mut out, text);
-    out.current().extend_from_slice(br#"}],"isError":false"#);
-    if let Some(meta) = meta {
-        out.current().extend_from_slice(br#","_meta":"#);
-        write_value(out.current(), meta);
-    }
-    out.current().extend_from_slice(b"}}");
-    out.finish()
 }
 
 /// The first text block of a tool result.
@@ -510,10 +516,10 @@ impl Expected {
     pub fn of(tool: &ToolCall) -> Self {
         match tool {
             ToolCall::Echo { text } if text.len() > ECHO_KEPT_WHOLE => {
-                Expected::Digest(digest_of(text))
+                Expected::Digest(digest_of_parts(text))
             }
-            ToolCall::Echo { text } => Expected::Text(text.clone()),
-            ToolCall::Upload { data } => Expected::Text(digest_of(data)),
+            ToolCall::Echo { text } => Expected::Text(text.clone().into_string()),
+            ToolCall::Upload { data } => Expected::Text(digest_of_parts(data)),
             ToolCall::LargeResult { .. } => Expected::SelfDigest,
             ToolCall::Stream { chunks, .. } => Expected::Stream { chunks: *chunks },
             ToolCall::Slow { .. } => Expected::Done,
@@ -587,39 +593,15 @@ mod tests {
     }
 
     #[test]
-    fn a_segmented_text_response_is_the_message_serialised_whole() {
-        for text in ["", "plain", "q\"uo\\te\u{1}é😀"] {
-            for meta in [None, Some(json!({ "sha256": digest_of(text) }))] {
-                for id in [RequestId::Number(7), RequestId::String("r\"1".into())] {
-                    let mut result = text_result(text);
-                    if let Some(m) = &meta {
-                        result["_meta"] = m.clone();
-                    }
-                    let whole = crate::protocol::jsonrpc::Message::Response {
-                        id: id.clone(),
-                        result,
-                    }
-                    .to_json();
-                    let segmented =
-                        text_response_json(&id, Segmented::from(text.to_owned()), meta.as_ref());
-                    assert_eq!(segmented.into_string(), whole);
-                }
-            }
-        }
-        let text = "x".repeat(10);
-        assert_eq!(
-            digested_result(&text)["_meta"]["sha256"],
-            Digest::of_parts(Segmented::from(text.clone()).segments()).to_wire()
-        );
-    }
-
-    #[test]
     fn echo_and_upload_answer_from_the_payload_they_take_as_a_parsed_call_would() {
         // The answers the tools gave when they parsed (and copied) the call first.
         let mut tools = SimulatedTools::new(ChaCha8Rng::seed_from_u64(1));
-        let id = RequestId::Number(7);
+        let id = crate::protocol::jsonrpc::RequestId::Number(7);
         let text = "a \"quoted\" line\n".repeat(100);
-        let params = ToolCall::Echo { text: text.clone() }.into_arguments();
+        let params = ToolCall::Echo {
+            text: text.as_str().into(),
+        }
+        .into_arguments();
         let call = object([("name", params.0.into()), ("arguments", params.1)]);
         let ToolAction::RespondText { text: answer, meta } = tools.call(call) else {
             panic!("an echo answers with its text");

@@ -28,6 +28,7 @@ use crate::protocol::resumable::client::{
     Arrival, FollowerConfig, FollowerEvent, FollowerRequest, StreamFollower,
 };
 use crate::protocol::resumable::messages::{self as stream_msg, PollResult, StreamCreate};
+use crate::segmented::Segmented;
 use nostr::prelude::{Event, EventId, PublicKey};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
@@ -270,7 +271,7 @@ pub struct ContextVmClient {
     /// The `initialize` call in flight, if any.
     initializing: Option<CallId>,
     /// Calls made before `initialize` was answered, sent once it is.
-    deferred: Vec<(CallId, String)>,
+    deferred: Vec<(CallId, Segmented)>,
     calls: BTreeMap<CallId, PendingCall>,
     by_token: BTreeMap<ProgressToken, CallId>,
     downloads: Box<dyn TransferReceiving<PublicKey>>,
@@ -394,7 +395,7 @@ impl ContextVmClient {
             "capabilities": capabilities,
             "clientInfo": { "name": "relaysim", "version": env!("CARGO_PKG_VERSION") },
         });
-        let id = self.send_request("initialize", params, None, true);
+        let id = self.send_request("initialize", params, None, None, true);
         self.initializing = Some(id);
         id
     }
@@ -408,6 +409,21 @@ impl ContextVmClient {
         options: CallOptions,
         now: Duration,
     ) -> CallId {
+        self.call_tool_with_long_argument(name, arguments, None, options, now)
+    }
+
+    /// As [`ContextVmClient::call_tool`], with `long` the text of the one argument that holds
+    /// [`crate::peer::tools::LONG_ARGUMENT`] ([`crate::peer::tools::ToolCall::into_request`]):
+    /// the request's text is written around it a segment at a time, and a CEP-22 upload frees
+    /// each segment once sent, so a very large argument is held about once.
+    pub fn call_tool_with_long_argument(
+        &mut self,
+        name: &str,
+        arguments: Value,
+        long: Option<Segmented>,
+        options: CallOptions,
+        now: Duration,
+    ) -> CallId {
         self.now = now;
         let id = self.next_id;
         let token = options.progress.then(|| self.tokens.mint(id));
@@ -416,7 +432,7 @@ impl ContextVmClient {
         if let Some(t) = &token {
             params["_meta"] = json!({ "progressToken": t.to_value() });
         }
-        self.send_request("tools/call", params, token, false)
+        self.send_request("tools/call", params, long, token, false)
     }
 
     /// The SDK's `callToolStream`: a call with a progress token whose stream is read with

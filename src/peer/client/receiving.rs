@@ -345,7 +345,7 @@ impl ContextVmClient {
             PublishOutcome::Accepted => pending.request_text = None,
             PublishOutcome::SizeRejected => {
                 match (pending.token.clone(), pending.request_text.take()) {
-                    (Some(token), Some(text)) => self.upload(call, token, text),
+                    (Some(token), Some(text)) => self.upload(call, token, text.into()),
                     _ => self.fail_call(call, CallFailure::RequestTooLarge),
                 }
             }

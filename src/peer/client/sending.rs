@@ -28,22 +28,29 @@ impl ContextVmClient {
             .set_send_accept(!self.config.capabilities.open_stream);
     }
 
+    /// Sends a request; `long` is the text of its long argument, if it has one
+    /// ([`crate::peer::tools::request_json`]).
     pub(super) fn send_request(
         &mut self,
         method: &str,
         params: Value,
+        long: Option<Segmented>,
         token: Option<ProgressToken>,
         is_initialize: bool,
     ) -> CallId {
         let id = self.next_id;
         self.next_id += 1;
         let now = self.now;
-        let text = Message::Request {
+        let request = Message::Request {
             id: RequestId::Number(id as i64),
             method: method.into(),
             params: Some(params),
-        }
-        .to_json();
+        };
+        let text = match long {
+            Some(long) => crate::peer::tools::request_json(&request, long),
+            None => Segmented::from(request.to_json()),
+        };
+        drop(request);
         self.calls.insert(
             id,
             PendingCall {
@@ -78,7 +85,7 @@ impl ContextVmClient {
     pub(super) fn transmit(
         &mut self,
         id: CallId,
-        text: String,
+        text: Segmented,
         token: Option<ProgressToken>,
         is_initialize: bool,
     ) {
@@ -92,18 +99,14 @@ impl ContextVmClient {
             call.advertised = !tags.is_empty();
         }
         // A request no event can carry goes to CEP-22 without being signed and serialised whole
-        // first (for a large upload, a copy of it and a pass over every byte saved). The
-        // envelope's ten-digit `created_at` may be up to nine digits wider than this event's,
-        // and the capability tags only add, so past `budget + 9` it cannot fit.
-        if let Some(token) = token.clone().filter(|_| {
-            self.frame_envelope
-                .published_size_exceeds(&text, self.config.budget + 9)
-        }) {
+        // first (for a large upload, a copy of it and a pass over every byte saved).
+        if let Some(token) = token.clone().filter(|_| self.no_event_carries(&text)) {
             self.pending_tags = tags;
             self.upload(id, token, text);
             self.pump();
             return;
         }
+        let text = text.into_string();
         let server = self.config.server;
         let event = self.core.sign(&server, None, tags, text.clone(), now);
         if self.core.json_len(&event) <= self.config.budget {
@@ -113,16 +116,32 @@ impl ContextVmClient {
             call.request_text = token.is_some().then_some(text);
         } else if let Some(token) = token {
             self.pending_tags = event.tags.iter().skip(1).cloned().collect();
-            self.upload(id, token, text);
+            self.upload(id, token, text.into());
         } else {
             self.fail_call(id, CallFailure::RequestTooLarge);
         }
         self.pump();
     }
 
+    /// Whether the request `text` is too large for any event: the envelope's ten-digit
+    /// `created_at` may be up to nine digits wider than the event's, and capability tags only
+    /// add, so past `budget + 9` it cannot fit. A text in several segments is measured by its
+    /// length where the envelope's cost model allows (its published size is at least that),
+    /// without joining it.
+    fn no_event_carries(&self, text: &Segmented) -> bool {
+        let limit = self.config.budget + 9;
+        match text.as_whole() {
+            Some(whole) => self.frame_envelope.published_size_exceeds(whole, limit),
+            None if self.frame_envelope.cost_model_is_exact() && text.len() > limit => true,
+            None => self
+                .frame_envelope
+                .published_size_exceeds(&text.clone().into_string(), limit),
+        }
+    }
+
     /// Sends a request as a CEP-22 transfer, waiting for `accept` unless the server is known to
     /// support CEP-22.
-    pub(super) fn upload(&mut self, call: CallId, token: ProgressToken, text: String) {
+    pub(super) fn upload(&mut self, call: CallId, token: ProgressToken, text: Segmented) {
         // While the server's support is unknown the frames are numbered for the handshake,
         // whether or not the client then waits for the accept.
         let unknown = !self.server_capabilities.oversized_transfer;
@@ -137,7 +156,7 @@ impl ContextVmClient {
         };
         let sender = self.config.implementation.transfer_sender(
             token.clone(),
-            text.into(),
+            text,
             config,
             &self.frame_envelope,
         );

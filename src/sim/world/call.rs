@@ -29,14 +29,15 @@ impl Call {
             ToolCall::Stream { chunk_bytes, .. } => Some(chunk_bytes),
             _ => None,
         };
-        let (name, arguments) = self.tool.into_arguments();
+        let (name, arguments, long) = self.tool.into_request();
         if let Some(bytes) = chunk_bytes {
             (client.call_tool_stream(name, arguments, now).0, Some(bytes))
         } else {
             let options = CallOptions {
                 progress: self.progress,
             };
-            (client.call_tool(name, arguments, options, now), None)
+            let call = client.call_tool_with_long_argument(name, arguments, long, options, now);
+            (call, None)
         }
     }
 
