@@ -119,10 +119,7 @@ pub fn plan(scenario: &Scenario, seed: u64) -> TsSdkPlan {
                 .map_err(|c| {
                     format!("peers.mjs has one --stream-chunks ({c}), this stream has {chunks}")
                 }),
-            other => Err(format!(
-                "peers.mjs has no call like {}",
-                other.arguments().0
-            )),
+            other => Err(format!("peers.mjs has no call like {}", other.name())),
         };
         match mapped {
             Ok(name) => out.calls.push((name, w)),

@@ -4,6 +4,7 @@
 pub(crate) mod event_json;
 pub(crate) mod identity;
 pub mod json_read;
+pub mod json_segmented;
 pub mod json_text;
 pub(crate) mod message;
 pub mod signatures;

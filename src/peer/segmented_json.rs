@@ -6,9 +6,12 @@ use crate::segmented::{SegmentWriter, Segmented};
 use serde_json::Value;
 
 /// What a long argument's place holds while the rest of its request is serialised
-/// ([`super::tools::ToolCall::into_request`]): control characters no tool name or relaysim argument holds,
-/// so its serialised form occurs once in the request's text.
-pub const LONG_ARGUMENT: &str = "\u{1}relaysim long argument\u{1}";
+/// ([`super::tools::ToolCall::into_request`]), and, at the server, while the request is read
+/// in pieces (`nip01::json_segmented`). Serialised, it ends in a control character's escape
+/// right before a closing quote, which no other string of such a request can: the method and
+/// tool names are relaysim's, and a progress token (whose prefix a scenario may choose) ends in
+/// its call's digits.
+pub const LONG_ARGUMENT: &str = crate::nip01::json_segmented::LONG_STRING;
 
 /// The JSON text of `request` ([`Message::to_json`]'s bytes) with `long` in place of the one
 /// argument that holds [`LONG_ARGUMENT`], written a segment at a time and consuming `long`, so
@@ -20,8 +23,7 @@ pub fn request_json(request: &Message, long: Segmented) -> Segmented {
     let mut quoted = Vec::new();
     write_escaped(&mut quoted, LONG_ARGUMENT);
     let quoted = std::str::from_utf8(&quoted).expect("escaped text is UTF-8");
-    // The request's other strings are relaysim's own (method, tool name, minted token), none
-    // with control characters: the mark is there once.
+    // Once, and only where the argument is ([`LONG_ARGUMENT`] says why).
     let mut places = small.match_indices(quoted).map(|(at, _)| at);
     let (Some(at), None) = (places.next(), places.next()) else {
         panic!("a request with a long argument holds its mark once: {small}");

@@ -323,6 +323,15 @@ pub trait ToolHandler: Send {
     fn list(&self) -> Value;
     /// What to do with a `tools/call` (its params: `name` and `arguments`).
     fn call(&mut self, params: Value) -> ToolAction;
+    /// As [`ToolHandler::call`], with `long` the text of the one string of `params` that holds
+    /// [`LONG_ARGUMENT`]: a very large argument, read in segments from the request's pieces.
+    /// By default it is put back whole and the call goes to [`ToolHandler::call`].
+    fn call_with_long(&mut self, mut params: Value, long: Option<Segmented>) -> ToolAction {
+        if let Some(long) = long {
+            crate::nip01::json_segmented::put_back(&mut params, long);
+        }
+        self.call(params)
+    }
     /// Whether a call may run long enough to be carried on a resumable stream.
     fn long_running(&self, params: &Value) -> bool;
 }
@@ -401,6 +410,24 @@ impl ToolHandler for SimulatedTools {
         }
     }
 
+    fn call_with_long(&mut self, mut params: Value, long: Option<Segmented>) -> ToolAction {
+        if let Some(long) = long {
+            // An echo answers with the segments it got and an upload with their digest, so
+            // neither holds the payload whole.
+            if holds_long_argument(&params, "echo", "text") {
+                return ToolAction::RespondText {
+                    text: long,
+                    meta: None,
+                };
+            }
+            if holds_long_argument(&params, "upload", "data") {
+                return ToolAction::Respond(Ok(text_result(&digest_of_parts(&long))));
+            }
+            crate::nip01::json_segmented::put_back(&mut params, long);
+        }
+        self.call(params)
+    }
+
     fn long_running(&self, params: &Value) -> bool {
         // By name first: parsing an echo or an upload would copy its payload.
         let name = params.get("name").and_then(Value::as_str);
@@ -429,6 +456,16 @@ fn take_payload(params: &mut Value, tool: &str, arg: &str) -> Option<String> {
         Value::String(payload) => Some(std::mem::take(payload)),
         _ => None,
     }
+}
+
+/// Whether `params` call `tool` with its argument `arg` holding [`LONG_ARGUMENT`].
+fn holds_long_argument(params: &Value, tool: &str, arg: &str) -> bool {
+    params.get("name").and_then(Value::as_str) == Some(tool)
+        && params
+            .get("arguments")
+            .and_then(|a| a.get(arg))
+            .and_then(Value::as_str)
+            == Some(LONG_ARGUMENT)
 }
 
 /// An MCP tool result with one text block.
@@ -625,6 +662,36 @@ mod tests {
         // A malformed echo still goes to the parser, which answers as before.
         let odd = json!({ "name": "echo", "arguments": { "text": 5 } });
         assert_eq!(tools.call(odd), ToolAction::Respond(Ok(text_result(""))));
+    }
+
+    #[test]
+    fn a_long_argument_in_segments_is_echoed_and_digested_without_being_joined() {
+        let mut tools = SimulatedTools::new(ChaCha8Rng::seed_from_u64(1));
+        let mut segments = Segmented::new();
+        segments.push("first ".into());
+        segments.push("second".into());
+        let call = |tool: &str, arg: &str| {
+            object([
+                ("name", tool.into()),
+                ("arguments", object([(arg, LONG_ARGUMENT.into())])),
+            ])
+        };
+        assert_eq!(
+            tools.call_with_long(call("echo", "text"), Some(segments.clone())),
+            ToolAction::RespondText {
+                text: segments.clone(),
+                meta: None
+            }
+        );
+        assert_eq!(
+            tools.call_with_long(call("upload", "data"), Some(segments.clone())),
+            ToolAction::Respond(Ok(text_result(&digest_of("first second"))))
+        );
+        // Anywhere else the string is put back whole: a failing tool's reason, say.
+        assert_eq!(
+            tools.call_with_long(call("fail", "reason"), Some(segments)),
+            ToolAction::Respond(Err((tool_codes::TOOL_FAILED, "first second".into())))
+        );
     }
 
     #[test]

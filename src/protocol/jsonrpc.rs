@@ -157,6 +157,25 @@ impl Message {
         Self::from_value(value)
     }
 
+    /// Puts a long string read apart (`nip01::json_segmented`) back where it holds its place,
+    /// whole.
+    pub fn put_back(&mut self, long: crate::segmented::Segmented) {
+        use crate::nip01::json_segmented::put_back;
+        match self {
+            Message::Request { params, .. } | Message::Notification { params, .. } => {
+                if let Some(params) = params {
+                    put_back(params, long);
+                }
+            }
+            Message::Response { result, .. } => put_back(result, long),
+            Message::Error { error, .. } => {
+                if let Some(data) = &mut error.data {
+                    put_back(data, long);
+                }
+            }
+        }
+    }
+
     /// Reads a JSON-RPC message from a parsed JSON value.
     pub fn from_value(value: Value) -> Result<Self, JsonRpcError> {
         let Value::Object(obj) = value else {

@@ -10,6 +10,7 @@ mod docs;
 mod hostile;
 #[cfg(feature = "cli")]
 mod json;
+mod large_payloads;
 mod layers;
 #[cfg(feature = "live")]
 mod live;

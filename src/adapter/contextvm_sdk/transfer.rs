@@ -62,6 +62,7 @@ impl<P: Clone + Ord + Send> TransferReceiving<P> for SdkTransferReceiver<P> {
                         .ok()
                         .and_then(|v| Message::from_value(v).ok())
                         .map(Box::new),
+                    long: None,
                 });
             }
             Ok(None) => {

@@ -253,8 +253,14 @@ impl ContextVmClient {
     pub(super) fn drain_engines(&mut self) {
         while let Some(event) = self.downloads.poll_event() {
             match event {
-                ReceiverEvent::Completed { parsed, .. } => match parsed {
-                    Some(m) => self.on_message(*m),
+                ReceiverEvent::Completed { parsed, long, .. } => match parsed {
+                    Some(mut m) => {
+                        // A client takes a result whole.
+                        if let Some(long) = long {
+                            m.put_back(long);
+                        }
+                        self.on_message(*m)
+                    }
                     None => self.malformed += 1,
                 },
                 ReceiverEvent::Failed { token, failure, .. } => {

@@ -284,10 +284,12 @@ impl ContextVmServer {
                 core
             },
             // Requests are read from their parsed messages only, so a large one is not held
-            // twice while it is parsed.
+            // twice while it is parsed, and a very large one's long argument reaches the tool
+            // in segments.
             uploads: config.implementation.transfer_receiver(ReceiverConfig {
                 feed_accept: config.behaviour.feed_accept,
                 keep_text: false,
+                long_in_segments: true,
                 ..config.oversized.clone()
             }),
             budget: config.budget,
@@ -361,7 +363,7 @@ impl ContextVmServer {
     fn on_message(&mut self, client: PublicKey, event_id: EventId, message: Message) {
         match message {
             Message::Request { id, method, params } => {
-                self.on_request(client, event_id, id, method, params)
+                self.on_request(client, event_id, id, method, params, None)
             }
             Message::Notification {
                 ref method,

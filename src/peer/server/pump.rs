@@ -46,12 +46,13 @@ impl ContextVmServer {
                     peer,
                     token,
                     parsed,
+                    long,
                     ..
                 } => {
                     let origin = self.upload_origin.remove(&(peer, token));
                     match (parsed.map(|m| *m), origin) {
                         (Some(Message::Request { id, method, params }), Some(origin)) => {
-                            self.on_request(peer, origin, id, method, params)
+                            self.on_request(peer, origin, id, method, params, long)
                         }
                         _ => self.malformed += 1,
                     }

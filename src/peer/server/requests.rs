@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::peer::behaviour::AcceptWait;
+use crate::segmented::Segmented;
 
 impl ContextVmServer {
     pub(super) fn on_request(
@@ -11,12 +12,22 @@ impl ContextVmServer {
         id: RequestId,
         method: String,
         params: Option<Value>,
+        long: Option<Segmented>,
     ) {
         self.events.push_back(ServerEvent::Request {
             client,
             method: method.clone(),
         });
-        let params = params.unwrap_or(Value::Null);
+        let mut params = params.unwrap_or(Value::Null);
+        // A tool call's long argument goes to the tool in segments; anything else takes it
+        // whole.
+        let long = match long {
+            Some(long) if method != "tools/call" => {
+                crate::nip01::json_segmented::put_back(&mut params, long);
+                None
+            }
+            long => long,
+        };
         let token = params
             .get("_meta")
             .and_then(|m| m.get("progressToken"))
@@ -68,7 +79,7 @@ impl ContextVmServer {
                 }
                 Ok(result)
             }
-            "tools/call" => match self.tools.call(params) {
+            "tools/call" => match self.tools.call_with_long(params, long) {
                 ToolAction::Respond(answer) => {
                     answer.map_err(|(code, message)| error(code, message))
                 }

@@ -6,6 +6,7 @@
 //! receiver rebuilds the exact serialized message, checks its length and SHA-256 digest, and
 //! only then surfaces it.
 
+mod assembly;
 pub(crate) mod chunking;
 pub mod frame;
 pub mod receiver;

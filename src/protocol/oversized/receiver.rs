@@ -33,26 +33,15 @@
 //!   number are kept), and later frames for it are ignored; they never resurrect it.
 //! - **Failing sends `abort`** to the sender when the failure is local, so the sender stops.
 
+use super::assembly::{Assembled, Assembly};
 use super::frame::{Digest, TransferBody, TransferFrame, COMPLETION_MODE_RENDER};
-use crate::protocol::jsonrpc::{Message, ProgressToken};
+use crate::nip01::json_read::STEAL_FROM;
+use crate::nip01::json_segmented::parse_pieces;
+use crate::protocol::jsonrpc::{JsonRpcError, Message, ProgressToken};
+use crate::segmented::Segmented;
 use std::collections::{BTreeMap, VecDeque};
-use std::ops::Range;
 use std::time::Duration;
 
-/// Bytes a transfer's declared size reserves at most before any chunk arrives.
-const MAX_RESERVED: u64 = 2 << 30;
-
-/// An empty text with room for `declared` bytes (at most [`MAX_RESERVED`]), or less room if
-/// the system will not give it: the text grows as chunks arrive either way.
-fn reserved(declared: u64) -> String {
-    let mut text = String::new();
-    let room = usize::try_from(declared.min(MAX_RESERVED)).unwrap_or(usize::MAX);
-    if text.try_reserve_exact(room).is_err() {
-        // Too large for this platform or this system's memory: no room up front.
-        text = String::new();
-    }
-    text
-}
 /// Receiver limits and timers. Defaults follow the reference SDK where it has one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ReceiverConfig {
@@ -90,6 +79,12 @@ pub struct ReceiverConfig {
     /// not twice, while it is read. Only relaysim's own receiver heeds it; others always hand
     /// the text over.
     pub keep_text: bool,
+    /// Whether a very large transfer (from 64 MiB declared) that does not keep its text is
+    /// assembled in pieces and read piece by piece, its long string handed over in segments
+    /// (`ReceiverEvent::Completed::long`), so that a consumer that can use it so (a server's
+    /// echo) never holds it whole. Without it the text is read in place into one string, the
+    /// cheapest way for a consumer that wants the string whole (a client's result).
+    pub long_in_segments: bool,
 }
 
 impl Default for ReceiverConfig {
@@ -110,6 +105,7 @@ impl Default for ReceiverConfig {
             orphan_ttl: Duration::from_secs(10),
             max_tombstones: 4096,
             keep_text: true,
+            long_in_segments: false,
         }
     }
 }
@@ -237,6 +233,11 @@ pub enum ReceiverEvent<P> {
         /// That text parsed, when it is a JSON-RPC message (always, from this receiver, which
         /// fails a transfer that is not): consumers need not parse it again.
         parsed: Option<Box<Message>>,
+        /// The long string of a very large transfer read in segments (from a receiver that
+        /// does not keep the text): `parsed` holds
+        /// [`LONG_STRING`](crate::nip01::json_segmented::LONG_STRING) in its place, and
+        /// [`Message::put_back`] puts it in whole for a consumer that wants it so.
+        long: Option<Segmented>,
     },
     /// A transfer failed; nothing of it was surfaced.
     Failed {
@@ -268,9 +269,7 @@ struct Transfer {
     total_bytes: u64,
     total_chunks: u64,
     /// Chunks assembled so far, in progress order.
-    assembled: String,
-    /// Where each assembled chunk sits in `assembled`, by progress.
-    spans: BTreeMap<u64, Range<usize>>,
+    assembled: Assembly,
     /// Chunks waiting behind a missing position.
     waiting: BTreeMap<u64, String>,
     received_bytes: u64,
@@ -286,7 +285,7 @@ struct Transfer {
 
 impl Transfer {
     fn chunk_count(&self) -> u64 {
-        (self.spans.len() + self.waiting.len()) as u64
+        (self.assembled.chunks() + self.waiting.len()) as u64
     }
 
     /// Appends waiting chunks that have become contiguous.
@@ -295,7 +294,7 @@ impl Transfer {
             if Some(self.next_missing) == self.accept_slot {
                 self.next_missing += 1;
             } else if let Some(data) = self.waiting.remove(&self.next_missing) {
-                self.append(self.next_missing, &data);
+                self.assembled.append(self.next_missing, &data);
                 self.next_missing += 1;
             } else {
                 break;
@@ -303,30 +302,16 @@ impl Transfer {
         }
     }
 
-    fn append(&mut self, progress: u64, data: &str) {
-        let at = self.assembled.len();
-        self.assembled.push_str(data);
-        self.spans.insert(progress, at..self.assembled.len());
-    }
-
-    /// A chunk in the accept slot: the sender did not wait for our accept, so its first chunk
-    /// took that position. It precedes every other chunk, so it goes in front.
-    fn prepend_at_accept_slot(&mut self, progress: u64, data: &str) {
-        let shift = data.len();
-        self.assembled.insert_str(0, data);
-        for span in self.spans.values_mut() {
-            *span = span.start + shift..span.end + shift;
-        }
-        self.spans.insert(progress, 0..shift);
-    }
-
     fn content_at(&self, progress: u64) -> Option<&str> {
-        if let Some(span) = self.spans.get(&progress) {
-            return Some(&self.assembled[span.clone()]);
+        if let Some(data) = self.assembled.chunk(progress) {
+            return Some(data);
         }
         self.waiting.get(&progress).map(String::as_str)
     }
 }
+
+/// A completed transfer: its text if kept, the message, and its long string if read apart.
+type Completed = (Option<String>, Message, Option<Segmented>);
 
 /// All CEP-22 transfers a peer is receiving, keyed by (sending peer, progress token).
 pub struct OversizedReceiver<P> {
@@ -493,12 +478,13 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             total_chunks: *total_chunks,
             start_progress,
             accept_slot,
-            // The declared size, admitted under the policy's limit above, up to 2 GiB (a
-            // limit set out of reach must not let a declaration reserve without end): room
-            // reserved is not memory used until written, and growing by doubling would hold
-            // up to twice the text (and copy it) for a large transfer.
-            assembled: reserved(*total_bytes),
-            spans: BTreeMap::new(),
+            // Room for the declared size, admitted under the policy's limit above, up to
+            // 2 GiB (a limit set out of reach must not let a declaration reserve without
+            // end); a very large one in pieces (`assembly`).
+            assembled: Assembly::new(
+                *total_bytes,
+                self.config.long_in_segments && !self.config.keep_text,
+            ),
             waiting: BTreeMap::new(),
             received_bytes: 0,
             next_missing: start_progress + 1,
@@ -643,11 +629,12 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         t.highest_progress = t.highest_progress.max(p);
         if Some(p) == t.accept_slot {
             // The sender did not count our accept; this is its first chunk.
-            t.prepend_at_accept_slot(p, &data);
+            // It precedes every other chunk, so it goes in front.
+            t.assembled.prepend(p, &data);
             return Step::Continue;
         }
         if p == t.next_missing {
-            t.append(p, &data);
+            t.assembled.append(p, &data);
             t.next_missing += 1;
             t.advance();
             return Step::Continue;
@@ -675,11 +662,10 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         if !valid_first {
             return Step::Fail(TransferFailure::Totals("end does not match totalChunks"));
         }
-        let lowest = [t.spans.keys().next(), t.waiting.keys().next()]
+        let lowest = [t.assembled.first_chunk(), t.waiting.keys().next().copied()]
             .into_iter()
             .flatten()
-            .min()
-            .copied();
+            .min();
         if lowest.is_some_and(|l| l < first) {
             return Step::Fail(TransferFailure::Sequence(
                 "a chunk outside the positions end declares",
@@ -713,12 +699,15 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                 let result = Self::validate(t, self.config.keep_text);
                 self.bury(key);
                 match result {
-                    Ok((message, parsed)) => self.events.push_back(ReceiverEvent::Completed {
-                        peer,
-                        token,
-                        message,
-                        parsed: Some(Box::new(parsed)),
-                    }),
+                    Ok((message, parsed, long)) => {
+                        self.events.push_back(ReceiverEvent::Completed {
+                            peer,
+                            token,
+                            message,
+                            parsed: Some(Box::new(parsed)),
+                            long,
+                        })
+                    }
                     Err((failure, next_progress)) => {
                         self.send_abort(&peer, &token, next_progress, &failure);
                         self.events.push_back(ReceiverEvent::Failed {
@@ -732,10 +721,7 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
         }
     }
 
-    fn validate(
-        t: Transfer,
-        keep_text: bool,
-    ) -> Result<(Option<String>, Message), (TransferFailure, u64)> {
+    fn validate(t: Transfer, keep_text: bool) -> Result<Completed, (TransferFailure, u64)> {
         let next = t.highest_progress + 1;
         if t.chunk_count() != t.total_chunks || !t.waiting.is_empty() {
             return Err((
@@ -749,15 +735,32 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
                 next,
             ));
         }
-        if Digest::of(&t.assembled) != t.digest {
+        if t.assembled.digest() != t.digest {
             return Err((TransferFailure::DigestMismatch, next));
         }
-        let parsed = if keep_text {
-            Message::parse(&t.assembled).map(|m| (Some(t.assembled), m))
-        } else {
-            Message::parse_owned(t.assembled).map(|m| (None, m))
-        };
-        parsed.map_err(|e| (TransferFailure::InvalidMessage(e.to_string()), next))
+        let invalid = |e: String| (TransferFailure::InvalidMessage(e), next);
+        match t.assembled.into_text() {
+            Assembled::Whole(text) if keep_text => Message::parse(&text)
+                .map(|m| (Some(text), m, None))
+                .map_err(|e| invalid(e.to_string())),
+            Assembled::Whole(text) => Message::parse_owned(text)
+                .map(|m| (None, m, None))
+                .map_err(|e| invalid(e.to_string())),
+            Assembled::Pieces(pieces) if keep_text => {
+                let text = pieces.concat();
+                Message::parse(&text)
+                    .map(|m| (Some(text), m, None))
+                    .map_err(|e| invalid(e.to_string()))
+            }
+            // Read piece by piece, each freed once read, its long string kept in segments.
+            Assembled::Pieces(pieces) => {
+                let (value, long) = parse_pieces(pieces, STEAL_FROM)
+                    .map_err(|e| invalid(JsonRpcError::Syntax(e.to_string()).to_string()))?;
+                Message::from_value(value)
+                    .map(|m| (None, m, long))
+                    .map_err(|e| invalid(e.to_string()))
+            }
+        }
     }
 
     fn fail(&mut self, key: (P, ProgressToken), failure: TransferFailure) {
@@ -869,19 +872,5 @@ impl<P: Ord + Clone> OversizedReceiver<P> {
             self.orphan_bytes -= frame_bytes(&old);
             self.counters.orphans_dropped += 1;
         }
-    }
-}
-
-#[cfg(test)]
-mod reservation_tests {
-    use super::*;
-
-    #[test]
-    fn a_declared_size_reserves_room_up_to_the_cap_and_never_panics() {
-        assert!(reserved(10).capacity() >= 10);
-        // A policy with no limit lets any size through admission: the room stays capped, and a
-        // size this system cannot give is no room at all rather than an abort.
-        assert!(reserved(u64::MAX).capacity() <= MAX_RESERVED as usize);
-        assert!(reserved(u64::MAX).is_empty());
     }
 }

@@ -872,3 +872,50 @@ fn a_receiver_not_keeping_text_hands_over_the_message_alone() {
         );
     }
 }
+
+#[test]
+fn a_very_large_transfer_read_in_segments_hands_over_its_long_string_apart() {
+    use crate::nip01::json_segmented::LONG_STRING;
+    // Over 64 MiB declared, with escapes, so the long string is decoded piece by piece.
+    let long = "ab\"c\\ é ".repeat((64 << 20) / 10 + 1);
+    let payload = Message::Request {
+        id: RequestId::Number(4),
+        method: "tools/call".into(),
+        params: Some(serde_json::json!({ "name": "echo", "arguments": { "text": long } })),
+    }
+    .to_json();
+    assert!(payload.len() as u64 > 64 << 20);
+    for long_in_segments in [true, false] {
+        let frames = drain(&mut sender(&payload, 1 << 20, false));
+        let mut r = OversizedReceiver::new(ReceiverConfig {
+            keep_text: false,
+            long_in_segments,
+            max_total_bytes: 1 << 30,
+            ..ReceiverConfig::default()
+        });
+        feed(&mut r, frames);
+        let (parsed, taken) = events(&mut r)
+            .into_iter()
+            .find_map(|e| match e {
+                ReceiverEvent::Completed { parsed, long, .. } => Some((*parsed?, long)),
+                _ => None,
+            })
+            .expect("completed");
+        let Message::Request { params, .. } = &parsed else {
+            panic!("a request");
+        };
+        let text = &params.as_ref().unwrap()["arguments"]["text"];
+        match taken {
+            Some(taken) => {
+                assert!(long_in_segments);
+                assert_eq!(text, LONG_STRING);
+                assert!(taken.segments().count() > 60, "in segments");
+                assert!(taken.into_string() == long, "the long string, decoded");
+            }
+            None => {
+                assert!(!long_in_segments);
+                assert!(text.as_str() == Some(long.as_str()), "whole in place");
+            }
+        }
+    }
+}
