@@ -35,9 +35,22 @@ pub(super) struct SoakArgs {
     /// With `--program`: every this many runs, from the first, is a program run.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
     program_every: u64,
+    /// Print the scenario of run N of this seed (as `--out` writes a run with a violation) and
+    /// run nothing: `relaysim run` on it reproduces that run alone, to time it or measure its
+    /// memory (the report names the slowest run).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..MAX_SOAK_RUNS))]
+    scenario: Option<u64>,
 }
 
 pub(super) fn soak(args: SoakArgs) -> Result<Exit> {
+    if let Some(index) = args.scenario {
+        print!(
+            "# soak --seed {} run {index}\n# reproduce: relaysim run soak-{index}.toml\n{}",
+            args.seed,
+            relaysim::soak::generate(args.seed, index).toml
+        );
+        return Ok(Exit::Success);
+    }
     let programs = match &args.program {
         Some(program) => {
             let path = relaysim::node_host::program_path(program, std::path::Path::new("."));

@@ -142,3 +142,37 @@ fn the_soak_s_unexplained_reorderings_name_their_mechanism() {
         }
     }
 }
+
+/// `--scenario N` prints run N's scenario, which `relaysim run` runs alone: the way to time a
+/// soak's slowest run or measure its memory.
+#[test]
+fn one_run_of_a_soak_is_printed_and_runs_alone() {
+    let out = relaysim(&["soak", "--seed", "2029", "--scenario", "7"]);
+    assert!(out.status.success());
+    let text = String::from_utf8(out.stdout).unwrap();
+    assert!(
+        text.starts_with("# soak --seed 2029 run 7\n") && text.contains("name = \"soak-7\""),
+        "{text}"
+    );
+    let again = relaysim(&["soak", "--seed", "2029", "--scenario", "7"]);
+    assert_eq!(String::from_utf8(again.stdout).unwrap(), text);
+    let other = relaysim(&["soak", "--seed", "2029", "--scenario", "8"]);
+    assert_ne!(String::from_utf8(other.stdout).unwrap(), text);
+    let dir = std::env::temp_dir().join(format!("relaysim-soak-one-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("soak-7.toml");
+    std::fs::write(&file, &text).unwrap();
+    let run = relaysim(&[
+        "run",
+        file.to_str().unwrap(),
+        "--out",
+        dir.join("out").to_str().unwrap(),
+    ]);
+    assert!(
+        run.status.code() == Some(0) || run.status.code() == Some(1),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
+    assert!(String::from_utf8_lossy(&run.stdout).contains("scenario soak-7"));
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -98,11 +98,17 @@ impl ContextVmClient {
         if let Some(call) = self.calls.get_mut(&id) {
             call.advertised = !tags.is_empty();
         }
-        // A request no event can carry goes to CEP-22 without being signed and serialised whole
-        // first (for a large upload, a copy of it and a pass over every byte saved).
-        if let Some(token) = token.clone().filter(|_| self.no_event_carries(&text)) {
-            self.pending_tags = tags;
-            self.upload(id, token, text);
+        // A request no event can carry goes to CEP-22, or fails without a progress token,
+        // without being signed and serialised whole first (for a large upload, a copy of it
+        // and a pass over every byte saved).
+        if self.no_event_carries(&text) {
+            match token.clone() {
+                Some(token) => {
+                    self.pending_tags = tags;
+                    self.upload(id, token, text);
+                }
+                None => self.fail_call(id, CallFailure::RequestTooLarge),
+            }
             self.pump();
             return;
         }
