@@ -20,8 +20,15 @@ use serde_json::Value;
 /// character's escape right before the closing quote.
 pub const LONG_STRING: &str = "\u{1}relaysim long argument\u{1}";
 
-/// The JSON form of [`LONG_STRING`] without its quotes.
-const LONG_STRING_ESCAPED: &str = "\\u0001relaysim long argument\\u0001";
+/// The JSON form of [`LONG_STRING`], quotes included, as `json_text::write_escaped` writes it
+/// (a test checks): what a request written around its long argument
+/// (`peer::segmented_json::request_json`) and a skeleton read here hold in its place.
+pub const LONG_STRING_JSON: &str = "\"\\u0001relaysim long argument\\u0001\"";
+
+/// [`LONG_STRING_JSON`] without its quotes.
+fn long_string_unquoted() -> &'static str {
+    &LONG_STRING_JSON[1..LONG_STRING_JSON.len() - 1]
+}
 
 /// Where the reader is in the text.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -158,7 +165,7 @@ fn parse_pieces_cut(
                                 taking = false;
                                 let l = long.as_mut().expect("a long string is being taken");
                                 l.cut().ok_or_else(not_json)?;
-                                skeleton.extend_from_slice(LONG_STRING_ESCAPED.as_bytes());
+                                skeleton.extend_from_slice(long_string_unquoted().as_bytes());
                             }
                             skeleton.push(b'"');
                         } else {
@@ -191,8 +198,7 @@ fn parse_pieces_cut(
     };
     // The mark must stand for the long string alone: the same text elsewhere in the skeleton
     // would be taken for it, so such a text is refused (relaysim's own requests never hold it).
-    let quoted_mark = format!("\"{LONG_STRING_ESCAPED}\"");
-    if skeleton.matches(&quoted_mark).count() != 1 {
+    if skeleton.matches(LONG_STRING_JSON).count() != 1 {
         return Err(serde_json::Error::custom(
             "the reassembled text holds relaysim's long-string mark",
         ));
@@ -204,7 +210,7 @@ fn parse_pieces_cut(
             let mut escaped = Vec::new();
             super::json_text::write_escaped(&mut escaped, &long.decoded.into_string());
             let escaped = String::from_utf8(escaped).map_err(|_| not_json())?;
-            let text = skeleton.replacen(&quoted_mark, &escaped, 1);
+            let text = skeleton.replacen(LONG_STRING_JSON, &escaped, 1);
             json_read::parse(&text).map(|v| (v, None))
         }
         // A later duplicate key replaced it, as serde_json replaces it: it is gone.
@@ -322,6 +328,13 @@ mod tests {
     }
 
     #[test]
+    fn the_mark_s_json_is_what_the_writer_writes() {
+        let mut written = Vec::new();
+        super::super::json_text::write_escaped(&mut written, LONG_STRING);
+        assert_eq!(std::str::from_utf8(&written), Ok(LONG_STRING_JSON));
+    }
+
+    #[test]
     fn texts_without_a_long_string_or_not_json_are_read_as_whole() {
         assert_eq!(
             same_as_whole(r#"{"a":"short","b":[1,2]}"#, &[4, 9], 100, 3),
@@ -341,10 +354,7 @@ mod tests {
             assert!(parse_pieces(pieces(bad, &[2]), 2).is_err(), "{bad:?}");
         }
         // The mark itself in a text is refused rather than taken for the long string.
-        let marked = format!(
-            r#"{{"a":"{LONG_STRING_ESCAPED}","b":"{}"}}"#,
-            "x".repeat(50)
-        );
+        let marked = format!(r#"{{"a":{LONG_STRING_JSON},"b":"{}"}}"#, "x".repeat(50));
         assert!(parse_pieces(pieces(&marked, &[]), 40).is_err());
     }
 

@@ -1,29 +1,23 @@
 //! JSON texts of requests and results written a segment at a time around one long string: a
 //! 1 GiB echo, upload or result is never whole beside the text it becomes (`segmented`).
 
+use crate::nip01::json_segmented::LONG_STRING_JSON;
 use crate::protocol::jsonrpc::{Message, RequestId};
 use crate::segmented::{SegmentWriter, Segmented};
 use serde_json::Value;
 
-/// What a long argument's place holds while the rest of its request is serialised
-/// ([`super::tools::ToolCall::into_request`]), and, at the server, while the request is read
-/// in pieces (`nip01::json_segmented`). Serialised, it ends in a control character's escape
-/// right before a closing quote, which no other string of such a request can: the method and
-/// tool names are relaysim's, and a progress token (whose prefix a scenario may choose) ends in
-/// its call's digits.
-pub const LONG_ARGUMENT: &str = crate::nip01::json_segmented::LONG_STRING;
-
 /// The JSON text of `request` ([`Message::to_json`]'s bytes) with `long` in place of the one
-/// argument that holds [`LONG_ARGUMENT`], written a segment at a time and consuming `long`, so
-/// a very large argument and the request's text are never both whole (as
-/// [`text_response_json`] does for a large result).
+/// argument that holds [`LONG_STRING`](crate::nip01::json_segmented::LONG_STRING) ([`super::tools::ToolCall::into_request`]), written a
+/// segment at a time and consuming `long`, so a very large argument and the request's text are
+/// never both whole (as [`text_response_json`] does for a large result).
 pub fn request_json(request: &Message, long: Segmented) -> Segmented {
-    use crate::nip01::json_text::{write_escaped, write_escaped_segmented};
+    use crate::nip01::json_text::write_escaped_segmented;
     let small = request.to_json();
-    let mut quoted = Vec::new();
-    write_escaped(&mut quoted, LONG_ARGUMENT);
-    let quoted = std::str::from_utf8(&quoted).expect("escaped text is UTF-8");
-    // Once, and only where the argument is ([`LONG_ARGUMENT`] says why).
+    let quoted = LONG_STRING_JSON;
+    // The mark's JSON ends in a control character's escape right before its closing quote,
+    // which no other string of such a request can: the method and tool names are relaysim's,
+    // and a progress token (whose prefix a scenario may choose) ends in its call's digits. So
+    // it is there once, where the argument is.
     let mut places = small.match_indices(quoted).map(|(at, _)| at);
     let (Some(at), None) = (places.next(), places.next()) else {
         panic!("a request with a long argument holds its mark once: {small}");
@@ -36,8 +30,8 @@ pub fn request_json(request: &Message, long: Segmented) -> Segmented {
     out.finish()
 }
 
-/// The JSON text of a response to `id` whose result is a [`super::tools::text_result`] of `text` with
-/// `meta` as its `_meta` (as [`digested_result`] makes it): the bytes of
+/// The JSON text of a response to `id` whose result is a [`super::tools::text_result`] of
+/// `text` with `meta` as its `_meta` (as [`super::tools::digested_result`] makes it): the bytes of
 /// `Message::Response { id, result }.to_json()`, written a segment at a time and consuming
 /// `text`, so a very large result and its serialisation are never both whole.
 pub fn text_response_json(id: &RequestId, text: Segmented, meta: Option<&Value>) -> Segmented {
@@ -117,7 +111,7 @@ mod tests {
             } else {
                 ToolCall::Echo { text: payload }
             };
-            let (name, arguments, long) = tool.clone().into_request();
+            let (name, arguments, long) = tool.clone().into_request(0);
             let request = |arguments: Value| {
                 let mut params = object([("name", name.into()), ("arguments", arguments)]);
                 if token {

@@ -10,7 +10,8 @@
 //! handle, expect) and its tests check each way against the others beside it.
 
 use super::content::{payload_segments, ContentClass};
-pub use super::segmented_json::{request_json, text_response_json, LONG_ARGUMENT};
+pub use super::segmented_json::{request_json, text_response_json};
+use crate::nip01::json_segmented::LONG_STRING;
 use crate::protocol::oversized::Digest;
 use crate::segmented::Segmented;
 use rand_chacha::ChaCha8Rng;
@@ -232,17 +233,22 @@ impl ToolCall {
         }
     }
 
-    /// As [`ToolCall::into_arguments`], with an echo's or upload's payload kept in its
-    /// segments: the argument holds [`LONG_ARGUMENT`] and the payload is returned beside, for
-    /// [`request_json`] to write into the request's text a segment at a time. A 1 GiB payload
-    /// is then never whole beside the text it becomes.
-    pub fn into_request(self) -> (&'static str, Value, Option<Segmented>) {
-        let mark = || Value::String(LONG_ARGUMENT.to_owned());
+    /// As [`ToolCall::into_arguments`], with an echo's or upload's payload of at least
+    /// `long_from` bytes kept in its segments: the argument holds [`LONG_STRING`] and the
+    /// payload is returned beside, for [`request_json`] to write into the request's text a
+    /// segment at a time. A 1 GiB payload is then never whole beside the text it becomes; a
+    /// short one goes in place, as [`ToolCall::into_arguments`] puts it.
+    pub fn into_request(self, long_from: usize) -> (&'static str, Value, Option<Segmented>) {
+        let mark = || Value::String(LONG_STRING.to_owned());
         match self {
-            ToolCall::Echo { text } => ("echo", object([("text", mark())]), Some(text)),
-            ToolCall::Upload { data } => ("upload", object([("data", mark())]), Some(data)),
+            ToolCall::Echo { text } if text.len() >= long_from => {
+                ("echo", object([("text", mark())]), Some(text))
+            }
+            ToolCall::Upload { data } if data.len() >= long_from => {
+                ("upload", object([("data", mark())]), Some(data))
+            }
             other => {
-                let (name, arguments) = other.arguments();
+                let (name, arguments) = other.into_arguments();
                 (name, arguments, None)
             }
         }
@@ -324,7 +330,7 @@ pub trait ToolHandler: Send {
     /// What to do with a `tools/call` (its params: `name` and `arguments`).
     fn call(&mut self, params: Value) -> ToolAction;
     /// As [`ToolHandler::call`], with `long` the text of the one string of `params` that holds
-    /// [`LONG_ARGUMENT`]: a very large argument, read in segments from the request's pieces.
+    /// [`LONG_STRING`]: a very large argument, read in segments from the request's pieces.
     /// By default it is put back whole and the call goes to [`ToolHandler::call`].
     fn call_with_long(&mut self, mut params: Value, long: Option<Segmented>) -> ToolAction {
         if let Some(long) = long {
@@ -382,7 +388,7 @@ impl ToolHandler for SimulatedTools {
             Ok(ToolCall::Echo { text }) => respond(Ok(text_result(&text.into_string()))),
             Ok(ToolCall::LargeResult { bytes, content }) => {
                 let text = payload_segments(content, bytes, &mut self.rng);
-                let meta = json!({ "sha256": Digest::of_parts(text.segments()).to_wire() });
+                let meta = json!({ "sha256": digest_of_parts(&text) });
                 ToolAction::RespondText {
                     text,
                     meta: Some(meta),
@@ -458,14 +464,14 @@ fn take_payload(params: &mut Value, tool: &str, arg: &str) -> Option<String> {
     }
 }
 
-/// Whether `params` call `tool` with its argument `arg` holding [`LONG_ARGUMENT`].
+/// Whether `params` call `tool` with its argument `arg` holding [`LONG_STRING`].
 fn holds_long_argument(params: &Value, tool: &str, arg: &str) -> bool {
     params.get("name").and_then(Value::as_str) == Some(tool)
         && params
             .get("arguments")
             .and_then(|a| a.get(arg))
             .and_then(Value::as_str)
-            == Some(LONG_ARGUMENT)
+            == Some(LONG_STRING)
 }
 
 /// An MCP tool result with one text block.
@@ -673,7 +679,7 @@ mod tests {
         let call = |tool: &str, arg: &str| {
             object([
                 ("name", tool.into()),
-                ("arguments", object([(arg, LONG_ARGUMENT.into())])),
+                ("arguments", object([(arg, LONG_STRING.into())])),
             ])
         };
         assert_eq!(

@@ -413,7 +413,7 @@ impl ContextVmClient {
     }
 
     /// As [`ContextVmClient::call_tool`], with `long` the text of the one argument that holds
-    /// [`crate::peer::tools::LONG_ARGUMENT`] ([`crate::peer::tools::ToolCall::into_request`]):
+    /// [`crate::nip01::json_segmented::LONG_STRING`] ([`crate::peer::tools::ToolCall::into_request`]):
     /// the request's text is written around it a segment at a time, and a CEP-22 upload frees
     /// each segment once sent, so a very large argument is held about once.
     pub fn call_tool_with_long_argument(

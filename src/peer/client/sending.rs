@@ -50,7 +50,6 @@ impl ContextVmClient {
             Some(long) => crate::peer::tools::request_json(&request, long),
             None => Segmented::from(request.to_json()),
         };
-        drop(request);
         self.calls.insert(
             id,
             PendingCall {

@@ -29,7 +29,9 @@ impl Call {
             ToolCall::Stream { chunk_bytes, .. } => Some(chunk_bytes),
             _ => None,
         };
-        let (name, arguments, long) = self.tool.into_request();
+        // A payload of a segment or more is written into the request a segment at a time;
+        // a shorter one in place, as before.
+        let (name, arguments, long) = self.tool.into_request(crate::segmented::SEGMENT);
         if let Some(bytes) = chunk_bytes {
             (client.call_tool_stream(name, arguments, now).0, Some(bytes))
         } else {
