@@ -98,7 +98,7 @@ impl Scenario {
         let mut world = self.build(seed);
         let collector = Rc::new(RefCell::new(Collector::named(names_of(&world))));
         world.set_observer(Box::new(collector.clone()));
-        world.run_until(self.duration);
+        world.run_to_end(self.duration);
         drop(world.take_observer());
         self.report_of(&world, collector, seed)
     }
@@ -148,7 +148,7 @@ impl Scenario {
         let collector = Rc::new(RefCell::new(Collector::named(names.clone())));
         let writer = Rc::new(RefCell::new(TraceWriter::new(&header, names, events)));
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
-        world.run_until(self.duration);
+        world.run_to_end(self.duration);
         drop(world.take_observer());
         let report = self.report_of(&world, collector, seed);
         let writer = Rc::try_unwrap(writer)
@@ -264,7 +264,7 @@ mod tests {
         world.client(0).tamper_outgoing(client);
         let collector = std::rc::Rc::new(std::cell::RefCell::new(crate::stats::Collector::new()));
         world.set_observer(Box::new(collector.clone()));
-        world.run_until(scenario.duration);
+        world.run_to_end(scenario.duration);
         drop(world.take_observer());
         std::rc::Rc::try_unwrap(collector)
             .map(std::cell::RefCell::into_inner)
@@ -291,6 +291,62 @@ mod tests {
         let body = |t: &str| t.lines().skip(1).collect::<Vec<_>>().join("\n");
         assert!(body(&trace) == body(&trace_real), "the traces differ");
         assert!(trace.contains(r#""sig":""#), "events are stored whole");
+    }
+
+    #[test]
+    fn messages_that_would_arrive_after_the_end_are_not_kept_and_change_nothing() {
+        // A 4 MiB result over a 64 KiB/s down link for 10 s: most of its chunks would arrive
+        // long after the end.
+        let scenario = Scenario::from_toml_str(
+            r#"
+            name = "slow-link"
+            duration = "10s"
+            [[relays]]
+            name = "r"
+            profile = "ideal"
+            [relays.down]
+            bandwidth = "64KiB/s"
+            [[servers]]
+            name = "s"
+            relays = ["r"]
+            [[clients]]
+            name = "c"
+            relays = ["r"]
+            stateless = true
+            [[workloads]]
+            kind = "download"
+            bytes = "4MiB"
+            "#,
+            "slow-link.toml",
+        )
+        .expect("the scenario");
+        let run = |to_end: bool| {
+            let mut world = scenario.build(1);
+            let collector =
+                std::rc::Rc::new(std::cell::RefCell::new(crate::stats::Collector::new()));
+            world.set_observer(Box::new(collector.clone()));
+            if to_end {
+                world.run_to_end(scenario.duration);
+            } else {
+                world.run_until(scenario.duration);
+            }
+            drop(world.take_observer());
+            let report = std::rc::Rc::try_unwrap(collector)
+                .map(std::cell::RefCell::into_inner)
+                .unwrap_or_default()
+                .finish(1);
+            (
+                format!("{report:?}"),
+                world.now(),
+                world.messages_in_flight(),
+            )
+        };
+        let (kept, kept_now, kept_in_flight) = run(false);
+        let (ended, ended_now, ended_in_flight) = run(true);
+        assert!(kept == ended, "the reports differ");
+        assert_eq!(kept_now, ended_now);
+        assert!(kept_in_flight > 20, "{kept_in_flight} in flight at the end");
+        assert_eq!(ended_in_flight, 0);
     }
 
     #[test]

@@ -115,6 +115,16 @@ enum Action {
     },
 }
 
+impl Action {
+    /// A message on its way: to a relay, to a peer, or to the wire.
+    fn is_message(&self) -> bool {
+        matches!(
+            self,
+            Action::ToRelay { .. } | Action::ToPeer { .. } | Action::Wire { .. }
+        )
+    }
+}
+
 /// The world and its `des` driver.
 pub struct World {
     now: Duration,
@@ -172,6 +182,11 @@ pub struct World {
     held_off: FxHashMap<(usize, PeerId), Duration>,
     /// The next id of a hosted client's call.
     hosted_calls: CallId,
+    /// When the run ends, once known (`run_to_end`): a message that would arrive later is not
+    /// kept, since nothing after the end runs.
+    ends_at: Option<Duration>,
+    /// Whether a message was not kept because it would arrive after the end.
+    beyond_end: bool,
 }
 impl World {
     /// An empty world whose randomness derives from `seed`.
@@ -216,6 +231,8 @@ impl World {
             hosted_peers: Vec::new(),
             held_off: FxHashMap::default(),
             hosted_calls: 1,
+            ends_at: None,
+            beyond_end: false,
         }
     }
 
@@ -274,6 +291,13 @@ impl World {
 
     fn schedule(&mut self, at: Duration, action: Action) {
         self.seq += 1;
+        if self.ends_at.is_some_and(|end| at > end) && action.is_message() {
+            // Nothing after the end runs, so the run is the same without it; a writer that
+            // outruns a slow link (a storm of resumable-stream replays over a mobile uplink)
+            // would otherwise hold every message it wrote, to be delivered hours after the end.
+            self.beyond_end = true;
+            return;
+        }
         self.queue.insert((at, self.seq), action);
     }
 
@@ -540,6 +564,11 @@ impl World {
     /// Runs until nothing is left to do or virtual time would pass `until`; time then stands
     /// at the last action run (or `until` if something is still pending).
     pub fn run_until(&mut self, until: Duration) {
+        assert!(
+            self.ends_at.is_none_or(|end| until <= end),
+            "the world ended at {:?}: it cannot run to {until:?}",
+            self.ends_at
+        );
         loop {
             self.flush();
             self.refresh_timers();
@@ -553,6 +582,24 @@ impl World {
             self.now = self.now.max(next);
             self.step();
         }
+    }
+
+    /// Runs the whole run, which ends at `end`: as [`World::run_until`], except that messages
+    /// that would arrive after `end` are not kept (the bandwidth queue of a link a writer
+    /// outruns can reach far past the end). Time then stands as `run_until(end)` leaves it.
+    /// The world cannot run past `end` afterwards.
+    pub fn run_to_end(&mut self, end: Duration) {
+        self.ends_at = Some(end);
+        self.run_until(end);
+        if self.beyond_end {
+            // `run_until` would have found the dropped messages pending.
+            self.now = self.now.max(end);
+        }
+    }
+
+    /// Messages on their way (to relays, to peers, to the wire).
+    pub fn messages_in_flight(&self) -> usize {
+        self.queue.values().filter(|a| a.is_message()).count()
     }
 
     /// Whether anything is left to happen.
