@@ -1,6 +1,7 @@
 //! The `relaysim` command line: argument parsing and printing only; the work is in the library.
 //! One file per subcommand.
 
+mod command;
 mod compare;
 mod completions;
 mod determinism;
@@ -123,7 +124,10 @@ enum Command {
     #[command(after_help = "Example:\n  \
         relaysim record --upstream ws://127.0.0.1:7000 --listen 127.0.0.1:7001 --out real.jsonl\n  \
         # point the clients at ws://127.0.0.1:7001, run them, press Ctrl-C, then:\n  \
-        relaysim replay real.jsonl --mode inject")]
+        relaysim replay real.jsonl --mode inject\n  \
+        # or record your SDK's peers, their calls' outcomes and why they failed:\n  \
+        relaysim record --upstream ws://127.0.0.1:7000 --listen 127.0.0.1:0 --out real.jsonl -- node interop/ts-sdk/peers.mjs\n  \
+        relaysim show real.jsonl --out real.svg")]
     Record(record::RecordArgs),
     /// Generate and run many random scenarios (every profile, impairment, outage, peer
     /// behaviour and workload), checking what no relay may cause: corrupt deliveries, failures

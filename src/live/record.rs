@@ -97,6 +97,9 @@ impl RecordConfig {
 pub struct Recorder {
     /// The address clients connect to.
     pub local_addr: SocketAddr,
+    /// When the trace's clock read 0 (Unix microseconds), to place a command's own
+    /// timestamps on it.
+    pub started_unix_us: u64,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<u64>>,
     feed: TraceFeed,
@@ -121,11 +124,15 @@ impl Recorder {
 pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     let listener = super::listen(config.listen)?;
     let local_addr = listener.local_addr()?;
+    let started = Instant::now();
+    let started_unix_us = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_micros() as u64);
     let (feed, writer) = start_trace(
         &config.out,
         format!("recording of {}", config.upstream),
         config.origin.as_ref(),
-        Instant::now(),
+        started,
     )?;
     let (shutdown_tx, shutdown_rx) = oneshot::channel();
     let kept = feed.clone();
@@ -135,6 +142,7 @@ pub async fn record(config: RecordConfig) -> std::io::Result<Recorder> {
     });
     Ok(Recorder {
         local_addr,
+        started_unix_us,
         shutdown: Some(shutdown_tx),
         task,
         feed: kept,

@@ -183,18 +183,10 @@ impl LiveReport {
                 }
             }
         }
-        for w in &self.second_writers {
-            out.push(format!(
-                "{} wrote token {}'s progress again from {} after reaching {} (a second writer, as when a request runs twice)",
-                w.author, w.token, w.again_from, w.reached
-            ));
-        }
-        if self.second_writers_not_named > 0 {
-            out.push(format!(
-                "{} more tokens written again",
-                self.second_writers_not_named
-            ));
-        }
+        out.extend(crate::stats::second_writers::clauses(
+            &self.second_writers,
+            self.second_writers_not_named,
+        ));
         out
     }
 

@@ -36,6 +36,9 @@ pub struct Traffic {
     /// Events the relays refused (`OK false`), by relay, publishing peer and the relay's
     /// words: what a receiver waiting for them never got.
     pub refusals: BTreeMap<(String, String, String), u64>,
+    /// Events a relay never answered (no `OK` in the trace), by relay and publishing peer: a
+    /// publisher that waits for its OKs waits in vain.
+    pub unanswered: BTreeMap<(String, String), u64>,
     /// Tokens whose progress a peer wrote again (a request run twice), the first
     /// [`crate::stats::second_writers::MAX_NAMED`].
     pub second_writers: Vec<crate::stats::second_writers::SecondWriter>,
@@ -50,22 +53,34 @@ pub fn traffic(trace: &Trace) -> Traffic {
     let mut peers: BTreeMap<String, PeerTraffic> = BTreeMap::new();
     let mut pairs = RpcPairs::default();
     let mut refusals = BTreeMap::new();
+    // Publications not answered yet, by (relay, id); the publisher beside.
+    let mut awaiting: BTreeMap<(&str, &str), &str> = BTreeMap::new();
     let mut writers = crate::stats::second_writers::SecondWriters::default();
     for line in &trace.lines {
         match line {
             Line::Verdict {
                 relay,
                 peer,
-                accepted: false,
+                id,
+                accepted,
                 message,
                 ..
             } => {
-                let key = (relay.clone(), peer.clone(), message.clone());
-                *refusals.entry(key).or_default() += 1;
+                awaiting.remove(&(relay.as_str(), id.as_str()));
+                if !accepted {
+                    let key = (relay.clone(), peer.clone(), message.clone());
+                    *refusals.entry(key).or_default() += 1;
+                }
             }
             Line::Published {
-                t, peer, id, event, ..
+                t,
+                peer,
+                relay,
+                id,
+                event,
+                ..
             } => {
+                awaiting.insert((relay.as_str(), id.as_str()), peer.as_str());
                 if let Some(e) = event {
                     if bodies.insert(id.as_str(), e).is_none() {
                         pairs.published(*t, e);
@@ -100,11 +115,18 @@ pub fn traffic(trace: &Trace) -> Traffic {
             _ => {}
         }
     }
+    let mut unanswered = BTreeMap::new();
+    for ((relay, _), peer) in awaiting {
+        *unanswered
+            .entry((relay.to_owned(), peer.to_owned()))
+            .or_default() += 1;
+    }
     Traffic {
         peers,
         calls: pairs.rows(),
         gift_wrapped: pairs.gift_wrapped(),
         refusals,
+        unanswered,
         second_writers: writers.found().0.to_vec(),
         second_writers_not_named: writers.found().1,
     }
@@ -119,6 +141,25 @@ fn recipient(event: &serde_json::Value) -> Option<&str> {
 }
 
 impl Traffic {
+    /// What the relays did that can make a call fail, one clause each, in words: refusals
+    /// with the relay's own words, events never answered, tokens written again.
+    pub fn disturbances(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for ((relay, peer, message), n) in &self.refusals {
+            out.push(format!(
+                "{relay} refused {n} of {peer}'s events: {message:?}"
+            ));
+        }
+        for ((relay, peer), n) in &self.unanswered {
+            out.push(format!("{relay} sent no OK for {n} of {peer}'s events"));
+        }
+        out.extend(crate::stats::second_writers::clauses(
+            &self.second_writers,
+            self.second_writers_not_named,
+        ));
+        out
+    }
+
     /// The traffic as one JSON document: `peers` (by name: published, delivered, duplicates,
     /// reordered, lost), `calls` (per method: requests, answered, answers repeated after the first, and the latency percentiles
     /// of the answered ones in microseconds, `null` when none was answered) and
@@ -163,11 +204,17 @@ impl Traffic {
                 json!({ "relay": relay, "peer": peer, "message": message, "count": n })
             })
             .collect();
+        let unanswered: Vec<serde_json::Value> = self
+            .unanswered
+            .iter()
+            .map(|((relay, peer), n)| json!({ "relay": relay, "peer": peer, "count": n }))
+            .collect();
         json!({
             "peers": peers,
             "calls": calls,
             "gift_wrapped": self.gift_wrapped,
             "refusals": refusals,
+            "unanswered": unanswered,
             "second_writers": self.second_writers,
             "second_writers_not_named": self.second_writers_not_named,
         })
@@ -195,6 +242,12 @@ impl Traffic {
                 let _ = writeln!(out, "  {relay} refused {n} of {peer}'s events: {message:?}");
             }
         }
+        if !self.unanswered.is_empty() {
+            let _ = writeln!(out, "\nnever answered by the relays (no OK):");
+            for ((relay, peer), n) in &self.unanswered {
+                let _ = writeln!(out, "  {relay} sent no OK for {n} of {peer}'s events");
+            }
+        }
         out.push_str(&crate::stats::second_writers::text(
             &self.second_writers,
             self.second_writers_not_named,
@@ -205,5 +258,71 @@ impl Traffic {
             self.gift_wrapped,
         ));
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn published(relay: &str, peer: &str, id: &str) -> Line {
+        Line::Published {
+            t: 1,
+            peer: peer.into(),
+            relay: relay.into(),
+            id: id.into(),
+            bytes: 100,
+            event: None,
+        }
+    }
+
+    fn verdict(relay: &str, peer: &str, id: &str, accepted: bool, message: &str) -> Line {
+        Line::Verdict {
+            t: 2,
+            relay: relay.into(),
+            peer: peer.into(),
+            id: id.into(),
+            accepted,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn refusals_and_events_never_answered_are_named_per_relay_and_publisher() {
+        let trace = Trace {
+            lines: vec![
+                published("r1", "server", "a"),
+                published("r2", "server", "a"),
+                published("r1", "server", "b"),
+                published("r1", "client", "c"),
+                verdict("r1", "server", "a", true, ""),
+                verdict("r1", "server", "b", false, "invalid: too long"),
+                // r2 never answers `a`, and r1 never answers `c`.
+            ],
+        };
+        let t = traffic(&trace);
+        assert_eq!(
+            t.refusals,
+            BTreeMap::from([(
+                ("r1".into(), "server".into(), "invalid: too long".into()),
+                1
+            )])
+        );
+        assert_eq!(
+            t.unanswered,
+            BTreeMap::from([
+                (("r1".into(), "client".into()), 1),
+                (("r2".into(), "server".into()), 1),
+            ])
+        );
+        assert_eq!(
+            t.disturbances(),
+            [
+                "r1 refused 1 of server's events: \"invalid: too long\"",
+                "r1 sent no OK for 1 of client's events",
+                "r2 sent no OK for 1 of server's events",
+            ]
+        );
+        assert!(t.text().contains("never answered by the relays (no OK):"));
     }
 }

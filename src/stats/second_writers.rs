@@ -136,6 +136,24 @@ pub fn text(writers: &[SecondWriter], more: u64) -> String {
     out
 }
 
+/// One clause per token written again (and one for `more` not named), for a list of what
+/// made calls fail.
+pub fn clauses(writers: &[SecondWriter], more: u64) -> Vec<String> {
+    let mut out: Vec<String> = writers
+        .iter()
+        .map(|w| {
+            format!(
+                "{} wrote token {}'s progress again from {} after reaching {} (a second writer, as when a request runs twice)",
+                w.author, w.token, w.again_from, w.reached
+            )
+        })
+        .collect();
+    if more > 0 {
+        out.push(format!("{more} more tokens written again"));
+    }
+    out
+}
+
 /// A progress value as JSON-RPC wrote it: `9`, not `9.0`.
 fn number(v: f64) -> String {
     if v.fract() == 0.0 && v.abs() < 1e15 {

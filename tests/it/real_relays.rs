@@ -279,6 +279,80 @@ fn the_ts_sdk_recorded_in_front_of_the_python_relay_names_its_refusal() {
     assert_eq!(shown["counts"]["rejected"], 1, "{shown}");
 }
 
+/// The same through `record -- COMMAND`: the recording stops when the SDK's peers exit, and
+/// the failed call is printed with the SDK's words and the relay's refusal in its own, written
+/// into the trace, and drawn by `show` as a failing call with that cause.
+#[test]
+fn record_around_the_ts_sdk_says_why_its_call_failed_and_show_draws_it() {
+    if super::ts_sdk::node_packages().is_err() {
+        panic!("{:?}", super::ts_sdk::node_packages());
+    }
+    let Some(relay) = RealRelay::start(Installed::PythonRelay, "python-record-command") else {
+        return;
+    };
+    let trace = relay.dir.join("trace.jsonl");
+    let peers = root().join("interop/ts-sdk/peers.mjs");
+    let out = relaysim(&[
+        "record",
+        "--upstream",
+        &relay.url(),
+        "--listen",
+        "127.0.0.1:0",
+        "--out",
+        trace.to_str().unwrap(),
+        "--label",
+        "127.0.0.2=ts-server",
+        "--label",
+        "127.0.0.3=ts-client",
+        "--",
+        "node",
+        peers.to_str().unwrap(),
+        "--server-local-address",
+        "127.0.0.2",
+        "--client-local-address",
+        "127.0.0.3",
+        "--calls",
+        "echo,large",
+        "--large-bytes",
+        "100000",
+        "--timeout-ms",
+        "5000",
+    ]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    // A failed call makes the exit code 1, as for `serve -- COMMAND`.
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let refusal = "upstream refused 1 of ts-server's events: \
+                   \"invalid: 280 characters should be enough for anybody\"";
+    let why = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("ts-sdk client large:"))
+        .unwrap_or_else(|| panic!("no why for the large call:\n{text}"));
+    assert!(why.contains(refusal), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.contains("echo") && l.ends_with("completed")),
+        "{text}"
+    );
+    let picture = relay.dir.join("picture");
+    let out = relaysim(&[
+        "show",
+        trace.to_str().unwrap(),
+        "--out",
+        picture.to_str().unwrap(),
+        "--json",
+    ]);
+    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let failing = shown["failing_calls"].as_array().expect("failing calls");
+    assert_eq!(failing.len(), 1, "{shown}");
+    let drawn_why = failing[0]["why"].as_str().unwrap_or_default();
+    assert!(drawn_why.contains("invalid: 280 characters"), "{shown}");
+}
+
 /// The probe of a running nostr-rs-relay 0.8.12 and of the `nostr-rs-relay` profile served by
 /// relaysim differ at most where the socket decides: a relay that sends a NOTICE for an
 /// oversized message and closes while the client is still writing resets the connection, and

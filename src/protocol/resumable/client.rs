@@ -18,6 +18,12 @@
 //!   flight at a time (an unanswered one is given up after `attempt_timeout`). Asking for the
 //!   next batch of a paged replay is part of the same resume, not a new attempt: it goes as
 //!   soon as the previous batch has arrived (or after `gap_grace`).
+//! - A resume after one that brought nothing (the contiguous run did not grow: the replayed
+//!   messages were refused, lost or never answered) waits twice as long as the one before,
+//!   from `max(resumeInterval.min, gap_grace)` up to `max_backoff`, as a client retrying a
+//!   failing request backs off; without it a server whose replays a relay refuses is asked
+//!   for the same batch every second for as long as the stream lives. A reconnection starts
+//!   afresh: what failed over the old connection may not fail over the new one.
 //! - A stream that is done (processed through its end, or refused by the server) is
 //!   remembered (the newest `max_finished`), so a late copy or a late `create` does not bring
 //!   it back.
@@ -44,6 +50,8 @@ pub struct FollowerConfig {
     pub max_held: usize,
     /// Finished streams remembered, so their late messages are known as duplicates.
     pub max_finished: usize,
+    /// The longest wait between resumes that bring nothing.
+    pub max_backoff: Duration,
 }
 
 impl Default for FollowerConfig {
@@ -54,6 +62,7 @@ impl Default for FollowerConfig {
             attempt_timeout: Duration::from_secs(5),
             max_held: 4096,
             max_finished: 1024,
+            max_backoff: Duration::from_secs(32),
         }
     }
 }
@@ -119,6 +128,10 @@ struct Followed<T> {
     gap_since: Option<Duration>,
     due: Due,
     last_attempt: Option<Duration>,
+    /// The contiguous run when the last resume was sent, and how many resumes in a row
+    /// brought nothing (see the module documentation).
+    through_at_resume: Option<Option<u64>>,
+    fruitless: u32,
     in_flight: Option<(u64, Duration)>,
     /// A paged replay: the last sequence of the batch just answered, and when. The next batch
     /// is asked for once the run has reached it (or after `gap_grace`), without waiting out
@@ -138,6 +151,8 @@ impl<T> Followed<T> {
             gap_since: None,
             due: Due::Nothing,
             last_attempt: None,
+            through_at_resume: None,
+            fruitless: 0,
             in_flight: None,
             continue_after: None,
         }
@@ -160,10 +175,33 @@ impl<T> Followed<T> {
     }
 
     /// The earliest time the next attempt may go.
-    fn allowed_at(&self) -> Duration {
+    fn allowed_at(&self, config: &FollowerConfig) -> Duration {
+        let wait = match self.fruitless_if_resumed() {
+            0 => self.min_gap,
+            n => {
+                let base = self.min_gap.max(config.gap_grace);
+                base.saturating_mul(1 << (n - 1).min(16))
+                    .min(config.max_backoff.max(self.min_gap))
+            }
+        };
         self.last_attempt.map_or(Duration::ZERO, |t| {
-            t.checked_add(self.min_gap).unwrap_or(Duration::MAX)
+            t.checked_add(wait).unwrap_or(Duration::MAX)
         })
+    }
+
+    /// How many resumes in a row will have brought nothing if one goes now.
+    fn fruitless_if_resumed(&self) -> u32 {
+        match self.through_at_resume {
+            Some(before) if before == self.through => self.fruitless.saturating_add(1),
+            _ => 0,
+        }
+    }
+
+    /// A resume goes at `now`.
+    fn resume_sent(&mut self, now: Duration) {
+        self.fruitless = self.fruitless_if_resumed();
+        self.through_at_resume = Some(self.through);
+        self.last_attempt = Some(now);
     }
 }
 
@@ -322,6 +360,9 @@ impl<T> StreamFollower<T> {
     pub fn on_reconnect(&mut self) {
         for f in self.streams.values_mut() {
             f.due = Due::Resume;
+            // A new connection: what failed over the old one may not fail now.
+            f.fruitless = 0;
+            f.through_at_resume = None;
         }
     }
 
@@ -387,7 +428,7 @@ impl<T> StreamFollower<T> {
             if f.through.is_some_and(|t| t >= last) {
                 return Some(Duration::ZERO);
             }
-            return Some(answered + self.config.gap_grace);
+            return Some((answered + self.config.gap_grace).max(f.allowed_at(&self.config)));
         }
         let want = match f.due {
             Due::Resume | Due::Poll => Some(Duration::ZERO),
@@ -398,7 +439,7 @@ impl<T> StreamFollower<T> {
                 [gap, silence].into_iter().flatten().min()
             }
         }?;
-        Some(want.max(f.allowed_at()))
+        Some(want.max(f.allowed_at(&self.config)))
     }
 
     /// When [`StreamFollower::handle_timeout`] next has work.
@@ -424,12 +465,21 @@ impl<T> StreamFollower<T> {
             }
             if let Some((last, answered)) = f.continue_after {
                 let reached = f.through.is_some_and(|t| t >= last);
-                if reached || now >= answered + config.gap_grace {
+                // Not reached: the batch was lost or refused; asking again is a retry.
+                let retry = now >= answered + config.gap_grace && now >= f.allowed_at(&config);
+                if reached || retry {
                     f.continue_after = None;
                     let attempt_ref = f.reference(id);
                     out.push((id.clone(), FollowerRequest::Resume(attempt_ref)));
                     f.due = Due::Nothing;
                     f.last_heard = now;
+                    if reached {
+                        // The next batch of the same resume: not an attempt of its own.
+                        f.fruitless = 0;
+                        f.through_at_resume = Some(f.through);
+                    } else {
+                        f.resume_sent(now);
+                    }
                 }
                 continue;
             }
@@ -440,19 +490,22 @@ impl<T> StreamFollower<T> {
                     f.due = Due::Poll;
                 }
             }
-            if f.due == Due::Nothing || now < f.allowed_at() {
+            if f.due == Due::Nothing || now < f.allowed_at(&config) {
                 continue;
             }
             let r = f.reference(id);
-            out.push((
-                id.clone(),
-                match f.due {
-                    Due::Resume => FollowerRequest::Resume(r),
-                    _ => FollowerRequest::Poll(r),
-                },
-            ));
+            let request = match f.due {
+                Due::Resume => {
+                    f.resume_sent(now);
+                    FollowerRequest::Resume(r)
+                }
+                _ => {
+                    f.last_attempt = Some(now);
+                    FollowerRequest::Poll(r)
+                }
+            };
+            out.push((id.clone(), request));
             f.due = Due::Nothing;
-            f.last_attempt = Some(now);
             // A poll or resume is news of the stream too: silence counts from here.
             f.last_heard = now;
         }

@@ -410,6 +410,47 @@ fn a_reconnection_makes_a_resume_due_and_attempts_respect_resume_interval_min() 
 }
 
 #[test]
+fn resumes_that_bring_nothing_back_off_and_progress_or_a_reconnection_starts_afresh() {
+    let mut s = store();
+    let c = created(&mut s); // resumeInterval.min = 1 s
+    let id = c.stream_id.clone();
+    let mut f = follower();
+    f.on_create(&c, S(0));
+    f.on_message(&id, 0, false, 0, S(0));
+    f.on_message(&id, 2, false, 2, S(0)); // 1 is missing
+                                          // Each resume's replay is refused by the relays: nothing arrives, and the server keeps
+                                          // saying there is more after sequence 1.
+    let mut sent = Vec::new();
+    let mut now = S(0);
+    for _ in 0..9 {
+        now = f.poll_timeout().expect("a resume is due");
+        f.handle_timeout(now);
+        let (attempt, r) = f.poll_transmit().expect("a resume");
+        assert!(matches!(r, FollowerRequest::Resume(_)));
+        sent.push(now);
+        f.on_resume_answer(attempt, Ok(Some(1)), now + MS(100));
+        f.poll_event();
+    }
+    let gaps: Vec<u64> = sent.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect();
+    // The first retry a second later (as without backoff), then twice as long each time up
+    // to `max_backoff` (32 s).
+    assert_eq!(gaps, [1, 2, 4, 8, 16, 32, 32, 32], "{sent:?}");
+    // The missing message arrives: the run grows, and the next resume goes at once.
+    f.on_message(&id, 1, false, 1, now + S(1));
+    let next = f.poll_timeout().unwrap();
+    assert!(next <= now + S(1), "{next:?} after {now:?}");
+    // Fruitless again, then a reconnection: the resume after it waits only the minimum.
+    f.handle_timeout(now + S(1));
+    let (attempt, _) = f.poll_transmit().unwrap();
+    f.on_resume_answer(attempt, Ok(Some(3)), now + S(1));
+    f.handle_timeout(now + S(2));
+    let (attempt, _) = f.poll_transmit().unwrap();
+    f.on_resume_answer(attempt, Ok(None), now + S(2));
+    f.on_reconnect();
+    assert_eq!(f.poll_timeout(), Some(now + S(3)));
+}
+
+#[test]
 fn silence_on_a_live_stream_polls_and_pending_messages_make_a_resume_due() {
     let mut f = follower();
     f.on_message("s", 0, false, 0, S(0));
