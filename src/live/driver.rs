@@ -37,7 +37,7 @@
 //! ```
 
 use crate::nip01::wire::{client_to_wire, relay_from_wire};
-use crate::nip01::{RelayMessage, RelayName};
+use crate::nip01::{ClientMessage, RelayMessage, RelayName};
 use crate::peer::Peer;
 use futures_util::{SinkExt, StreamExt};
 use std::collections::BTreeMap;
@@ -186,12 +186,23 @@ struct SharedCounters {
 /// its [`LinkWitness`] as it happens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkEvent {
-    /// The relay answered a publish `OK false`, with its words.
-    Refused {
+    /// The peer published an event to the relay (sent, or queued while it was down).
+    Published {
         /// The relay.
         relay: RelayName,
-        /// The event refused.
+        /// The event.
         id: nostr::prelude::EventId,
+        /// The length of its `EVENT` message.
+        bytes: usize,
+    },
+    /// The relay answered a publish `OK`: accepted, or refused with its words.
+    Answered {
+        /// The relay.
+        relay: RelayName,
+        /// The event answered.
+        id: nostr::prelude::EventId,
+        /// Whether it was accepted.
+        accepted: bool,
         /// Its words.
         message: String,
     },
@@ -280,7 +291,8 @@ impl<P: Peer> PeerDriver<P> {
         }
     }
 
-    /// Tells `witness` of every refusal and dropped connection on the peer's links.
+    /// Tells `witness` of every publication, answer and dropped connection on the peer's
+    /// links.
     pub fn witnessed_by(mut self, witness: LinkWitness) -> Self {
         self.witness = Some(witness);
         self
@@ -390,15 +402,16 @@ impl<P: Peer> PeerDriver<P> {
                     }
                     RelayMessage::Ok {
                         id,
-                        accepted: false,
+                        accepted,
                         message: words,
                     } => {
-                        let refused = LinkEvent::Refused {
+                        let answered = LinkEvent::Answered {
                             relay: relay.clone(),
                             id: *id,
+                            accepted: *accepted,
                             message: words.clone(),
                         };
-                        self.witness(now, refused);
+                        self.witness(now, answered);
                     }
                     _ => {}
                 }
@@ -420,9 +433,21 @@ impl<P: Peer> PeerDriver<P> {
     fn flush(&mut self) {
         while let Some((relay, message)) = self.peer.poll_transmit() {
             let up = self.up.get(&relay).copied().unwrap_or(false);
+            let wire = client_to_wire(&message);
+            if let ClientMessage::Event(event) = &message {
+                if self.witness.is_some() {
+                    let now = self.now();
+                    let published = LinkEvent::Published {
+                        relay: relay.clone(),
+                        id: event.id,
+                        bytes: wire.len(),
+                    };
+                    self.witness(now, published);
+                }
+            }
             match self.outgoing.get(&relay) {
                 Some(tx) if up => {
-                    if tx.send(client_to_wire(&message)).is_err() {
+                    if tx.send(wire).is_err() {
                         self.stats.sent_while_down += 1;
                     }
                 }

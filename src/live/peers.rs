@@ -101,14 +101,29 @@ fn link_witness(
         // The driver speaks only of the relays it was given, which are all in `index`.
         let relay_of = |url: &String| index.get(url).copied();
         let observation = match event {
-            LinkEvent::Refused { relay, id, message } => Observation::Verdict {
+            LinkEvent::Published { relay, id, bytes } => Observation::Published {
+                peer,
+                relay: match relay_of(&relay) {
+                    Some(relay) => relay,
+                    None => return,
+                },
+                event: id,
+                bytes,
+                json: None,
+            },
+            LinkEvent::Answered {
+                relay,
+                id,
+                accepted,
+                message,
+            } => Observation::Verdict {
                 relay: match relay_of(&relay) {
                     Some(relay) => relay,
                     None => return,
                 },
                 peer,
                 event: id,
-                accepted: false,
+                accepted,
                 message,
             },
             LinkEvent::Dropped { relay } => Observation::Disconnected {

@@ -91,8 +91,8 @@ impl LiveRelayCounters {
         };
         add("events_received".into(), self.received);
         add("events_accepted".into(), self.accepted);
-        // Not the des report's `ok_missing` (OKs a peer never got, for any reason): only the
-        // relay's own silence.
+        // The relay's own silence; the peers' `ok_missing` (OKs they never got, for any
+        // reason) is counted beside it from what they saw.
         add("ok_withheld".into(), self.ok_withheld);
         for (prefix, n) in &self.rejected {
             add(format!("rejected.{prefix}"), *n);

@@ -140,7 +140,8 @@ pub struct Collector {
     answered_by_relays: u64,
     /// Servers are programs: chunks written are not known.
     programs_write: bool,
-    /// Refusals and drops only explain calls: the relays count them (live and turmoil runs).
+    /// Refusals and drops only explain calls: the relays count them (live and turmoil runs);
+    /// publications and their answers are followed all the same.
     link_events_explain_only: bool,
     /// What the program peers logged: `"peer: line"` and how often.
     program_lines: BTreeMap<String, u64>,
@@ -178,8 +179,9 @@ impl Collector {
     }
 
     /// Refusals and dropped connections it observes explain calls and are not counted: for
-    /// the turmoil and live engines, whose relays count their own answers and connections
-    /// (and whose peers see only the refusals, not every answer).
+    /// the turmoil and live engines, whose relays count their own answers and connections.
+    /// Publications and the answers the peers got still make `ok_missing` and the
+    /// explanations' "no OK came".
     pub fn explaining_link_events_only(mut self) -> Self {
         self.link_events_explain_only = true;
         self
@@ -432,10 +434,12 @@ impl Observer for Collector {
                 ..
             } => {
                 self.count("events_published", 1);
-                self.count("bytes_published", *bytes as u64);
+                if !self.link_events_explain_only {
+                    // A live peer knows its `EVENT` message's length, not the event's alone.
+                    self.count("bytes_published", *bytes as u64);
+                }
                 self.sent_to_relays += 1;
-                // Live and turmoil peers see refusals only, not every OK: nothing to follow.
-                if !self.link_events_explain_only && self.unanswered.len() < MAX_UNANSWERED {
+                if self.unanswered.len() < MAX_UNANSWERED {
                     self.unanswered.insert((*relay, *peer, *event), at);
                 }
             }
@@ -449,11 +453,12 @@ impl Observer for Collector {
                 if !*accepted {
                     self.events.refused(at, *peer, *relay, message);
                 }
-                if self.link_events_explain_only {
-                    return;
-                }
                 self.unanswered.remove(&(*relay, *peer, *event));
                 self.answered_by_relays += 1;
+                if self.link_events_explain_only {
+                    // The relays count their verdicts themselves.
+                    return;
+                }
                 if *accepted && message.starts_with("duplicate:") {
                     self.count("relay_duplicates", 1);
                 } else if *accepted {

@@ -244,6 +244,51 @@ fn a_relay_that_withholds_oks_counts_them_as_the_publishers_miss_them() {
     let withheld = turmoil.counters.get("ok_withheld").copied();
     assert!(withheld.is_some_and(|n| n > 0), "{:?}", turmoil.counters);
     assert_eq!(withheld, des.counters.get("ok_missing").copied());
+    // The peers followed each publication to its OK too, as des peers do.
+    assert_eq!(turmoil.counters.get("ok_missing").copied(), withheld);
+}
+
+/// A server that waits for each OK before its next frame (the TypeScript SDK's transport) on
+/// a relay that sends none never finishes a CEP-22 result in a turmoil run, and the call's
+/// `why` says no OK came, as in des.
+#[test]
+fn a_turmoil_run_names_the_oks_a_waiting_publisher_never_got() {
+    let scenario = relaysim::scenario::Scenario::from_toml_str(
+        r#"
+        name = "no-ok-for-a-waiting-publisher"
+        duration = "30s"
+        [[relays]]
+        name = "rs"
+        profile = "nostr-rs-relay"
+        [[servers]]
+        name = "server"
+        relays = ["rs"]
+        behaviour = "ts-sdk"
+        [[clients]]
+        name = "client"
+        relays = ["rs"]
+        behaviour = "ts-sdk"
+        [[workloads]]
+        kind = "download"
+        bytes = "300KB"
+        "#,
+        "no-ok.toml",
+    )
+    .unwrap();
+    let des = scenario.run(scenario.seed);
+    let turmoil = relaysim::turmoil_driver::run_scenario(&scenario, scenario.seed, None).unwrap();
+    for run in [&des, &turmoil] {
+        let why = run
+            .items
+            .iter()
+            .find(|i| i.outcome != relaysim::Outcome::Completed)
+            .and_then(|i| i.why.as_deref())
+            .unwrap_or_else(|| panic!("a failed call with a why: {:?}", run.items));
+        assert!(
+            why.contains("no OK came for") && why.contains("server via rs"),
+            "{why}"
+        );
+    }
 }
 
 #[test]
