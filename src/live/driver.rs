@@ -186,13 +186,14 @@ struct SharedCounters {
 /// its [`LinkWitness`] as it happens.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum LinkEvent {
-    /// The peer published an event to the relay (sent, or queued while it was down).
+    /// The peer published an event to the relay: sent, or dropped because the connection
+    /// was down (it then never gets an OK).
     Published {
         /// The relay.
         relay: RelayName,
         /// The event.
         id: nostr::prelude::EventId,
-        /// The length of its `EVENT` message.
+        /// The length of the event's JSON, as the des world counts it.
         bytes: usize,
     },
     /// The relay answered a publish `OK`: accepted, or refused with its words.
@@ -440,7 +441,7 @@ impl<P: Peer> PeerDriver<P> {
                     let published = LinkEvent::Published {
                         relay: relay.clone(),
                         id: event.id,
-                        bytes: wire.len(),
+                        bytes: crate::nip01::event_json::len(event),
                     };
                     self.witness(now, published);
                 }

@@ -36,8 +36,9 @@ pub struct Traffic {
     /// Events the relays refused (`OK false`), by relay, publishing peer and the relay's
     /// words: what a receiver waiting for them never got.
     pub refusals: BTreeMap<(String, String, String), u64>,
-    /// Events a relay never answered (no `OK` in the trace), by relay and publishing peer: a
-    /// publisher that waits for its OKs waits in vain.
+    /// Events whose relay's `OK` never reached their publisher (none in the trace: the relay
+    /// sent none, or the event or the OK was lost, or the trace ended first), by relay and
+    /// publishing peer: a publisher that waits for its OKs waits in vain.
     pub unanswered: BTreeMap<(String, String), u64>,
     /// Tokens whose progress a peer wrote again (a request run twice), the first
     /// [`crate::stats::second_writers::MAX_NAMED`].
@@ -151,7 +152,9 @@ impl Traffic {
             ));
         }
         for ((relay, peer), n) in &self.unanswered {
-            out.push(format!("{relay} sent no OK for {n} of {peer}'s events"));
+            out.push(format!(
+                "no OK from {relay} reached {peer} for {n} of its events"
+            ));
         }
         out.extend(crate::stats::second_writers::clauses(
             &self.second_writers,
@@ -243,9 +246,12 @@ impl Traffic {
             }
         }
         if !self.unanswered.is_empty() {
-            let _ = writeln!(out, "\nnever answered by the relays (no OK):");
+            let _ = writeln!(out, "\nnever answered (no OK in the trace):");
             for ((relay, peer), n) in &self.unanswered {
-                let _ = writeln!(out, "  {relay} sent no OK for {n} of {peer}'s events");
+                let _ = writeln!(
+                    out,
+                    "  no OK from {relay} reached {peer} for {n} of its events"
+                );
             }
         }
         out.push_str(&crate::stats::second_writers::text(
@@ -319,10 +325,10 @@ mod tests {
             t.disturbances(),
             [
                 "r1 refused 1 of server's events: \"invalid: too long\"",
-                "r1 sent no OK for 1 of client's events",
-                "r2 sent no OK for 1 of server's events",
+                "no OK from r1 reached client for 1 of its events",
+                "no OK from r2 reached server for 1 of its events",
             ]
         );
-        assert!(t.text().contains("never answered by the relays (no OK):"));
+        assert!(t.text().contains("never answered (no OK in the trace):"));
     }
 }

@@ -93,10 +93,23 @@ impl Scenario {
         world
     }
 
+    /// The collector of one run: with program peers, it follows second writers in the
+    /// events' JSON, since relaysim's receivers do not read the programs' streams.
+    fn collector(&self, names: crate::stats::why::Names) -> Collector {
+        let collector = Collector::named(names);
+        let programs = self.servers.iter().any(|s| s.program.is_some())
+            || self.clients.iter().any(|c| c.program.is_some());
+        if programs {
+            collector.following_second_writers()
+        } else {
+            collector
+        }
+    }
+
     /// Runs once with `seed`.
     pub fn run(&self, seed: u64) -> crate::stats::RunReport {
         let mut world = self.build(seed);
-        let collector = Rc::new(RefCell::new(Collector::named(names_of(&world))));
+        let collector = Rc::new(RefCell::new(self.collector(names_of(&world))));
         world.set_observer(Box::new(collector.clone()));
         world.run_to_end(self.duration);
         drop(world.take_observer());
@@ -145,7 +158,7 @@ impl Scenario {
             shrunk,
             scenario_toml: self.source.clone(),
         };
-        let collector = Rc::new(RefCell::new(Collector::named(names.clone())));
+        let collector = Rc::new(RefCell::new(self.collector(names.clone())));
         let writer = Rc::new(RefCell::new(TraceWriter::new(&header, names, events)));
         world.set_observer(Box::new(Tee(collector.clone(), writer.clone())));
         world.run_to_end(self.duration);

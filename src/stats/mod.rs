@@ -148,6 +148,13 @@ pub struct Collector {
     /// Publications no relay has answered yet, by relay, publisher and event, with when they
     /// were published (at most [`MAX_UNANSWERED`]; more are only counted in `ok_missing`).
     unanswered: rustc_hash::FxHashMap<(usize, PeerId, nostr::prelude::EventId), Duration>,
+    /// Tokens whose progress a peer wrote again, read off the events' JSON: for runs whose
+    /// peers are programs, whose streams relaysim's receivers do not follow (see
+    /// [`Collector::following_second_writers`]).
+    second_writers: Option<second_writers::SecondWriters>,
+    /// The progress events already read (a republished event is the same writer again, not a
+    /// second one; a relay each publication goes to is another copy of it).
+    progress_seen: rustc_hash::FxHashSet<nostr::prelude::EventId>,
 }
 
 /// Unanswered publications followed one by one, to name them in the calls they fell within.
@@ -159,6 +166,20 @@ const MAX_PROGRAM_LINES: usize = 256;
 
 /// The report's key for the program lines past [`MAX_PROGRAM_LINES`] distinct ones.
 pub const OTHER_PROGRAM_LINES: &str = "(other lines)";
+
+/// Feeds `writers` the progress an event's JSON carries, if any.
+fn follow_progress(writers: &mut second_writers::SecondWriters, shown_as: &str, json: &str) {
+    let Ok(event) = serde_json::from_str::<nostr::prelude::Event>(json) else {
+        return;
+    };
+    let recipient = event
+        .tags
+        .public_keys()
+        .next()
+        .map(|p| p.to_hex())
+        .unwrap_or_default();
+    writers.published(&event.pubkey.to_hex(), shown_as, &recipient, &event.content);
+}
 
 fn micros(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
@@ -184,6 +205,15 @@ impl Collector {
     /// explanations' "no OK came".
     pub fn explaining_link_events_only(mut self) -> Self {
         self.link_events_explain_only = true;
+        self
+    }
+
+    /// Reads every published event's JSON for progress written again (a second writer, as
+    /// when a server runs one request twice), and names what it finds in every failed call's
+    /// `why`. For program peers: relaysim's own receivers name a second writer themselves
+    /// (`failed:duplicate-writer`), and reading each event's JSON costs its serialisation.
+    pub fn following_second_writers(mut self) -> Self {
+        self.second_writers = Some(second_writers::SecondWriters::default());
         self
     }
 
@@ -282,6 +312,21 @@ impl Collector {
                 chunks: (r.tool == "stream").then_some((r.chunks_written, r.chunks_read)),
                 why,
             });
+        }
+        if let Some(writers) = &self.second_writers {
+            let (named, more) = writers.found();
+            let clauses = second_writers::clauses(named, more);
+            if !clauses.is_empty() {
+                // Which call a token belongs to is the program's own business: the clauses are
+                // the run's, worded for every failed call.
+                let run = format!("in this run, {}", clauses.join("; "));
+                for item in items.iter_mut().filter(|i| i.outcome != Outcome::Completed) {
+                    item.why = Some(match item.why.take() {
+                        Some(why) => format!("{why}; {run}"),
+                        None => run.clone(),
+                    });
+                }
+            }
         }
         let mut counters = self.counters;
         // Events no relay answered: lost on the way, sent into a dropped connection, or
@@ -406,9 +451,10 @@ fn what_differed(r: &CallRecord) -> String {
 }
 
 impl Observer for Collector {
-    /// Statistics count an event's bytes, never read its JSON.
+    /// Statistics count an event's bytes; only a collector following second writers reads
+    /// the JSON.
     fn wants_event_json(&self) -> bool {
-        false
+        self.second_writers.is_some()
     }
 
     fn observe(&mut self, at: Duration, o: &Observation) {
@@ -431,12 +477,16 @@ impl Observer for Collector {
                 peer,
                 relay,
                 event,
-                ..
+                json,
             } => {
                 self.count("events_published", 1);
-                if !self.link_events_explain_only {
-                    // A live peer knows its `EVENT` message's length, not the event's alone.
-                    self.count("bytes_published", *bytes as u64);
+                self.count("bytes_published", *bytes as u64);
+                if let (Some(writers), Some(json)) = (self.second_writers.as_mut(), json) {
+                    if json.contains("notifications/progress") && self.progress_seen.insert(*event)
+                    {
+                        let shown_as = self.events.name_of(*peer);
+                        follow_progress(writers, &shown_as, json);
+                    }
                 }
                 self.sent_to_relays += 1;
                 if self.unanswered.len() < MAX_UNANSWERED {

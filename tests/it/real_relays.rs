@@ -196,6 +196,33 @@ fn the_python_relay_answers_the_probe_as_its_profile_does() {
     );
 }
 
+/// The TypeScript example's peers, each from its own address, calling an echo and a 100 kB
+/// result with a 5 s timeout.
+const PEERS_CALLS: [&str; 10] = [
+    "--server-local-address",
+    "127.0.0.2",
+    "--client-local-address",
+    "127.0.0.3",
+    "--calls",
+    "echo,large",
+    "--large-bytes",
+    "100000",
+    "--timeout-ms",
+    "5000",
+];
+
+/// What `show --json` says of `trace`, its pictures written at `picture`.
+fn show_json(trace: &Path, picture: &Path) -> serde_json::Value {
+    let out = relaysim(&[
+        "show",
+        trace.to_str().unwrap(),
+        "--out",
+        picture.to_str().unwrap(),
+        "--json",
+    ]);
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// The TypeScript SDK through `record` in front of the Python relay with its default
 /// configuration: the relay refuses the server's CEP-22 `start` frame for its content length
 /// (`invalid: 280 characters should be enough for anybody`) and the large call times out; the
@@ -231,22 +258,9 @@ fn the_ts_sdk_recorded_in_front_of_the_python_relay_names_its_refusal() {
     let outcomes = relay.dir.join("outcomes.jsonl");
     let node = Command::new("node")
         .arg(root().join("interop/ts-sdk/peers.mjs"))
-        .args([
-            "--relay",
-            &format!("ws://127.0.0.1:{listen}"),
-            "--server-local-address",
-            "127.0.0.2",
-            "--client-local-address",
-            "127.0.0.3",
-            "--calls",
-            "echo,large",
-            "--large-bytes",
-            "100000",
-            "--timeout-ms",
-            "5000",
-            "--out",
-            outcomes.to_str().unwrap(),
-        ])
+        .args(["--relay", &format!("ws://127.0.0.1:{listen}")])
+        .args(PEERS_CALLS)
+        .args(["--out", outcomes.to_str().unwrap()])
         .output()
         .expect("node runs");
     // Ctrl-C closes the recording.
@@ -267,15 +281,7 @@ fn the_ts_sdk_recorded_in_front_of_the_python_relay_names_its_refusal() {
         ),
         "{text}"
     );
-    let picture = relay.dir.join("picture");
-    let out = relaysim(&[
-        "show",
-        trace.to_str().unwrap(),
-        "--out",
-        picture.to_str().unwrap(),
-        "--json",
-    ]);
-    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = show_json(&trace, &relay.dir.join("picture"));
     assert_eq!(shown["counts"]["rejected"], 1, "{shown}");
 }
 
@@ -292,10 +298,11 @@ fn record_around_the_ts_sdk_says_why_its_call_failed_and_show_draws_it() {
     };
     let trace = relay.dir.join("trace.jsonl");
     let peers = root().join("interop/ts-sdk/peers.mjs");
-    let out = relaysim(&[
+    let upstream = relay.url();
+    let args: Vec<&str> = [
         "record",
         "--upstream",
-        &relay.url(),
+        &upstream,
         "--listen",
         "127.0.0.1:0",
         "--out",
@@ -307,17 +314,11 @@ fn record_around_the_ts_sdk_says_why_its_call_failed_and_show_draws_it() {
         "--",
         "node",
         peers.to_str().unwrap(),
-        "--server-local-address",
-        "127.0.0.2",
-        "--client-local-address",
-        "127.0.0.3",
-        "--calls",
-        "echo,large",
-        "--large-bytes",
-        "100000",
-        "--timeout-ms",
-        "5000",
-    ]);
+    ]
+    .into_iter()
+    .chain(PEERS_CALLS)
+    .collect();
+    let out = relaysim(&args);
     let text = String::from_utf8_lossy(&out.stdout);
     // A failed call makes the exit code 1, as for `serve -- COMMAND`.
     assert_eq!(
@@ -338,15 +339,7 @@ fn record_around_the_ts_sdk_says_why_its_call_failed_and_show_draws_it() {
             .any(|l| l.contains("echo") && l.ends_with("completed")),
         "{text}"
     );
-    let picture = relay.dir.join("picture");
-    let out = relaysim(&[
-        "show",
-        trace.to_str().unwrap(),
-        "--out",
-        picture.to_str().unwrap(),
-        "--json",
-    ]);
-    let shown: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let shown = show_json(&trace, &relay.dir.join("picture"));
     let failing = shown["failing_calls"].as_array().expect("failing calls");
     assert_eq!(failing.len(), 1, "{shown}");
     let drawn_why = failing[0]["why"].as_str().unwrap_or_default();

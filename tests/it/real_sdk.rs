@@ -184,6 +184,9 @@ fn the_mobile_reconnect_bug_reproduces_replays_and_shrinks_to_the_drop() {
         report.contains("Non-increasing progress for stream 1"),
         "{report}"
     );
+    // The mechanism is named too: the server ran the request twice, a second writer.
+    let second_writer = "server wrote token 1's progress again from 1 after reaching";
+    assert!(report.contains(second_writer), "{report}");
     assert!(trace.contains("\"via\":\"resubscribe-replay\""));
     let path = dir.join("run.jsonl");
     let path = path.to_str().unwrap();
@@ -203,6 +206,16 @@ fn the_mobile_reconnect_bug_reproduces_replays_and_shrinks_to_the_drop() {
         stdout(&show).contains("Non-increasing progress for stream 1"),
         "{}",
         stdout(&show)
+    );
+    // `show` frames the failing call with both: the SDK's words and the second writer.
+    let shown = relaysim(&["show", path, "--json"], &[]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let failing = shown["failing_calls"].as_array().expect("failing calls");
+    assert!(
+        failing.iter().any(|c| c["why"]
+            .as_str()
+            .is_some_and(|w| w.contains(second_writer) && w.contains("Non-increasing"))),
+        "{shown}"
     );
 }
 

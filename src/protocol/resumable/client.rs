@@ -128,9 +128,10 @@ struct Followed<T> {
     gap_since: Option<Duration>,
     due: Due,
     last_attempt: Option<Duration>,
-    /// The contiguous run when the last resume was sent, and how many resumes in a row
-    /// brought nothing (see the module documentation).
+    /// The contiguous run when the last resume was sent, when it was sent, and how many
+    /// resumes in a row brought nothing (see the module documentation).
     through_at_resume: Option<Option<u64>>,
+    last_resume: Option<Duration>,
     fruitless: u32,
     in_flight: Option<(u64, Duration)>,
     /// A paged replay: the last sequence of the batch just answered, and when. The next batch
@@ -152,6 +153,7 @@ impl<T> Followed<T> {
             due: Due::Nothing,
             last_attempt: None,
             through_at_resume: None,
+            last_resume: None,
             fruitless: 0,
             in_flight: None,
             continue_after: None,
@@ -174,19 +176,26 @@ impl<T> Followed<T> {
         !self.held.is_empty()
     }
 
-    /// The earliest time the next attempt may go.
-    fn allowed_at(&self, config: &FollowerConfig) -> Duration {
-        let wait = match self.fruitless_if_resumed() {
-            0 => self.min_gap,
-            n => {
-                let base = self.min_gap.max(config.gap_grace);
-                base.saturating_mul(1 << (n - 1).min(16))
-                    .min(config.max_backoff.max(self.min_gap))
-            }
+    /// The earliest time the next attempt may go: `resumeInterval.min` after the last one,
+    /// and a resume after one that brought nothing also its backoff after that resume (a poll
+    /// does not wait on it: it asks what is pending, not for the replay again).
+    fn allowed_at(&self, config: &FollowerConfig, resume: bool) -> Duration {
+        let after = |t: Option<Duration>, wait: Duration| {
+            t.map_or(Duration::ZERO, |t| {
+                t.checked_add(wait).unwrap_or(Duration::MAX)
+            })
         };
-        self.last_attempt.map_or(Duration::ZERO, |t| {
-            t.checked_add(wait).unwrap_or(Duration::MAX)
-        })
+        let min = after(self.last_attempt, self.min_gap);
+        match self.fruitless_if_resumed() {
+            n if n > 0 && resume => {
+                let base = self.min_gap.max(config.gap_grace);
+                let backoff = base
+                    .saturating_mul(1 << (n - 1).min(16))
+                    .min(config.max_backoff.max(self.min_gap));
+                min.max(after(self.last_resume, backoff))
+            }
+            _ => min,
+        }
     }
 
     /// How many resumes in a row will have brought nothing if one goes now.
@@ -202,6 +211,7 @@ impl<T> Followed<T> {
         self.fruitless = self.fruitless_if_resumed();
         self.through_at_resume = Some(self.through);
         self.last_attempt = Some(now);
+        self.last_resume = Some(now);
     }
 }
 
@@ -428,18 +438,21 @@ impl<T> StreamFollower<T> {
             if f.through.is_some_and(|t| t >= last) {
                 return Some(Duration::ZERO);
             }
-            return Some((answered + self.config.gap_grace).max(f.allowed_at(&self.config)));
+            return Some((answered + self.config.gap_grace).max(f.allowed_at(&self.config, true)));
         }
-        let want = match f.due {
-            Due::Resume | Due::Poll => Some(Duration::ZERO),
+        let config = &self.config;
+        match f.due {
+            Due::Resume => Some(f.allowed_at(config, true)),
+            Due::Poll => Some(f.allowed_at(config, false)),
             Due::Nothing => {
-                let gap = f.gap_since.map(|g| g + self.config.gap_grace);
+                let gap = f
+                    .gap_since
+                    .map(|g| (g + config.gap_grace).max(f.allowed_at(config, true)));
                 let silence = (f.end_seq.is_none() || f.has_gap())
-                    .then(|| f.last_heard + self.config.silence);
+                    .then(|| (f.last_heard + config.silence).max(f.allowed_at(config, false)));
                 [gap, silence].into_iter().flatten().min()
             }
-        }?;
-        Some(want.max(f.allowed_at(&self.config)))
+        }
     }
 
     /// When [`StreamFollower::handle_timeout`] next has work.
@@ -466,7 +479,8 @@ impl<T> StreamFollower<T> {
             if let Some((last, answered)) = f.continue_after {
                 let reached = f.through.is_some_and(|t| t >= last);
                 // Not reached: the batch was lost or refused; asking again is a retry.
-                let retry = now >= answered + config.gap_grace && now >= f.allowed_at(&config);
+                let retry =
+                    now >= answered + config.gap_grace && now >= f.allowed_at(&config, true);
                 if reached || retry {
                     f.continue_after = None;
                     let attempt_ref = f.reference(id);
@@ -490,7 +504,7 @@ impl<T> StreamFollower<T> {
                     f.due = Due::Poll;
                 }
             }
-            if f.due == Due::Nothing || now < f.allowed_at(&config) {
+            if f.due == Due::Nothing || now < f.allowed_at(&config, f.due == Due::Resume) {
                 continue;
             }
             let r = f.reference(id);

@@ -409,6 +409,22 @@ fn a_reconnection_makes_a_resume_due_and_attempts_respect_resume_interval_min() 
     ));
 }
 
+/// Sends the resume due next and answers it with `more` (the last sequence of a batch the
+/// server says it has more after, or `None`) 100 ms later; returns when it went.
+fn resume_answered(f: &mut StreamFollower<u64>, more: Option<u64>) -> std::time::Duration {
+    let now = f.poll_timeout().expect("a resume is due");
+    f.handle_timeout(now);
+    let (attempt, r) = f.poll_transmit().expect("a resume");
+    assert!(matches!(r, FollowerRequest::Resume(_)), "{r:?}");
+    f.on_resume_answer(attempt, Ok(more), now + MS(100));
+    f.poll_event();
+    now
+}
+
+fn gaps(sent: &[std::time::Duration]) -> Vec<std::time::Duration> {
+    sent.windows(2).map(|w| w[1] - w[0]).collect()
+}
+
 #[test]
 fn resumes_that_bring_nothing_back_off_and_progress_or_a_reconnection_starts_afresh() {
     let mut s = store();
@@ -417,37 +433,82 @@ fn resumes_that_bring_nothing_back_off_and_progress_or_a_reconnection_starts_afr
     let mut f = follower();
     f.on_create(&c, S(0));
     f.on_message(&id, 0, false, 0, S(0));
-    f.on_message(&id, 2, false, 2, S(0)); // 1 is missing
-                                          // Each resume's replay is refused by the relays: nothing arrives, and the server keeps
-                                          // saying there is more after sequence 1.
-    let mut sent = Vec::new();
-    let mut now = S(0);
-    for _ in 0..9 {
-        now = f.poll_timeout().expect("a resume is due");
-        f.handle_timeout(now);
-        let (attempt, r) = f.poll_transmit().expect("a resume");
-        assert!(matches!(r, FollowerRequest::Resume(_)));
-        sent.push(now);
-        f.on_resume_answer(attempt, Ok(Some(1)), now + MS(100));
-        f.poll_event();
-    }
-    let gaps: Vec<u64> = sent.windows(2).map(|w| (w[1] - w[0]).as_secs()).collect();
-    // The first retry a second later (as without backoff), then twice as long each time up
-    // to `max_backoff` (32 s).
-    assert_eq!(gaps, [1, 2, 4, 8, 16, 32, 32, 32], "{sent:?}");
-    // The missing message arrives: the run grows, and the next resume goes at once.
-    f.on_message(&id, 1, false, 1, now + S(1));
-    let next = f.poll_timeout().unwrap();
-    assert!(next <= now + S(1), "{next:?} after {now:?}");
-    // Fruitless again, then a reconnection: the resume after it waits only the minimum.
+    // Sequence 1 is missing.
+    f.on_message(&id, 2, false, 2, S(0));
+    // Each resume's replay is refused by the relays: nothing arrives, and the server keeps
+    // saying it holds more after sequence 1 (a paged replay whose batch never comes).
+    let sent: Vec<_> = (0..9).map(|_| resume_answered(&mut f, Some(1))).collect();
+    // The first retry when the batch is overdue (the answer's 100 ms plus `gap_grace`, as
+    // without backoff), then twice as long each time up to `max_backoff` (32 s).
+    let expected: Vec<_> = [MS(1100), S(2), S(4), S(8), S(16), S(32), S(32), S(32)].into();
+    assert_eq!(gaps(&sent), expected, "{sent:?}");
+    // The missing message arrives: the run grows, the server's next batch is asked for at
+    // once, and a resume after it that brings nothing waits only the minimum again.
+    let now = *sent.last().unwrap() + S(1);
+    f.on_message(&id, 1, false, 1, now);
+    assert_eq!(f.poll_timeout(), Some(std::time::Duration::ZERO));
+    f.handle_timeout(now);
+    let (attempt, _) = f.poll_transmit().unwrap();
+    f.on_resume_answer(attempt, Ok(Some(3)), now);
+    assert_eq!(f.poll_timeout(), Some(now + S(1)));
     f.handle_timeout(now + S(1));
     let (attempt, _) = f.poll_transmit().unwrap();
-    f.on_resume_answer(attempt, Ok(Some(3)), now + S(1));
-    f.handle_timeout(now + S(2));
-    let (attempt, _) = f.poll_transmit().unwrap();
-    f.on_resume_answer(attempt, Ok(None), now + S(2));
+    f.on_resume_answer(attempt, Ok(None), now + S(1));
+    // A reconnection: the resume after it waits only the minimum, not the 2 s backoff.
     f.on_reconnect();
-    assert_eq!(f.poll_timeout(), Some(now + S(3)));
+    assert_eq!(f.poll_timeout(), Some(now + S(2)));
+}
+
+#[test]
+fn resumes_for_a_gap_that_stays_open_back_off_too() {
+    let mut s = store();
+    let c = created(&mut s);
+    let id = c.stream_id.clone();
+    // No polls for silence in the way.
+    let mut f = StreamFollower::new(FollowerConfig {
+        silence: S(600),
+        ..FollowerConfig::default()
+    });
+    f.on_create(&c, S(0));
+    f.on_message(&id, 0, false, 0, S(0));
+    f.on_message(&id, 2, false, 2, S(0));
+    // Each resume is answered "nothing more" and its replay of 1 never arrives.
+    let sent: Vec<_> = (0..7).map(|_| resume_answered(&mut f, None)).collect();
+    let expected: Vec<_> = [S(1), S(2), S(4), S(8), S(16), S(32)].into();
+    assert_eq!(gaps(&sent), expected, "{sent:?}");
+}
+
+#[test]
+fn a_poll_does_not_wait_on_the_resume_backoff() {
+    let mut s = store();
+    let c = created(&mut s);
+    let id = c.stream_id.clone();
+    let mut f = follower();
+    f.on_create(&c, S(0));
+    f.on_message(&id, 0, false, 0, S(0));
+    let pending = super::messages::PollResult {
+        stream_id: id.clone(),
+        status: StreamStatus::Live,
+        pending_messages: true,
+        has_request: false,
+        has_error: false,
+    };
+    // A live stream falls silent; each poll says messages are pending, each resume's replay
+    // never arrives. Polls keep to the 10 s of silence after the last resume while the
+    // resumes' backoff grows past it (16 s, 32 s).
+    let mut last_resume = S(0);
+    for round in 0..8 {
+        let at = f.poll_timeout().unwrap();
+        f.handle_timeout(at);
+        let (attempt, r) = f.poll_transmit().unwrap();
+        assert!(
+            matches!(r, FollowerRequest::Poll(_)),
+            "round {round}: {r:?}"
+        );
+        assert_eq!(at, last_resume + S(10), "round {round}");
+        f.on_poll_answer(attempt, Ok(pending.clone()));
+        last_resume = resume_answered(&mut f, None);
+    }
 }
 
 #[test]

@@ -30,6 +30,7 @@
 mod call;
 mod dispatch;
 mod hosting;
+mod in_flight;
 pub(crate) mod network;
 pub mod observation;
 mod slots;
@@ -113,16 +114,6 @@ enum Action {
         client: usize,
         call: CallId,
     },
-}
-
-impl Action {
-    /// A message on its way: to a relay, to a peer, or to the wire.
-    fn is_message(&self) -> bool {
-        matches!(
-            self,
-            Action::ToRelay { .. } | Action::ToPeer { .. } | Action::Wire { .. }
-        )
-    }
 }
 
 /// The world and its `des` driver.
@@ -270,23 +261,6 @@ impl World {
         if let Some(o) = self.observer.as_mut() {
             o.observe(self.now, &observation);
         }
-    }
-
-    /// The streaming calls whose slow reader (`consume_interval`) still had a read scheduled:
-    /// their application was reading when the world stopped, so chunks it had not read yet
-    /// were not lost, only not read in time. `(client, call)`, in order.
-    pub fn readers_still_reading(&self) -> Vec<(usize, CallId)> {
-        let mut found: Vec<(usize, CallId)> = self
-            .queue
-            .values()
-            .filter_map(|a| match a {
-                Action::Consume { client, call } => Some((*client, *call)),
-                _ => None,
-            })
-            .collect();
-        found.sort_unstable();
-        found.dedup();
-        found
     }
 
     fn schedule(&mut self, at: Duration, action: Action) {
@@ -585,7 +559,7 @@ impl World {
     }
 
     /// Runs the whole run, which ends at `end`: as [`World::run_until`], except that messages
-    /// that would arrive after `end` are not kept (the bandwidth queue of a link a writer
+    /// that would arrive after `end` are not scheduled (the bandwidth queue of a link a writer
     /// outruns can reach far past the end). Time then stands as `run_until(end)` leaves it.
     /// The world cannot run past `end` afterwards.
     pub fn run_to_end(&mut self, end: Duration) {
@@ -595,11 +569,6 @@ impl World {
             // `run_until` would have found the dropped messages pending.
             self.now = self.now.max(end);
         }
-    }
-
-    /// Messages on their way (to relays, to peers, to the wire).
-    pub fn messages_in_flight(&self) -> usize {
-        self.queue.values().filter(|a| a.is_message()).count()
     }
 
     /// Whether anything is left to happen.
