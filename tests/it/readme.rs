@@ -35,6 +35,25 @@ const MAY_EXIT_1: &[(&str, &str)] = &[(
      stream sometimes fails (`Non-increasing progress`, docs/guide.md)",
 )];
 
+/// What README commands print, as their comments in the README say (stdout and stderr
+/// together): the command as the README writes it (without its comment) and the words that
+/// must appear.
+const PRINTS: &[(&str, &[&str])] = &[
+    ("relaysim run", &["scenario default"]),
+    (
+        "relaysim shrink drop.jsonl --out drop.min.jsonl",
+        &["kept 1 of 10 disturbances", "outage    #0"],
+    ),
+    (
+        "relaysim run scenarios/real-sdk/mobile-reconnect.toml --trace mobile.jsonl",
+        &["Non-increasing progress for stream 1"],
+    ),
+    (
+        "relaysim shrink mobile.jsonl --out mobile.min.jsonl",
+        &["kept 1 of 136 disturbances", "outage    #0"],
+    ),
+];
+
 /// The README's shell commands, continuation lines joined, comments kept (sh drops them).
 fn readme_commands() -> Vec<String> {
     let text = std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join("README.md"))
@@ -110,6 +129,7 @@ fn every_readme_command_runs_or_is_listed_with_a_reason() {
         dir.join("bin").display(),
         std::env::var("PATH").unwrap_or_default()
     );
+    let mut printed = 0;
     for command in commands.iter().filter(|c| is_relaysim(c)) {
         // `cargo run --release -- ARGS` is the binary with ARGS; the test already built it.
         let shell = command.replacen("cargo run --release --", "relaysim", 1);
@@ -131,7 +151,23 @@ fn every_readme_command_runs_or_is_listed_with_a_reason() {
             String::from_utf8_lossy(&out.stdout)
         );
         assert!(!stderr.contains("panicked"), "{command}: {stderr}");
+        // `cargo run --release -- run` is `relaysim run` with no file: the default scenario.
+        let said = format!("{}{stderr}", String::from_utf8_lossy(&out.stdout));
+        let bare = shell.split('#').next().unwrap_or_default().trim();
+        let prints = PRINTS.iter().find(|(written, _)| bare == *written);
+        for words in prints.map_or(&[][..], |(_, words)| *words) {
+            assert!(
+                said.contains(words),
+                "{command} does not print {words:?}:\n{said}"
+            );
+        }
+        printed += usize::from(prints.is_some());
     }
+    assert_eq!(
+        printed,
+        PRINTS.len(),
+        "every PRINTS entry matched a README command"
+    );
     // What the README says these commands leave behind.
     for file in [
         "drop.jsonl",
