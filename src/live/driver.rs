@@ -434,7 +434,6 @@ impl<P: Peer> PeerDriver<P> {
     fn flush(&mut self) {
         while let Some((relay, message)) = self.peer.poll_transmit() {
             let up = self.up.get(&relay).copied().unwrap_or(false);
-            let wire = client_to_wire(&message);
             if let ClientMessage::Event(event) = &message {
                 if self.witness.is_some() {
                     let now = self.now();
@@ -448,7 +447,7 @@ impl<P: Peer> PeerDriver<P> {
             }
             match self.outgoing.get(&relay) {
                 Some(tx) if up => {
-                    if tx.send(wire).is_err() {
+                    if tx.send(client_to_wire(&message)).is_err() {
                         self.stats.sent_while_down += 1;
                     }
                 }

@@ -275,9 +275,17 @@ mod tests {
         let mut world = scenario.build(1);
         world.server(0).tamper_outgoing(server);
         world.client(0).tamper_outgoing(client);
+        collected(&mut world, |w| w.run_to_end(scenario.duration))
+    }
+
+    /// The report of seed 1 of `world`, run by `run`.
+    fn collected(
+        world: &mut crate::sim::world::World,
+        run: impl FnOnce(&mut crate::sim::world::World),
+    ) -> crate::stats::RunReport {
         let collector = std::rc::Rc::new(std::cell::RefCell::new(crate::stats::Collector::new()));
         world.set_observer(Box::new(collector.clone()));
-        world.run_to_end(scenario.duration);
+        run(world);
         drop(world.take_observer());
         std::rc::Rc::try_unwrap(collector)
             .map(std::cell::RefCell::into_inner)
@@ -335,19 +343,13 @@ mod tests {
         .expect("the scenario");
         let run = |to_end: bool| {
             let mut world = scenario.build(1);
-            let collector =
-                std::rc::Rc::new(std::cell::RefCell::new(crate::stats::Collector::new()));
-            world.set_observer(Box::new(collector.clone()));
-            if to_end {
-                world.run_to_end(scenario.duration);
-            } else {
-                world.run_until(scenario.duration);
-            }
-            drop(world.take_observer());
-            let report = std::rc::Rc::try_unwrap(collector)
-                .map(std::cell::RefCell::into_inner)
-                .unwrap_or_default()
-                .finish(1);
+            let report = collected(&mut world, |w| {
+                if to_end {
+                    w.run_to_end(scenario.duration);
+                } else {
+                    w.run_until(scenario.duration);
+                }
+            });
             (
                 format!("{report:?}"),
                 world.now(),
