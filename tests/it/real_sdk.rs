@@ -1,7 +1,10 @@
 //! The real TypeScript SDK inside the des world (`program = "ts-sdk"`, hosted by node in
 //! virtual time): byte-identical runs, the same report for any job count, a planted source of
 //! nondeterminism caught, and the mobile reconnect bug reproduced, replayed and shrunk by
-//! rerunning the real program.
+//! rerunning the real program; then one test per shipped `real-sdk/` scenario.
+//!
+//! Longer than 600 lines because each of those scenarios needs its own reading of the trace, and
+//! they share the helpers at the top (the node packages, the traced run, the variants).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -599,5 +602,63 @@ fn the_ts_server_answers_each_copy_of_a_duplicated_plaintext_request() {
     assert_eq!(
         published, 3,
         "initialize, echo and stream answered once each"
+    );
+}
+
+/// Two relays, encryption off, and the copies of a stream request landing either side of a
+/// second's edge: the TS server runs the tool once per copy (B17), and the second run's start
+/// frame carries a later `created_at`, so it is a new event rather than a `duplicate:` of the
+/// first. The client reads a second start for its token and fails the stream; the report and
+/// `show` name the server as a second writer. Called a second earlier (duplicated-plaintext),
+/// the two runs' frames are the same events and the stream completes.
+#[test]
+fn a_copy_of_a_stream_request_run_in_the_next_second_is_a_second_writer() {
+    let dir = scratch("two-relays-second-writer");
+    let scenario = "scenarios/real-sdk/two-relays-second-writer.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    let report = stdout(&out);
+    // The scenario expects the echo to complete and the stream to fail.
+    assert!(out.status.success(), "{report}");
+    assert!(
+        report.contains("Non-increasing progress for stream 2"),
+        "{report}"
+    );
+    let second_writer = "server wrote token 2's progress again from 1 after reaching 1";
+    assert!(report.contains(second_writer), "{report}");
+    // Two start frames for token 2, one per run of the tool, a second apart on the events'
+    // clock and therefore two events.
+    let starts: Vec<(u64, String)> = trace_lines(&trace)
+        .iter()
+        .filter(|l| l["type"] == "published" && l["peer"] == "server" && l["relay"] == "quick")
+        .filter_map(|l| {
+            let content: serde_json::Value =
+                serde_json::from_str(l["event"]["content"].as_str()?).ok()?;
+            let params = &content["params"];
+            (params["progressToken"] == "2" && params["progress"] == 1).then(|| {
+                let at = l["event"]["created_at"].as_u64().unwrap();
+                (at, l["id"].as_str().unwrap().to_owned())
+            })
+        })
+        .collect();
+    assert_eq!(starts.len(), 2, "{starts:?}");
+    assert_eq!(starts[1].0, starts[0].0 + 1, "{starts:?}");
+    assert_ne!(starts[0].1, starts[1].1);
+    // `show` frames the failing call with the SDK's words and the second writer.
+    let path = dir.join("run.jsonl");
+    let shown = relaysim(&["show", path.to_str().unwrap(), "--json"], &[]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let failing = shown["failing_calls"].as_array().expect("failing calls");
+    assert_eq!(failing.len(), 1, "{shown}");
+    assert!(
+        failing[0]["label"]
+            .as_str()
+            .is_some_and(|l| l.starts_with("call #2 stream (stream): failed:program-error")),
+        "{shown}"
+    );
+    assert!(
+        failing[0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains(second_writer) && w.contains("Non-increasing")),
+        "{shown}"
     );
 }
