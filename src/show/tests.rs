@@ -169,3 +169,36 @@ fn reorderings_by_a_relay_writer_s_batch_sort_are_drawn_apart_and_counted() {
     assert!(text.to_ascii_uppercase().contains("#56B4E9"), "drawn apart");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// A failed call's good answer (here the response came at 5.13 s, then the stream before it
+/// turned out to have a gap) is drawn as a hollow ring, "answered, but the call failed", and
+/// never as a completion.
+#[cfg(feature = "plots")]
+#[test]
+fn a_failed_call_s_answer_is_a_hollow_ring_not_a_completion() {
+    let trace = shipped("khatru-drop-mid-stream.shrunk.jsonl");
+    let t = Timeline::new(&trace, Window::default()).unwrap();
+    assert_eq!(t.counts.get(&MarkKind::Completed), None);
+    let answered: Vec<&Mark> = t
+        .marks
+        .iter()
+        .filter(|m| m.kind == MarkKind::Answered)
+        .collect();
+    assert_eq!(answered.len(), 1);
+    assert_eq!(answered[0].at.0, 5_131_359, "where the response-ok line is");
+    assert_eq!(t.lanes[answered[0].at.1].name, "client");
+    let dir = std::env::temp_dir().join(format!("relaysim-show-answered-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (svg, png) = (dir.join("t.svg"), dir.join("t.png"));
+    draw::write(&t, &svg, &png).unwrap();
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("answered, but the call failed (1)"),
+        "the legend names it"
+    );
+    assert!(
+        text.contains("completed (0)"),
+        "the legend counts no completion"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -919,6 +919,46 @@ fn run_with_the_live_engine_serves_the_relays_and_reports_as_run_does() {
     let _ = std::fs::remove_dir_all(&out);
 }
 
+/// A live run given an earlier run's key nonce, against a relay that stores events (strfry
+/// keeps ephemeral ones 300 s), is fed that run's events and warns in words; the first run,
+/// on an empty relay, does not.
+#[test]
+fn a_live_run_fed_an_earlier_run_s_events_warns_and_says_how_to_keep_runs_apart() {
+    let file = scenario_file(
+        "stale.toml",
+        "[[relays]]\nname = \"far\"\nprofile = \"strfry\"\n[[servers]]\nname = \"s\"\nrelays = [\"far\"]\n\
+         [[clients]]\nname = \"c\"\nrelays = [\"far\"]\n[[workloads]]\nkind = \"request\"\ncount = 2\n",
+    );
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let relay = runtime
+        .block_on(relaysim::live::serve(
+            relaysim::live::ServeConfig::new(relaysim::relay::RelayProfile::strfry())
+                .listening_on("127.0.0.1:0".parse().unwrap()),
+        ))
+        .unwrap();
+    let url = format!("far=ws://{}", relay.local_addr);
+    let (out, trace) = (file.with_extension("out"), file.with_extension("jsonl"));
+    let live = || {
+        let run = run_live(&file, &trace, &out, &["--relay", &url, "--key-nonce", "7"]);
+        assert_eq!(run.status.code(), Some(0), "{}", stderr(&run));
+        stderr(&run)
+    };
+    let first = live();
+    assert!(!first.contains("warning:"), "{first}");
+    // Past the margin within which an event may still be the run's own.
+    std::thread::sleep(std::time::Duration::from_secs(
+        relaysim::live::driver::STALE_AFTER_SECS + 2,
+    ));
+    let second = live();
+    assert!(
+        second.contains("events made before run 1 started reached its peers")
+            && second.contains("leave out --key-nonce to keep runs apart"),
+        "{second}"
+    );
+    runtime.block_on(relay.shutdown());
+    let _ = std::fs::remove_dir_all(&out);
+}
+
 /// `relaysim run FILE --engine live --trace TRACE --out OUT` and `extra`.
 fn run_live(
     file: &std::path::Path,

@@ -28,13 +28,6 @@ const NOT_RUN: &[(&str, &str)] = &[
     ),
 ];
 
-/// Commands that may exit 1 as a result, not an error, and why.
-const MAY_EXIT_1: &[(&str, &str)] = &[(
-    "relaysim serve scenarios/live/sdk-two-relays.toml",
-    "serve exits 1 when a call of the TypeScript peers failed; over two relays the TS SDK's \
-     stream sometimes fails (`Non-increasing progress`, docs/guide.md)",
-)];
-
 /// What README commands print, as their comments in the README say (stdout and stderr
 /// together): the command as the README writes it (without its comment) and the words that
 /// must appear.
@@ -140,12 +133,8 @@ fn every_readme_command_runs_or_is_listed_with_a_reason() {
             .output()
             .expect("sh runs");
         let stderr = String::from_utf8_lossy(&out.stderr);
-        let allowed_1 = MAY_EXIT_1
-            .iter()
-            .any(|(prefix, _)| command.replace("./target/release/", "").starts_with(prefix));
-        let ok = out.status.success() || (allowed_1 && out.status.code() == Some(1));
         assert!(
-            ok,
+            out.status.success(),
             "README command failed ({:?}): {command}\nstdout:\n{}\nstderr:\n{stderr}",
             out.status.code(),
             String::from_utf8_lossy(&out.stdout)

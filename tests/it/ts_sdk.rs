@@ -191,7 +191,32 @@ fn all_complete(profile: &str) {
         "{stream}"
     );
     assert!(text.contains("nothing to compare"), "{text}");
+    subscriptions_closed_as_requested(&dir.join("trace.jsonl"));
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The SDK's peers close their transports when the program ends: the trace has CLOSE lines,
+/// each for a subscription its peer opened on that relay earlier (a REQ line).
+fn subscriptions_closed_as_requested(trace: &Path) {
+    let lines: Vec<serde_json::Value> = std::fs::read_to_string(trace)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let key = |l: &serde_json::Value| (l["peer"].clone(), l["relay"].clone(), l["sub"].clone());
+    let mut closes = 0;
+    for (i, line) in lines.iter().enumerate() {
+        if line["type"] == "close" {
+            closes += 1;
+            assert!(
+                lines[..i]
+                    .iter()
+                    .any(|l| l["type"] == "req" && key(l) == key(line)),
+                "a CLOSE for a subscription never requested: {line}"
+            );
+        }
+    }
+    assert!(closes > 0, "no CLOSE line in {}", trace.display());
 }
 
 /// A profile whose per-address rate limit stops the server's CEP-22 and CEP-41 frames: the SDK
