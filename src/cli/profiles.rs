@@ -14,9 +14,10 @@ pub(super) struct ProfilesArgs {
 }
 
 /// The knobs the overview table shows (all of them are in `profiles NAME` and `--json`).
-const TABLE: [(&str, &str); 5] = [
+const TABLE: [(&str, &str); 6] = [
     ("max_event_bytes", "event limit"),
     ("ephemeral", "ephemeral events"),
+    ("store_regular", "regular events"),
     ("rate_limit", "rate limit"),
     ("intake", "intake"),
     ("keepalive", "keepalive"),

@@ -306,9 +306,18 @@ pub(super) async fn subscription_limit(p: &Probe) -> Result<Option<(usize, Answe
     Ok(None)
 }
 
+/// What the gift-wrap probe saw.
+pub(super) struct GiftWrapSeen {
+    pub req: Answer,
+    pub delivered: bool,
+    pub resend: Answer,
+    pub replay: Answer,
+}
+
 /// A REQ for gift wraps (kind 1059) without authenticating, and whether a gift wrap
-/// published meanwhile reaches it.
-pub(super) async fn gift_wrap(p: &mut Probe) -> Result<(Answer, bool), ProbeError> {
+/// published meanwhile reaches it; then, since kind 1059 is a regular (storable) kind, the
+/// answer to that gift wrap sent again and what a new REQ gets of it.
+pub(super) async fn gift_wrap(p: &mut Probe) -> Result<GiftWrapSeen, ProbeError> {
     const GIFT_WRAP: u16 = 1059;
     let (mut sub, heard) = p.subscriber("gift-wrap", GIFT_WRAP).await?;
     let mut publisher = p.open().await?;
@@ -317,7 +326,22 @@ pub(super) async fn gift_wrap(p: &mut Probe) -> Result<(Answer, bool), ProbeErro
     let later = sub.until(p.deadline(), settle(p), |_| false).await;
     let ids = [e.id.to_hex()];
     let delivered = events_of(&later, &ids).next().is_some();
+    let resend = publish(&mut publisher, &e, p.config.wait).await;
     publisher.close().await;
     sub.close().await;
-    Ok((req_answer(&heard), delivered))
+    let mut c = p.open().await?;
+    c.send(p.req("gift-wrap-replay", GIFT_WRAP, Some(10))).await;
+    let replayed = c.until(p.deadline(), p.config.wait, ends_req).await;
+    c.close().await;
+    let got = if events_of(&replayed, &ids).next().is_some() {
+        "replayed"
+    } else {
+        "not replayed"
+    };
+    Ok(GiftWrapSeen {
+        req: req_answer(&heard),
+        delivered,
+        resend,
+        replay: format!("{got}, ended by {}", req_answer(&replayed)),
+    })
 }

@@ -87,5 +87,23 @@ pub fn differences(a: &ProbeReport, b: &ProbeReport) -> Vec<String> {
         a.gift_wrap_delivered.to_string(),
         b.gift_wrap_delivered.to_string(),
     );
+    // Recorded reports may lack the storage probe: compared only where both have it.
+    let pairs = [
+        (
+            "gift wrap sent again",
+            &a.gift_wrap_resend,
+            &b.gift_wrap_resend,
+        ),
+        (
+            "new REQ for gift wraps",
+            &a.gift_wrap_replay,
+            &b.gift_wrap_replay,
+        ),
+    ];
+    for (what, x, y) in pairs {
+        if let (Some(x), Some(y)) = (x, y) {
+            check(what, x.clone(), y.clone());
+        }
+    }
     out
 }

@@ -3,7 +3,8 @@
 //! replay of stored events to a new subscription, the order in which one connection's bursts
 //! reach a subscriber (with and without waiting for OKs, in one `created_at` second or rising,
 //! back to back or spaced), size limits and what an oversized event gets, subscription-id and
-//! subscription-count limits, gating of gift wraps (kind 1059), and publish→OK and
+//! subscription-count limits, gating of gift wraps (kind 1059) and their storage (a regular
+//! kind: the answer to a re-send, the replay to a new REQ), and publish→OK and
 //! publish→delivery latency. [`differences`] lists where two reports disagree, so a real
 //! relay's report can be held against the one `serve --profile P` gives.
 //!
@@ -136,6 +137,14 @@ pub struct ProbeReport {
     pub gift_wrap_req: Answer,
     /// Whether a kind-1059 event reached the unauthenticated gift-wrap subscription.
     pub gift_wrap_delivered: bool,
+    /// The answer to that gift wrap sent again: kind 1059 is a regular kind, so a relay that
+    /// stores regular events says `duplicate:` (`None` in a recorded report without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gift_wrap_resend: Option<Answer>,
+    /// What a new REQ for gift wraps got of it: `replayed` or `not replayed`, and how the REQ
+    /// ended (`None` in a recorded report without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gift_wrap_replay: Option<Answer>,
     /// Latency medians (reported, not compared).
     pub latency: Latency,
 }
@@ -281,7 +290,7 @@ pub async fn probe(config: ProbeConfig) -> Result<ProbeReport, ProbeError> {
     }
     let subscription_ids = subscription_ids(&p).await?;
     let subscription_limit = subscription_limit(&p).await?;
-    let (gift_wrap_req, gift_wrap_delivered) = gift_wrap(&mut p).await?;
+    let gift = gift_wrap(&mut p).await?;
     Ok(ProbeReport {
         url: p.config.url.clone(),
         ephemeral,
@@ -292,8 +301,10 @@ pub async fn probe(config: ProbeConfig) -> Result<ProbeReport, ProbeError> {
         sizes,
         subscription_ids,
         subscription_limit,
-        gift_wrap_req,
-        gift_wrap_delivered,
+        gift_wrap_req: gift.req,
+        gift_wrap_delivered: gift.delivered,
+        gift_wrap_resend: Some(gift.resend),
+        gift_wrap_replay: Some(gift.replay),
         latency,
     })
 }
@@ -364,6 +375,12 @@ impl ProbeReport {
             "  kind 1059 delivered",
             self.gift_wrap_delivered.to_string(),
         );
+        if let Some(answer) = &self.gift_wrap_resend {
+            line("  the same gift wrap again", answer.clone());
+        }
+        if let Some(answer) = &self.gift_wrap_replay {
+            line("  new REQ for kind 1059", answer.clone());
+        }
         let ms = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m} ms"));
         line("publish -> OK (median)", ms(self.latency.publish_to_ok_ms));
         line(

@@ -111,6 +111,16 @@ impl RelayProfile {
             .join("; "),
         );
         put(
+            "store_regular",
+            match self.store_regular {
+                true => format!(
+                    "stored for good (re-sends answered {:?}, replayed to new REQs)",
+                    self.duplicate_answer.1
+                ),
+                false => "live only (not stored, not de-duplicated)".into(),
+            },
+        );
+        put(
             "reject_newer_than",
             self.reject_newer_than.map_or("none".into(), secs),
         );

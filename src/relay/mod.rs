@@ -128,8 +128,10 @@ pub struct Relay {
     index: sub_index::SubIndex,
     /// Stored events and when each is forgotten.
     stored: rustc_hash::FxHashMap<EventId, (Arc<Event>, Duration)>,
-    /// Stored events in the order they arrived, with when each is forgotten.
+    /// Stored ephemeral events in the order they arrived, with when each is forgotten.
     stored_order: VecDeque<(Duration, EventId)>,
+    /// Stored regular events in the order they arrived (never forgotten; `store_regular`).
+    regular_order: VecDeque<EventId>,
     /// Up to when the store has been swept (`StoreExpiry::AfterCreatedAt`).
     swept_until: Duration,
     /// Content bytes of the stored events.
@@ -171,6 +173,7 @@ impl Relay {
             index: sub_index::SubIndex::default(),
             stored: rustc_hash::FxHashMap::default(),
             stored_order: VecDeque::new(),
+            regular_order: VecDeque::new(),
             swept_until: Duration::ZERO,
             stored_bytes: 0,
             store_bounds: (MAX_STORED_EVENTS, MAX_STORED_BYTES),
@@ -404,7 +407,11 @@ impl Relay {
         }
         self.expire_stored(now);
         // An event the writer has yet to commit is found by strfry's write as a duplicate.
-        let pending = self.profile.ephemeral.store_for.is_some() && self.writer.holds(&id);
+        let stores = match ephemeral {
+            true => self.profile.ephemeral.store_for.is_some(),
+            false => self.profile.store_regular,
+        };
+        let pending = stores && self.writer.holds(&id);
         if self.stored.contains_key(&id) || pending {
             self.counters.duplicates += 1;
             let (accepted, message) = self.profile.duplicate_answer.clone();
@@ -520,17 +527,7 @@ impl Relay {
                 },
             );
         }
-        if ephemeral {
-            if let Some(ttl) = self.profile.ephemeral.store_for {
-                let until = self.forgotten_at(&event, ttl, now);
-                if let Some((old, _)) = self.stored.insert(id, (event.clone(), until)) {
-                    self.stored_bytes -= old.content.len();
-                }
-                self.stored_bytes += event.content.len();
-                self.stored_order.push_back((until, id));
-                self.evict_stored();
-            }
-        }
+        self.keep(&event, now);
         match self.profile.delivery_batch {
             Some(debounce) => {
                 self.batch.push((event, self.counters.accepted));

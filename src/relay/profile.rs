@@ -173,6 +173,12 @@ pub struct RelayProfile {
     /// The OK for a stored event sent again: accepted or not, and its message (strfry:
     /// `true`, "duplicate: have this event").
     pub duplicate_answer: (bool, String),
+    /// Keep regular events (every kind not ephemeral, such as kind-1059 gift wraps): a re-sent
+    /// one is answered with `duplicate_answer` and not broadcast again, and a new REQ gets the
+    /// stored ones back. They are never forgotten, only evicted past the store's bounds, after
+    /// every stored ephemeral event. Replaceable and addressable kinds are kept like any other
+    /// (real relays keep the newest only; ContextVM traffic has none).
+    pub store_regular: bool,
     /// Kinds a connection that has not authenticated (NIP-42) cannot read: a REQ asking for
     /// these kinds only is refused with CLOSED `auth-required:`, and events of these kinds
     /// are not sent to it (strfry's `relay.auth.restrictedReadKinds`, "4, 1059" by
@@ -292,6 +298,7 @@ impl RelayProfile {
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
             duplicate_answer: (true, "duplicate: have this event".into()),
+            store_regular: false,
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -322,7 +329,9 @@ impl RelayProfile {
                       a same-second burst from one connection is reordered, OKs too (commit \
                       0.75 ms + 0.15 ms per event, measured on loopback); live delivery with a \
                       100 ms debounce. Read from source only: ephemeral older than 60 s \
-                      rejected; created_at more than 900 s ahead rejected"
+                      rejected; created_at more than 900 s ahead rejected; regular events (kind-1059 \
+                      gift wraps) stored for good, a re-send answered \"duplicate: have this \
+                      event\""
                 .into(),
             max_event_bytes: Some(64 * KB),
             size_measure: SizeMeasure::EventJson,
@@ -354,6 +363,8 @@ impl RelayProfile {
             // golpe.yaml `relay.auth.restrictedReadKinds` (measured: AUTH, then CLOSED).
             restricted_read_kinds: vec![4, 1059],
             duplicate_answer: (true, "duplicate: have this event".into()),
+            // Read from source only: strfry stores every event that is not ephemeral.
+            store_regular: true,
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -404,7 +415,9 @@ impl RelayProfile {
             name: "nostr-rs-relay".into(),
             sources: "relays.md, nostr-rs-relay 0.8.12 (measured with `relaysim probe`, \
                       fixtures/probes/nostr-rs-relay-0.8.12.json): no OK at all for ephemeral \
-                      events, a re-send delivered again; WebSocket message over 262144 \
+                      events, a re-send delivered again; regular events (a kind-1059 gift wrap) \
+                      stored: a re-send answered OK true \"duplicate: \", a new REQ gets them \
+                      back; WebSocket message over 262144 \
                       (`2 << 17`, the default of max_ws_message_bytes and max_event_bytes): \
                       NOTICE \"message too large (N > M)\" and the connection drops; no \
                       subscription-id limit; 32 subscriptions per connection (NOTICE \
@@ -441,7 +454,9 @@ impl RelayProfile {
             ),
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
-            duplicate_answer: (true, "duplicate: have this event".into()),
+            // Measured on a gift wrap (kind 1059) sent again; ephemeral events are not stored.
+            duplicate_answer: (true, "duplicate: ".into()),
+            store_regular: true,
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -511,6 +526,7 @@ impl RelayProfile {
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
             duplicate_answer: (true, "duplicate: have this event".into()),
+            store_regular: false,
             delivery_batch: None,
             ok_message: "broadcasted to {n} listeners".into(),
             processing: Duration::ZERO,
@@ -572,7 +588,9 @@ impl RelayProfile {
             sources: "relays.md, nostr-relay-builder 0.44.1: per-connection notes_per_minute 60 \
                       (OK false \"rate-limited: slow down\"); no event size limit (tungstenite's \
                       64 MiB message limit); ephemeral OK true \"\", not stored, not \
-                      de-duplicated; max_reqs 500"
+                      de-duplicated; regular events (a kind-1059 gift wrap) stored, a re-send \
+                      answered OK true \"duplicate: already have this event\" (measured with \
+                      `relaysim probe` on the in-process LocalRelay); max_reqs 500"
                 .into(),
             max_event_bytes: None,
             size_measure: SizeMeasure::EventJson,
@@ -604,7 +622,9 @@ impl RelayProfile {
             too_many_subscriptions_notice: None,
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
-            duplicate_answer: (true, "duplicate: have this event".into()),
+            // Measured on a gift wrap (kind 1059) sent again; ephemeral events are not stored.
+            duplicate_answer: (true, "duplicate: already have this event".into()),
+            store_regular: true,
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,
@@ -623,7 +643,8 @@ impl RelayProfile {
             sources: "relays.md, Python nostr-relay 1.14 (measured with `relaysim probe`, \
                       fixtures/probes/nostr-relay-py-1.14.json): ephemeral events OK true \"\" and \
                       stored (replayed to new REQs newest first; read from source: deleted by a \
-                      300 s garbage collection); a re-send OK false \"duplicate: exists\"; \
+                      300 s garbage collection); regular events (a kind-1059 gift wrap) stored and \
+                      replayed; a re-send OK false \"duplicate: exists\"; \
                       max_event_size 4096 characters of content (OK false \"invalid: 280 \
                       characters should be enough for anybody\"); no subscription-id limit; \
                       32 subscriptions (NOTICE \"rejected: too many subscriptions\", no EOSE); \
@@ -658,6 +679,7 @@ impl RelayProfile {
             refuses_subscription_after_replay: false,
             restricted_read_kinds: Vec::new(),
             duplicate_answer: (false, "duplicate: exists".into()),
+            store_regular: true,
             delivery_batch: None,
             ok_message: String::new(),
             processing: Duration::ZERO,

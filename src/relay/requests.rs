@@ -65,19 +65,16 @@ impl Relay {
         if refusal.is_none() {
             self.index.insert((conn, sub.clone()), &filter);
         }
-        // Stored (ephemeral) events still within their lifetime are replayed before EOSE,
-        // newest first: strfry's DBScan sorts by created_at descending, ties by newest insert
+        // Stored events (ephemeral ones still within their lifetime, regular ones where the
+        // profile keeps them) are replayed before EOSE, newest first: strfry's DBScan sorts by created_at descending, ties by newest insert
         // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
         // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
         self.expire_stored(now);
         let mut replay: Vec<Arc<Event>> = self
-            .stored_order
-            .iter()
-            .rev()
-            .filter_map(|(_, id)| self.stored.get(id))
-            .filter(|(e, _)| filter.match_event(e, MatchEventOptions::default()))
-            .filter(|(e, _)| self.readable(e))
-            .map(|(e, _)| e.clone())
+            .stored_newest_first()
+            .filter(|e| filter.match_event(e, MatchEventOptions::default()))
+            .filter(|e| self.readable(e))
+            .cloned()
             .collect();
         replay.sort_by_key(|e| std::cmp::Reverse(e.created_at));
         // `limit` counts stored events only, capped by the relay's own maximum.

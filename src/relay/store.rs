@@ -1,12 +1,49 @@
-//! The relay's store of ephemeral events: expiry at the end of their lifetime, and eviction
-//! of the oldest beyond the store's bounds.
+//! The relay's store of events: ephemeral ones until the end of their lifetime, regular ones
+//! (where the profile keeps them) for good, and eviction of the oldest beyond the store's
+//! bounds.
 
 use super::profile::StoreExpiry;
 use super::Relay;
 use nostr::prelude::Event;
+use std::sync::Arc;
 use std::time::Duration;
 
 impl Relay {
+    /// Stores a committed `event` if the profile keeps its kind: an ephemeral one until
+    /// [`Relay::forgotten_at`], a regular one for good (bounded by [`Relay::evict_stored`]).
+    pub(super) fn keep(&mut self, event: &Arc<Event>, now: Duration) {
+        let until = if event.kind.is_ephemeral() {
+            let Some(ttl) = self.profile.ephemeral.store_for else {
+                return;
+            };
+            self.forgotten_at(event, ttl, now)
+        } else if self.profile.store_regular {
+            Duration::MAX
+        } else {
+            return;
+        };
+        let id = event.id;
+        if let Some((old, _)) = self.stored.insert(id, (event.clone(), until)) {
+            self.stored_bytes -= old.content.len();
+        }
+        self.stored_bytes += event.content.len();
+        match until {
+            Duration::MAX => self.regular_order.push_back(id),
+            _ => self.stored_order.push_back((until, id)),
+        }
+        self.evict_stored();
+    }
+
+    /// The stored events, newest arrival first: ephemeral ones, then regular ones.
+    pub(super) fn stored_newest_first(&self) -> impl Iterator<Item = &Arc<Event>> + '_ {
+        let ephemeral = self.stored_order.iter().rev().map(|(_, id)| id);
+        let regular = self.regular_order.iter().rev();
+        ephemeral
+            .chain(regular)
+            .filter_map(|id| self.stored.get(id))
+            .map(|(e, _)| e)
+    }
+
     /// When a stored `event`, arriving at `now`, is forgotten: `ttl` after it arrived, or at
     /// the first sweep that finds its `created_at` more than `ttl` behind the relay's clock
     /// (whose seconds are `epoch_secs` plus the whole seconds of world time).
@@ -72,11 +109,16 @@ impl Relay {
     }
 
     /// Keeps the stored events within [`MAX_STORED_EVENTS`] and [`MAX_STORED_BYTES`], oldest
-    /// first out: a simulated relay must not grow without end under a flood.
+    /// first out, ephemeral before regular: a simulated relay must not grow without end under
+    /// a flood.
     pub(super) fn evict_stored(&mut self) {
         let (max_events, max_bytes) = self.store_bounds;
         while self.stored.len() > max_events || self.stored_bytes > max_bytes {
-            let Some((_, id)) = self.stored_order.pop_front() else {
+            let oldest = match self.stored_order.pop_front() {
+                Some((_, id)) => Some(id),
+                None => self.regular_order.pop_front(),
+            };
+            let Some(id) = oldest else {
                 break;
             };
             if let Some((e, _)) = self.stored.remove(&id) {

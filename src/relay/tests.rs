@@ -882,3 +882,114 @@ fn a_batch_writer_answers_nothing_before_its_commit_and_loses_it_on_a_restart() 
         "the uncommitted batch is lost"
     );
 }
+
+/// A gift wrap (kind 1059, a regular kind) to bob, created at time zero.
+fn gift_wrap(b: &Bench) -> Event {
+    b.alice.sign(
+        1059,
+        EPOCH_SECS,
+        vec![Tag::public_key(b.bob.public_key())],
+        "sealed".into(),
+    )
+}
+
+/// What a connection's subscription to gift wraps gets (events by id, and the rest).
+fn gift_wraps_to(b: &mut Bench, conn: ConnId, sub: &str, now: Duration) -> Vec<RelayMessage> {
+    b.relay.handle_client_message(
+        conn,
+        ClientMessage::Req {
+            sub: sub.into(),
+            filter: Box::new(Filter::new().kind(Kind::from(1059))),
+        },
+        now,
+    );
+    b.out(conn)
+}
+
+/// Measured on nostr-rs-relay 0.8.12 and the Python nostr-relay 1.14 (the probe's gift-wrap
+/// storage): a regular event is stored, a re-send is answered `duplicate:` and not delivered
+/// again, and a new subscription gets it back before EOSE.
+#[test]
+fn a_relay_that_stores_regular_events_answers_a_re_sent_one_duplicate_and_replays_it() {
+    for profile in [
+        RelayProfile::nostr_rs_relay(),
+        RelayProfile::nostr_relay_py(),
+    ] {
+        let (accepted, message) = profile.duplicate_answer.clone();
+        let mut b = Bench::new(profile);
+        gift_wraps_to(&mut b, B, "live", s(0));
+        let wrap = gift_wrap(&b);
+        b.publish(&wrap, s(0));
+        b.publish(&wrap, s(1));
+        b.relay.handle_timeout(s(2));
+        let sent = b.drain();
+        let last_to_a = sent
+            .iter()
+            .filter(|(c, _)| *c == A)
+            .map(|(_, m)| m)
+            .next_back();
+        assert_eq!(
+            last_to_a,
+            Some(&RelayMessage::Ok {
+                id: wrap.id,
+                accepted,
+                message
+            })
+        );
+        let live = sent
+            .iter()
+            .filter(|(c, m)| *c == B && matches!(m, RelayMessage::Event { .. }))
+            .count();
+        assert_eq!(live, 1, "the re-send is not delivered again");
+        let replayed = gift_wraps_to(&mut b, B, "new", s(3));
+        assert!(
+            matches!(&replayed[..], [RelayMessage::Event { event, .. }, RelayMessage::Eose { .. }] if event.id == wrap.id),
+            "{replayed:?}"
+        );
+    }
+}
+
+/// khatru keeps nothing: a re-sent gift wrap is delivered again, and a new subscription gets
+/// only its EOSE.
+#[test]
+fn a_relay_that_keeps_no_regular_events_delivers_a_re_send_and_replays_nothing() {
+    let mut b = Bench::new(RelayProfile::khatru());
+    gift_wraps_to(&mut b, B, "live", s(0));
+    let wrap = gift_wrap(&b);
+    b.publish(&wrap, s(0));
+    b.publish(&wrap, s(1));
+    b.relay.handle_timeout(s(2));
+    let live = b
+        .out(B)
+        .into_iter()
+        .filter(|m| matches!(m, RelayMessage::Event { .. }))
+        .count();
+    assert_eq!(live, 2);
+    assert_eq!(
+        gift_wraps_to(&mut b, B, "new", s(3)),
+        vec![RelayMessage::Eose { sub: "new".into() }]
+    );
+}
+
+/// Stored regular events count against the store's bounds and go after every stored
+/// ephemeral event.
+#[test]
+fn regular_events_are_evicted_after_ephemeral_ones() {
+    let mut b = Bench::new(RelayProfile::nostr_relay_py());
+    b.relay.store_bounds = (2, usize::MAX);
+    let wrap = gift_wrap(&b);
+    b.publish(&wrap, s(0));
+    let first = b.event(1, s(0));
+    let second = b.event(1, s(0));
+    b.publish(&first, s(0));
+    b.publish(&second, s(0));
+    assert!(
+        b.relay.stored.contains_key(&wrap.id),
+        "the regular one stays"
+    );
+    assert!(
+        !b.relay.stored.contains_key(&first.id),
+        "the oldest ephemeral goes"
+    );
+    assert!(b.relay.stored.contains_key(&second.id));
+}

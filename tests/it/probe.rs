@@ -149,6 +149,32 @@ fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
         if restricted {
             assert!(!report.gift_wrap_delivered, "{name}\n{text}");
         }
+        // Gift wraps are a regular kind: stored where the profile keeps regular events (a
+        // re-send answered with its duplicate answer, a new REQ gets it unless restricted);
+        // where the bursts spent a rate limit's bucket, the gift wrap is refused instead.
+        let limited = profile.rate_limit.as_ref().is_some_and(|r| {
+            matches!(&r.action, relaysim::relay::RateAction::Reject(w)
+                if report.gift_wrap_resend.as_deref() == Some(&format!("ok false: {w}")))
+        });
+        if limited {
+            continue;
+        }
+        let (accepted, words) = &profile.duplicate_answer;
+        let duplicate = format!("ok {accepted}: {words}");
+        assert_eq!(
+            report.gift_wrap_resend.as_deref() == Some(duplicate.as_str()),
+            profile.store_regular,
+            "{name}\n{text}"
+        );
+        let replayed = report
+            .gift_wrap_replay
+            .as_deref()
+            .is_some_and(|r| r.starts_with("replayed"));
+        assert_eq!(
+            replayed,
+            profile.store_regular && !restricted,
+            "{name}\n{text}"
+        );
     }
 }
 
