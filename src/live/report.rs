@@ -25,6 +25,9 @@ pub struct LiveRelayCounters {
     pub ok_withheld: u64,
     /// Events refused, by the prefix of the reason.
     pub rejected: BTreeMap<String, u64>,
+    /// Events a subscription matched but its connection was not sent, not allowed to read
+    /// their kind without AUTH (strfry's gift wraps).
+    pub withheld: u64,
     /// Events answered `duplicate:` (an id the relay already had, not broadcast again).
     pub answered_duplicate: u64,
     /// Events held back or dropped by a rate limit without a refusal (refusals are counted in
@@ -69,6 +72,7 @@ impl LiveRelayCounters {
             accepted: model.accepted,
             ok_withheld: model.ok_withheld,
             rejected: model.rejected.clone(),
+            withheld: model.withheld,
             answered_duplicate: model.duplicates,
             rate_limited: model.delayed + model.dropped,
             closed_by_relay: model.connections_closed,
@@ -94,6 +98,7 @@ impl LiveRelayCounters {
         // The relay's own silence; the peers' `ok_missing` (OKs they never got, for any
         // reason) is counted beside it from what they saw.
         add("ok_withheld".into(), self.ok_withheld);
+        add("withheld".into(), self.withheld);
         for (prefix, n) in &self.rejected {
             add(format!("rejected.{prefix}"), *n);
         }
@@ -161,6 +166,10 @@ impl LiveReport {
                 }
             };
             say(r.ok_withheld, "accepted {n} events without sending an OK");
+            say(
+                r.withheld,
+                "withheld {n} events from subscribers not allowed to read their kind without AUTH",
+            );
             say(r.rate_limited, "held or dropped {n} events by a rate limit");
             say(
                 r.frames_too_large,
@@ -202,6 +211,7 @@ impl LiveReport {
                 ("accepted", r.accepted.to_string()),
                 ("accepted with no OK sent", r.ok_withheld.to_string()),
                 ("rejected", listed(&r.rejected)),
+                ("withheld from readers without AUTH", r.withheld.to_string()),
                 ("answered duplicate", r.answered_duplicate.to_string()),
                 // Refusals by a rate limit are under "rejected"; these got no refusal.
                 (

@@ -110,6 +110,9 @@ pub struct RelayCounters {
     pub delivered: u64,
     /// Connections the relay closed.
     pub connections_closed: u64,
+    /// Events a subscription matched but could not be sent, its connection not allowed to
+    /// read their kind (strfry's `restrictedReadKinds` without AUTH).
+    pub withheld: u64,
     /// Stored events evicted before their lifetime ended, to stay within the store's bounds.
     pub evicted: u64,
 }
@@ -147,6 +150,8 @@ pub struct Relay {
     /// Messages to send, and whether each is a stored event replayed to a new subscription.
     outbox: VecDeque<(ConnId, RelayMessage, bool)>,
     dropped: VecDeque<ConnId>,
+    /// Events a subscription matched but was not sent, with the reason ([`Relay::poll_withheld`]).
+    withheld: VecDeque<(ConnId, EventId, &'static str)>,
     counters: RelayCounters,
     /// Unix time at virtual time zero, for `created_at` checks.
     epoch_secs: u64,
@@ -184,6 +189,7 @@ impl Relay {
             batch_flush_at: None,
             outbox: VecDeque::new(),
             dropped: VecDeque::new(),
+            withheld: VecDeque::new(),
             counters: RelayCounters::default(),
             signatures: Signatures::default(),
         }
@@ -540,9 +546,7 @@ impl Relay {
     /// Sends `event`, the `accepted`-th event accepted, to every matching subscription that
     /// did not already get it as a stored replay.
     fn broadcast(&mut self, event: &Arc<Event>, accepted: u64) {
-        if !self.readable(event) {
-            return;
-        }
+        let readable = self.readable(event);
         let stored = self.stored.contains_key(&event.id);
         let mut out = Vec::new();
         // In connection and id order, as walking every subscription would find them.
@@ -560,6 +564,12 @@ impl Relay {
             if filter.match_event(event, MatchEventOptions::default()) {
                 out.push((conn, sub));
             }
+        }
+        if !readable {
+            for (conn, _) in out {
+                self.withhold(conn, event.id);
+            }
+            return;
         }
         for (conn, sub) in out {
             self.counters.delivered += 1;
@@ -589,6 +599,12 @@ impl Relay {
     /// The next connection the relay closed on its own.
     pub fn poll_dropped(&mut self) -> Option<ConnId> {
         self.dropped.pop_front()
+    }
+
+    /// The next event a connection's subscription matched but was not sent, and why
+    /// (`auth-required`: the connection may not read that kind without NIP-42 AUTH).
+    pub fn poll_withheld(&mut self) -> Option<(ConnId, EventId, &'static str)> {
+        self.withheld.pop_front()
     }
 
     /// When [`Relay::handle_timeout`] next has work.

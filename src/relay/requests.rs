@@ -3,7 +3,7 @@
 
 use super::{ConnId, Relay};
 use crate::nip01::RelayMessage;
-use nostr::prelude::{Event, Filter, MatchEventOptions};
+use nostr::prelude::{Event, EventId, Filter, MatchEventOptions};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -70,12 +70,14 @@ impl Relay {
         // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
         // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
         self.expire_stored(now);
-        let mut replay: Vec<Arc<Event>> = self
+        let (mut replay, unreadable): (Vec<Arc<Event>>, Vec<Arc<Event>>) = self
             .stored_newest_first()
             .filter(|e| filter.match_event(e, MatchEventOptions::default()))
-            .filter(|e| self.readable(e))
             .cloned()
-            .collect();
+            .partition(|e| self.readable(e));
+        for event in unreadable {
+            self.withhold(conn, event.id);
+        }
         replay.sort_by_key(|e| std::cmp::Reverse(e.created_at));
         // `limit` counts stored events only, capped by the relay's own maximum.
         let limit = [filter.limit, self.profile.max_limit]
@@ -108,6 +110,13 @@ impl Relay {
             && filter.kinds.as_ref().is_some_and(|kinds| {
                 !kinds.is_empty() && kinds.iter().all(|k| restricted.contains(&k.as_u16()))
             })
+    }
+
+    /// Notes that `conn` was not sent `event`, which a subscription of it matched, because it
+    /// may not read its kind.
+    pub(super) fn withhold(&mut self, conn: ConnId, event: EventId) {
+        self.counters.withheld += 1;
+        self.withheld.push_back((conn, event, "auth-required"));
     }
 
     /// Whether an unauthenticated connection (every connection of relaysim's) may read

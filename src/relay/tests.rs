@@ -644,6 +644,24 @@ fn strfry_refuses_a_req_for_gift_wraps_only_and_never_sends_them() {
         })
         .collect();
     assert_eq!(delivered, vec![plain.id]);
+    // The gift wrap the mixed subscription matched is reported as withheld, and counted.
+    assert_eq!(b.relay.poll_withheld(), Some((B, wrap.id, "auth-required")));
+    assert_eq!(b.relay.poll_withheld(), None);
+    assert_eq!(b.relay.counters().withheld, 1);
+    // A new mixed subscription is not replayed the stored gift wrap either: withheld again.
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "m2".into(),
+            filter: Box::new(Filter::new().kinds([Kind::from(1059), Kind::from(CONTEXTVM_KIND)])),
+        },
+        s(2),
+    );
+    assert!(b
+        .out(B)
+        .iter()
+        .all(|m| !matches!(m, RelayMessage::Event { event, .. } if event.id == wrap.id)));
+    assert_eq!(b.relay.poll_withheld(), Some((B, wrap.id, "auth-required")));
 }
 
 /// A new REQ gets back at most `limit` stored events, and never more than strfry's

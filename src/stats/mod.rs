@@ -524,6 +524,15 @@ impl Observer for Collector {
                 }
             }
             Observation::Notice { .. } => self.count("notices", 1),
+            Observation::Withheld {
+                relay,
+                peer,
+                reason,
+                ..
+            } => {
+                self.count("withheld", 1);
+                self.events.withheld(at, *peer, *relay, reason);
+            }
             Observation::Delivered {
                 latency,
                 reordered,

@@ -108,6 +108,8 @@ struct Logged {
 pub struct RunEvents {
     names: Names,
     refusals: Vec<Refusal>,
+    /// Events a relay did not send a subscriber, by the subscriber (the reason as `message`).
+    withheld: Vec<Refusal>,
     unanswered: Vec<Unanswered>,
     /// Unanswered publications past [`MAX_KEPT`].
     unanswered_not_kept: u64,
@@ -165,6 +167,20 @@ impl RunEvents {
                 peer,
                 relay,
                 message: message.to_owned(),
+            });
+        } else {
+            self.not_kept += 1;
+        }
+    }
+
+    /// `relay` did not send `peer` an event its subscription matched, for `reason`.
+    pub fn withheld(&mut self, at: Duration, peer: PeerId, relay: usize, reason: &str) {
+        if self.withheld.len() < MAX_KEPT {
+            self.withheld.push(Refusal {
+                at,
+                peer,
+                relay,
+                message: reason.to_owned(),
             });
         } else {
             self.not_kept += 1;
@@ -247,6 +263,13 @@ impl RunEvents {
         let refusals = &self.refusals[window(&|i| self.refusals[i].at, self.refusals.len())];
         if !refusals.is_empty() {
             parts.push(self.refusals_text(refusals));
+        }
+        // An event withheld before the call was made is still missing while it is open (the
+        // `initialize` a call waits behind, say): every one up to the call's end counts.
+        let withheld_window = window(&|i| self.withheld[i].at, self.withheld.len());
+        let withheld = &self.withheld[..withheld_window.end];
+        if !withheld.is_empty() {
+            parts.push(self.withheld_text(withheld));
         }
         let unanswered =
             &self.unanswered[window(&|i| self.unanswered[i].at, self.unanswered.len())];
@@ -385,6 +408,28 @@ impl RunEvents {
             if refusals.len() == 1 { "" } else { "es" },
             texts.join(", "),
             more(refusals.len())
+        )
+    }
+}
+
+impl RunEvents {
+    /// Withheld events grouped by reason, then by reader and relay.
+    fn withheld_text(&self, withheld: &[Refusal]) -> String {
+        let texts = grouped(withheld.iter().map(|w| {
+            let who = format!(
+                "{} from {}",
+                self.names.peer(w.peer),
+                self.names.relay(w.relay)
+            );
+            (w.message.as_str(), who)
+        }));
+        format!(
+            "relays withheld {} event{} from subscribers before it ended (a kind the reader \
+             may not read without AUTH): {}{}",
+            withheld.len(),
+            if withheld.len() == 1 { "" } else { "s" },
+            texts.join(", "),
+            more(withheld.len())
         )
     }
 }
@@ -584,5 +629,25 @@ mod tests {
             ..call
         };
         assert_eq!(run.explain(&later, false), None);
+    }
+
+    #[test]
+    fn events_withheld_from_a_subscriber_before_a_call_ended_are_named_even_from_before_it() {
+        let mut run = RunEvents::named(names());
+        let s = Duration::from_secs;
+        // Withheld before the call was made (its `initialize`, say) and after it ended.
+        run.withheld(s(0), PeerId::Server(0), 0, "auth-required");
+        run.withheld(s(9), PeerId::Server(0), 0, "auth-required");
+        let call = Awaiting {
+            started: s(1),
+            ended: Some(s(5)),
+            stream: None,
+            responded: false,
+        };
+        assert_eq!(
+            run.explain(&call, false).unwrap(),
+            "relays withheld 1 event from subscribers before it ended (a kind the reader may not \
+             read without AUTH): \"auth-required\" (server from damus ×1)"
+        );
     }
 }

@@ -111,6 +111,15 @@ pub enum Line {
         peer: String,
         message: String,
     },
+    /// A relay did not send `peer` an event its subscription matched, and why
+    /// (`auth-required`: the connection may not read that kind without AUTH).
+    Withheld {
+        t: u64,
+        relay: String,
+        peer: String,
+        id: String,
+        reason: String,
+    },
     /// An event reached a subscriber.
     Delivered {
         t: u64,
@@ -255,6 +264,7 @@ impl Line {
             | Line::Link { t, .. }
             | Line::Verdict { t, .. }
             | Line::Notice { t, .. }
+            | Line::Withheld { t, .. }
             | Line::Delivered { t, .. }
             | Line::Lost { t, .. }
             | Line::Duplicated { t, .. }

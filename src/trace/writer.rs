@@ -177,6 +177,18 @@ impl Observer for TraceWriter {
                 accepted: *accepted,
                 message: message.clone(),
             },
+            Observation::Withheld {
+                relay,
+                peer,
+                event,
+                reason,
+            } => Line::Withheld {
+                t,
+                relay: n.relay(*relay),
+                peer: n.peer(*peer),
+                id: event.to_hex(),
+                reason: (*reason).into(),
+            },
             Observation::Notice {
                 relay,
                 peer,

@@ -662,3 +662,48 @@ fn a_copy_of_a_stream_request_run_in_the_next_second_is_a_second_writer() {
         "{shown}"
     );
 }
+
+/// Encryption required on a default strfry: the client's `initialize` goes as a kind-1059 gift
+/// wrap, which strfry keeps from connections that have not authenticated; the server never
+/// reads it, the echo times out with the SDK's words, and the why, the trace and `show` name
+/// the withheld event. On a relay that does not gate kind 1059 the same call completes.
+#[test]
+fn a_gift_wrapped_initialize_withheld_by_a_default_strfry_is_named_in_the_why() {
+    let dir = scratch("encrypted-on-default-strfry");
+    let scenario = "scenarios/real-sdk/encrypted-on-default-strfry.toml";
+    let (out, trace) = run_traced(scenario, &dir, "run", &[]);
+    let report = stdout(&out);
+    assert!(out.status.success(), "{report}");
+    assert!(report.contains("Request timed out"), "{report}");
+    let withheld = "relays withheld 1 event from subscribers before it ended";
+    assert!(report.contains(withheld), "{report}");
+    let lines = trace_lines(&trace);
+    let wrap = lines
+        .iter()
+        .find(|l| l["type"] == "published" && l["event"]["kind"] == 1059)
+        .expect("a kind-1059 publication");
+    let held = lines
+        .iter()
+        .find(|l| l["type"] == "withheld")
+        .expect("a withheld line");
+    assert_eq!(held["id"], wrap["id"]);
+    assert_eq!(held["peer"], "server");
+    assert_eq!(held["reason"], "auth-required");
+    let path = dir.join("run.jsonl");
+    let shown = relaysim(&["show", path.to_str().unwrap(), "--json"], &[]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    assert!(
+        shown["failing_calls"][0]["why"]
+            .as_str()
+            .is_some_and(|w| w.contains(withheld)),
+        "{shown}"
+    );
+    let open = run_variant(scenario, &dir, "open", &[], |text| {
+        text.replace(r#"profile = "strfry""#, r#"profile = "nostr-relay-py""#)
+            .replace(
+                r#"outcomes = { echo = "failed:program-timeout" }"#,
+                r#"outcomes = { echo = "completed" }"#,
+            )
+    });
+    assert!(open.status.success(), "{}", stdout(&open));
+}

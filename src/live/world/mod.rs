@@ -797,6 +797,8 @@ impl World {
             while let Some(conn) = self.slots[relay].relay.poll_dropped() {
                 self.close_after_pending(conn, "closed by the relay", now);
             }
+            // Counted by the relay (`withheld` in the report); nothing else to do live.
+            while self.slots[relay].relay.poll_withheld().is_some() {}
         }
     }
 

@@ -324,6 +324,16 @@ impl World {
                     };
                     self.send_down(relay, peer, conn, message, replay);
                 }
+                while let Some((conn, event, reason)) = self.relays[relay].relay.poll_withheld() {
+                    if let Some(&peer) = self.owners.get(&(relay, conn)) {
+                        self.observe(Observation::Withheld {
+                            relay,
+                            peer,
+                            event,
+                            reason,
+                        });
+                    }
+                }
                 while let Some(conn) = self.relays[relay].relay.poll_dropped() {
                     moved = true;
                     if let Some(&peer) = self.owners.get(&(relay, conn)) {

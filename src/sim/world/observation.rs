@@ -137,6 +137,18 @@ pub enum Observation {
         /// The OK message.
         message: String,
     },
+    /// A relay did not send a subscriber an event its subscription matched: the connection
+    /// may not read that kind (`auth-required`: strfry's `restrictedReadKinds` without AUTH).
+    Withheld {
+        /// The relay.
+        relay: usize,
+        /// The subscriber.
+        peer: PeerId,
+        /// The event.
+        event: EventId,
+        /// Why.
+        reason: &'static str,
+    },
     /// A relay sent a NOTICE.
     Notice {
         /// The relay.
