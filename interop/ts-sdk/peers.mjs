@@ -37,6 +37,7 @@ try {
     'timeout-ms': { type: 'string' }, 'large-bytes': { type: 'string' },
     'stream-chunks': { type: 'string' }, calls: { type: 'string' },
     'server-local-address': { type: 'string' }, 'client-local-address': { type: 'string' },
+    encryption: { type: 'string' },
   } }).values;
 } catch (e) { setupError(e.message); }
 const posInt = (name, dflt) => {
@@ -54,6 +55,9 @@ const relays = args.relay ?? (process.env.RELAYSIM_RELAYS ?? '').split(',').map(
 if (!relays.length) setupError('no relay: pass --relay URL (repeatable) or set RELAYSIM_RELAYS=url1,url2');
 for (const r of relays) if (!/^wss?:\/\/[^/]/.test(r)) setupError(`not a ws:// or wss:// URL: ${r}`);
 const outFile = args.out ?? process.env.RELAYSIM_OUTCOMES;
+const ENCRYPTION = { disabled: EncryptionMode.DISABLED, optional: EncryptionMode.OPTIONAL, required: EncryptionMode.REQUIRED };
+const encryption = ENCRYPTION[args.encryption ?? 'disabled'];
+if (encryption === undefined) setupError(`--encryption must be disabled, optional or required, got "${args.encryption}"`);
 
 // ---- outcomes ----------------------------------------------------------------------------
 // Appended, one line per call, so several peer programs may share one outcome file.
@@ -192,7 +196,7 @@ server.registerTool('stream', { description: 'CEP-41 stream of `chunks` chunks',
 
 const serverPool = makePool(args['server-local-address']);
 const serverTransport = new NostrServerTransport({
-  signer: SERVER_SK, relayHandler: serverPool, encryptionMode: EncryptionMode.DISABLED,
+  signer: SERVER_SK, relayHandler: serverPool, encryptionMode: encryption,
   serverInfo: { name: 'relaysim-ts-sdk-server' },
   publishRelayList: false, // would also publish to public bootstrap relays
   oversizedTransfer: { enabled: true }, openStream: { enabled: true },
@@ -201,7 +205,7 @@ serverTransport.onerror = (e) => noteError('server transport error', e);
 const clientPool = makePool(args['client-local-address']);
 const serverPubkey = await new PrivateKeySigner(SERVER_SK).getPublicKey();
 const clientTransport = new NostrClientTransport({
-  signer: CLIENT_SK, relayHandler: clientPool, serverPubkey, encryptionMode: EncryptionMode.DISABLED,
+  signer: CLIENT_SK, relayHandler: clientPool, serverPubkey, encryptionMode: encryption,
   oversizedTransfer: { enabled: true }, openStream: { enabled: true },
 });
 const client = new Client({ name: 'relaysim-ts-sdk-client', version: '1.0.0' });

@@ -312,6 +312,7 @@ pub(super) struct GiftWrapSeen {
     pub delivered: bool,
     pub resend: Answer,
     pub replay: Answer,
+    pub mixed_delivered: bool,
 }
 
 /// A REQ for gift wraps (kind 1059) without authenticating, and whether a gift wrap
@@ -320,12 +321,16 @@ pub(super) struct GiftWrapSeen {
 pub(super) async fn gift_wrap(p: &mut Probe) -> Result<GiftWrapSeen, ProbeError> {
     const GIFT_WRAP: u16 = 1059;
     let (mut sub, heard) = p.subscriber("gift-wrap", GIFT_WRAP).await?;
+    let (mut mixed, _) = p.subscriber_of("mixed", &[GIFT_WRAP, KIND]).await?;
     let mut publisher = p.open().await?;
     let e = p.event(GIFT_WRAP, 100, 0);
     publish(&mut publisher, &e, p.config.wait).await;
     let later = sub.until(p.deadline(), settle(p), |_| false).await;
     let ids = [e.id.to_hex()];
     let delivered = events_of(&later, &ids).next().is_some();
+    let to_mixed = mixed.until(p.deadline(), settle(p), |_| false).await;
+    let mixed_delivered = events_of(&to_mixed, &ids).next().is_some();
+    mixed.close().await;
     let resend = publish(&mut publisher, &e, p.config.wait).await;
     publisher.close().await;
     sub.close().await;
@@ -343,5 +348,6 @@ pub(super) async fn gift_wrap(p: &mut Probe) -> Result<GiftWrapSeen, ProbeError>
         delivered,
         resend,
         replay: format!("{got}, ended by {}", req_answer(&replayed)),
+        mixed_delivered,
     })
 }

@@ -105,5 +105,12 @@ pub fn differences(a: &ProbeReport, b: &ProbeReport) -> Vec<String> {
             check(what, x.clone(), y.clone());
         }
     }
+    if let (Some(x), Some(y)) = (a.gift_wrap_mixed_delivered, b.gift_wrap_mixed_delivered) {
+        check(
+            "gift wrap delivered to a REQ for kinds 1059 and 25910",
+            x.to_string(),
+            y.to_string(),
+        );
+    }
     out
 }

@@ -145,6 +145,11 @@ pub struct ProbeReport {
     /// ended (`None` in a recorded report without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gift_wrap_replay: Option<Answer>,
+    /// Whether that gift wrap reached a subscription for kinds 1059 and 25910 together, which
+    /// a relay gating gift wraps keeps but may not send them to (`None` in a recorded report
+    /// without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gift_wrap_mixed_delivered: Option<bool>,
     /// Latency medians (reported, not compared).
     pub latency: Latency,
 }
@@ -197,7 +202,11 @@ impl Probe {
     }
 
     fn req(&self, sub: &str, kind: u16, limit: Option<usize>) -> String {
-        let mut filter = serde_json::json!({ "kinds": [kind], "#p": [self.target.to_hex()] });
+        self.req_kinds(sub, &[kind], limit)
+    }
+
+    fn req_kinds(&self, sub: &str, kinds: &[u16], limit: Option<usize>) -> String {
+        let mut filter = serde_json::json!({ "kinds": kinds, "#p": [self.target.to_hex()] });
         if let Some(l) = limit {
             filter["limit"] = l.into();
         }
@@ -210,8 +219,17 @@ impl Probe {
 
     /// A fresh connection subscribed to the probe's events of `kind`, after its EOSE.
     async fn subscriber(&self, sub: &str, kind: u16) -> Result<(Conn, Vec<Heard>), ProbeError> {
+        self.subscriber_of(sub, &[kind]).await
+    }
+
+    /// A fresh connection subscribed to the probe's events of `kinds`, after its EOSE.
+    async fn subscriber_of(
+        &self,
+        sub: &str,
+        kinds: &[u16],
+    ) -> Result<(Conn, Vec<Heard>), ProbeError> {
         let mut c = self.open().await?;
-        c.send(self.req(sub, kind, None)).await;
+        c.send(self.req_kinds(sub, kinds, None)).await;
         let heard = c
             .until(self.deadline(), self.config.wait, |h| {
                 matches!(h, Heard::Eose(_) | Heard::Closed { .. })
@@ -305,6 +323,7 @@ pub async fn probe(config: ProbeConfig) -> Result<ProbeReport, ProbeError> {
         gift_wrap_delivered: gift.delivered,
         gift_wrap_resend: Some(gift.resend),
         gift_wrap_replay: Some(gift.replay),
+        gift_wrap_mixed_delivered: Some(gift.mixed_delivered),
         latency,
     })
 }
@@ -380,6 +399,9 @@ impl ProbeReport {
         }
         if let Some(answer) = &self.gift_wrap_replay {
             line("  new REQ for kind 1059", answer.clone());
+        }
+        if let Some(delivered) = self.gift_wrap_mixed_delivered {
+            line("  to a REQ for kinds 1059, 25910", delivered.to_string());
         }
         let ms = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m} ms"));
         line("publish -> OK (median)", ms(self.latency.publish_to_ok_ms));

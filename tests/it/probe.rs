@@ -49,13 +49,18 @@ fn the_strfry_profile_answers_the_probe_as_a_real_strfry_did() {
         !same_second.in_order && !same_second.oks_in_order,
         "{same_second:?}"
     );
-    // The one known difference: relaysim's strfry sends no AUTH challenge before CLOSED.
+    // The one known difference: relaysim's strfry sends no AUTH challenge before CLOSED, to
+    // either REQ for gift wraps alone.
     assert_eq!(
         differences(&model, &fixture),
         vec![
             "REQ for gift wraps: closed: ERROR: auth-required: requested filter requires \
               authentication | auth, closed: ERROR: auth-required: requested filter requires \
               authentication"
+                .to_owned(),
+            "new REQ for gift wraps: not replayed, ended by closed: ERROR: auth-required: \
+              requested filter requires authentication | not replayed, ended by auth, closed: \
+              ERROR: auth-required: requested filter requires authentication"
                 .to_owned()
         ],
         "{}",
@@ -148,6 +153,15 @@ fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
         );
         if restricted {
             assert!(!report.gift_wrap_delivered, "{name}\n{text}");
+        }
+        // A REQ that asks for another kind beside gift wraps is kept, and gets gift wraps only
+        // where they are not restricted (a rate limit may have refused the gift wrap itself).
+        if profile.rate_limit.is_none() {
+            assert_eq!(
+                report.gift_wrap_mixed_delivered,
+                Some(!restricted),
+                "{name}\n{text}"
+            );
         }
         // Gift wraps are a regular kind: stored where the profile keeps regular events (a
         // re-send answered with its duplicate answer, a new REQ gets it unless restricted);

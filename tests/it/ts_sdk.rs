@@ -195,6 +195,40 @@ fn all_complete(profile: &str) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Encryption required, through a relay of the strfry profile: the client's `initialize` goes
+/// as a kind-1059 gift wrap, which strfry keeps from readers that have not authenticated, so
+/// the SDK gives up at `initialize` (as it did against a running strfry f8a56a8,
+/// docs/relays.md) and `serve` names the withheld event.
+#[test]
+fn ts_sdk_encrypted_through_strfry_waits_for_an_initialize_the_relay_withholds() {
+    let (got, code, dir, stdout) = through_relays(
+        "encrypted-strfry",
+        &["--profile", "strfry"],
+        &[
+            "--timeout-ms",
+            "10000",
+            "--calls",
+            "echo",
+            "--encryption",
+            "required",
+        ],
+    );
+    assert_eq!(
+        got,
+        outcomes(&[("echo", "error: initialize: timeout")]),
+        "{stdout}"
+    );
+    assert_eq!(code, Some(1), "{stdout}");
+    assert!(
+        stdout.contains(
+            "relay upstream (strfry) withheld 1 events from subscribers not allowed to read \
+             their kind without AUTH"
+        ),
+        "{stdout}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// The SDK's peers close their transports when the program ends: the trace has CLOSE lines,
 /// each for a subscription its peer opened on that relay earlier (a REQ line).
 fn subscriptions_closed_as_requested(trace: &Path) {
