@@ -30,6 +30,11 @@ pub(super) struct ProbeArgs {
     /// Write the report (of the URL's relay, else of the profile) as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Also listen this many seconds on two quiet connections for the relay's keepalive pings
+    /// and closes (1 to 900; strfry pings every 55 s, so 120 shows its close of a connection
+    /// that answers no ping). Off by default.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=900))]
+    keepalive_wait: Option<u64>,
 }
 
 /// The wall clock and fresh randomness of a probe: real relays check `created_at`, and a
@@ -44,6 +49,7 @@ fn config(url: String, args: &ProbeArgs) -> ProbeConfig {
         nonce: now.as_nanos() as u64 ^ u64::from(std::process::id()),
         burst: args.burst,
         wait: Duration::from_millis(args.wait_ms),
+        keepalive: args.keepalive_wait.map(Duration::from_secs),
     }
 }
 

@@ -51,6 +51,8 @@ pub(crate) const DEFAULT_FRAME_LIMIT: usize = 1 << 20;
 #[derive(Clone)]
 pub(crate) struct RelayDoor {
     pub index: usize,
+    /// When the relay started serving (a keepalive on the relay's clock ticks from here).
+    pub started: Instant,
     pub profile: RelayProfile,
     pub max_connections: usize,
     pub queues: Arc<QueueBudget>,
@@ -75,11 +77,20 @@ struct Keepalive {
 }
 
 impl Keepalive {
-    fn new(policy: KeepAlive) -> Self {
-        let first = Instant::now() + policy.ping_every;
+    /// The keepalive of a connection opening now to a relay that started at `relay_started`.
+    fn new(policy: KeepAlive, relay_started: Instant) -> Self {
+        let now = Instant::now();
+        let every = policy.ping_every.max(Duration::from_millis(1));
+        let first = if policy.on_relay_clock {
+            // The relay's next tick strictly after now.
+            let ticks = now.duration_since(relay_started).as_nanos() / every.as_nanos() + 1;
+            relay_started + every * u32::try_from(ticks).unwrap_or(u32::MAX)
+        } else {
+            now + every
+        };
         Keepalive {
             policy,
-            ticker: tokio::time::interval_at(first, policy.ping_every),
+            ticker: tokio::time::interval_at(first, every),
             last_heard: Instant::now(),
             pinged: None,
         }
@@ -383,7 +394,10 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     let credits = Arc::new(Semaphore::new(INBOUND_CREDIT_KIB));
     let reserve = Arc::new(Semaphore::new(RESERVED_CREDIT_KIB));
     let mut killable = true;
-    let mut keepalive = door.profile.keepalive.map(Keepalive::new);
+    let mut keepalive = door
+        .profile
+        .keepalive
+        .map(|k| Keepalive::new(k, door.started));
     loop {
         // `biased`, in this order: a cut-off is acted on even while a client floods, and a
         // frame already read (a pong) counts before a keepalive tick that came due while the

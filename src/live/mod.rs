@@ -399,6 +399,7 @@ pub fn serve_on<L: Listener>(
             listener,
             http::RelayDoor {
                 index,
+                started: tokio::time::Instant::now(),
                 profile: config.relays[index].profile.clone(),
                 max_connections: config.max_connections,
                 queues: queues.clone(),

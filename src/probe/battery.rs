@@ -2,7 +2,7 @@
 
 use super::conn::Heard;
 use super::{
-    event_message, publish, Answer, Burst, Probe, ProbeError, Replay, KIND,
+    event_message, publish, Answer, Burst, Keepalive, Probe, ProbeError, Replay, KIND,
     MAX_SUBSCRIPTIONS_TRIED, SUB_ID_LENGTHS,
 };
 use std::collections::BTreeMap;
@@ -349,5 +349,44 @@ pub(super) async fn gift_wrap(p: &mut Probe) -> Result<GiftWrapSeen, ProbeError>
         resend,
         replay: format!("{got}, ended by {}", req_answer(&replayed)),
         mixed_delivered,
+    })
+}
+
+/// Two quiet connections, each after one REQ: one reads and answers the relay's pings, the
+/// other reads nothing for `wait` (so answers none); when the first ping came and which
+/// connection the relay closed.
+pub(super) async fn keepalive(p: &Probe, wait: Duration) -> Result<Keepalive, ProbeError> {
+    let started = Instant::now();
+    let deadline = started + wait;
+    let mut answering = p.open().await?.reporting_pings();
+    answering.send(p.req("keepalive", KIND, Some(0))).await;
+    let mut silent = p.open().await?;
+    silent.send(p.req("keepalive-silent", KIND, Some(0))).await;
+    let mut first_ping_s = None;
+    let mut answering_closed = false;
+    while let Some(h) = answering.next(deadline).await {
+        match h {
+            Heard::Ping if first_ping_s.is_none() => {
+                first_ping_s = Some((started.elapsed().as_secs_f64() * 10.0).round() / 10.0);
+            }
+            Heard::Gone => {
+                answering_closed = true;
+                break;
+            }
+            _ => {}
+        }
+    }
+    // The silent connection is read only now: whatever it holds, and whether it ended.
+    let heard = silent
+        .until(Instant::now() + settle(p), settle(p), |_| false)
+        .await;
+    let silent_closed = heard.contains(&Heard::Gone);
+    answering.close().await;
+    silent.close().await;
+    Ok(Keepalive {
+        waited_s: wait.as_secs(),
+        first_ping_s,
+        answering_closed,
+        silent_closed,
     })
 }

@@ -31,6 +31,8 @@ pub(super) enum Heard {
     Notice(String),
     /// `["AUTH", challenge]`.
     Auth,
+    /// A WebSocket ping (tungstenite answers it).
+    Ping,
     /// Anything else, as it came.
     Other(String),
     /// The relay closed the connection (or it broke).
@@ -41,6 +43,8 @@ pub(super) enum Heard {
 pub(super) struct Conn {
     ws: WebSocketStream<MaybeTlsStream<TcpStream>>,
     gone: bool,
+    /// Whether [`Conn::next`] hands pings over (the keepalive probe) or skips them.
+    report_pings: bool,
 }
 
 impl Conn {
@@ -48,7 +52,11 @@ impl Conn {
     pub(super) async fn open(url: &str, deadline: Instant) -> Result<Conn, ProbeError> {
         let connect = tokio_tungstenite::connect_async(url);
         match timeout_at(deadline, connect).await {
-            Ok(Ok((ws, _))) => Ok(Conn { ws, gone: false }),
+            Ok(Ok((ws, _))) => Ok(Conn {
+                ws,
+                gone: false,
+                report_pings: false,
+            }),
             Ok(Err(e)) => Err(ProbeError::Connect {
                 url: url.to_owned(),
                 reason: e.to_string(),
@@ -58,6 +66,12 @@ impl Conn {
                 reason: "no WebSocket handshake in time".into(),
             }),
         }
+    }
+
+    /// Hands the relay's pings over as [`Heard::Ping`] from now on.
+    pub(super) fn reporting_pings(mut self) -> Self {
+        self.report_pings = true;
+        self
     }
 
     /// Sends one text frame; a connection the relay closed takes nothing more.
@@ -83,6 +97,7 @@ impl Conn {
                     self.gone = true;
                     return Some(Heard::Gone);
                 }
+                Some(Ok(Message::Ping(_))) if self.report_pings => return Some(Heard::Ping),
                 Some(Ok(_)) => continue, // pings are answered by tungstenite
             };
             return Some(heard(&text));

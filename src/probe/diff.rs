@@ -105,6 +105,13 @@ pub fn differences(a: &ProbeReport, b: &ProbeReport) -> Vec<String> {
             check(what, x.clone(), y.clone());
         }
     }
+    // Keepalives compared when both listened as long: a ping or none, and which connection
+    // was closed.
+    if let (Some(x), Some(y)) = (&a.keepalive, &b.keepalive) {
+        if x.waited_s == y.waited_s {
+            check("keepalive", x.compared(), y.compared());
+        }
+    }
     if let (Some(x), Some(y)) = (a.gift_wrap_mixed_delivered, b.gift_wrap_mixed_delivered) {
         check(
             "gift wrap delivered to a REQ for kinds 1059 and 25910",

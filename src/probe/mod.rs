@@ -57,6 +57,24 @@ pub struct ProbeConfig {
     pub burst: usize,
     /// How long to wait for any one answer.
     pub wait: Duration,
+    /// How long the keepalive probe listens on quiet connections (`None`: not run; a relay
+    /// pings every 55 s or more, so it takes that long).
+    pub keepalive: Option<Duration>,
+}
+
+/// What quiet connections saw of a relay's keepalive.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Keepalive {
+    /// How long the probe listened, in seconds.
+    pub waited_s: u64,
+    /// Seconds from connecting to the first WebSocket ping, on a connection that sent one
+    /// REQ and then only answered pings (`None`: no ping in the wait).
+    pub first_ping_s: Option<f64>,
+    /// Whether the relay closed that connection within the wait.
+    pub answering_closed: bool,
+    /// Whether the relay closed a connection that sent one REQ and then read nothing (so
+    /// answered no ping) within the wait.
+    pub silent_closed: bool,
 }
 
 /// A relay's answer to one event, in words (what `differences` compares).
@@ -150,6 +168,9 @@ pub struct ProbeReport {
     /// without it).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gift_wrap_mixed_delivered: Option<bool>,
+    /// The keepalive probe's findings (`None` when not run).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keepalive: Option<Keepalive>,
     /// Latency medians (reported, not compared).
     pub latency: Latency,
 }
@@ -309,6 +330,10 @@ pub async fn probe(config: ProbeConfig) -> Result<ProbeReport, ProbeError> {
     let subscription_ids = subscription_ids(&p).await?;
     let subscription_limit = subscription_limit(&p).await?;
     let gift = gift_wrap(&mut p).await?;
+    let keepalive = match p.config.keepalive {
+        Some(wait) => Some(battery::keepalive(&p, wait).await?),
+        None => None,
+    };
     Ok(ProbeReport {
         url: p.config.url.clone(),
         ephemeral,
@@ -324,6 +349,7 @@ pub async fn probe(config: ProbeConfig) -> Result<ProbeReport, ProbeError> {
         gift_wrap_resend: Some(gift.resend),
         gift_wrap_replay: Some(gift.replay),
         gift_wrap_mixed_delivered: Some(gift.mixed_delivered),
+        keepalive,
         latency,
     })
 }
@@ -403,6 +429,12 @@ impl ProbeReport {
         if let Some(delivered) = self.gift_wrap_mixed_delivered {
             line("  to a REQ for kinds 1059, 25910", delivered.to_string());
         }
+        if let Some(k) = &self.keepalive {
+            line(
+                "keepalive (listened)",
+                format!("{} s: {}", k.waited_s, k.words()),
+            );
+        }
         let ms = |m: Option<f64>| m.map_or("-".into(), |m| format!("{m} ms"));
         line("publish -> OK (median)", ms(self.latency.publish_to_ok_ms));
         line(
@@ -410,5 +442,38 @@ impl ProbeReport {
             ms(self.latency.publish_to_delivery_ms),
         );
         format!("{}\n{out}", self.url)
+    }
+}
+
+impl Keepalive {
+    /// What it saw, in words, with the first ping in whole seconds.
+    pub fn words(&self) -> String {
+        self.told(|s| format!("first ping after {s:.0} s"))
+    }
+
+    /// What `differences` compares: whether a ping came, not when (a relay that pings on its
+    /// own clock pings a new connection at a moment of that clock's choosing).
+    pub fn compared(&self) -> String {
+        self.told(|_| "a ping".into())
+    }
+
+    fn told(&self, ping: impl Fn(f64) -> String) -> String {
+        format!(
+            "{}; answering pings: {}; reading nothing: {}",
+            match self.first_ping_s {
+                Some(s) => ping(s),
+                None => "no ping".into(),
+            },
+            if self.answering_closed {
+                "closed"
+            } else {
+                "kept open"
+            },
+            if self.silent_closed {
+                "closed"
+            } else {
+                "kept open"
+            },
+        )
     }
 }

@@ -273,8 +273,13 @@ impl RelayProfile {
             match &self.keepalive {
                 None => "none (never pings, never closes a quiet connection)".into(),
                 Some(k) => format!(
-                    "ping every {}; closed when silent {} ({})",
+                    "ping every {}{}; closed when silent {} ({})",
                     secs(k.ping_every),
+                    if k.on_relay_clock {
+                        " on the relay's clock (all connections at once)"
+                    } else {
+                        " from each connection's start"
+                    },
                     secs(k.silent_after),
                     if k.pongs_only {
                         "only pongs count"
@@ -317,7 +322,7 @@ mod tests {
         assert!(fact(&strfry, "ephemeral")
             .contains("stored until 5m after created_at, swept every 9s (the newest never"));
         assert!(fact(&RelayProfile::nostr_relay_py(), "ephemeral").contains("stored 5m"));
-        assert!(fact(&strfry, "keepalive").contains("ping every 55s"));
+        assert!(fact(&strfry, "keepalive").contains("ping every 55s on the relay's clock"));
         let damus = RelayProfile::damus();
         assert!(fact(&damus, "rate_limit").contains("per client address"));
         assert!(fact(&damus, "rate_limit").starts_with("6 events/min"));

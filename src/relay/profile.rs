@@ -220,6 +220,11 @@ pub struct KeepAlive {
     /// Only a pong counts as hearing from the client (khatru's read deadline, extended by
     /// its pong handler); otherwise any frame does (uWebSockets, nostr-rs-relay).
     pub pongs_only: bool,
+    /// Pings go out on the relay's clock, every connection at once (`ping_every` after the
+    /// relay started, and every `ping_every` after): a new connection's first ping comes
+    /// within `ping_every`, at a moment it does not choose (uWebSockets' one timer for its
+    /// group, strfry). Otherwise each connection's pings count from its own start.
+    pub on_relay_clock: bool,
 }
 
 const KB: usize = 1024;
@@ -383,6 +388,9 @@ impl RelayProfile {
                 ping_every: Duration::from_secs(55),
                 silent_after: Duration::from_secs(55),
                 pongs_only: false,
+                // Measured on strfry f8a56a8: two connections opened 20 s apart got
+                // their first pings 12 s and 47 s after connecting (fixtures/probes).
+                on_relay_clock: true,
             }),
         }
     }
@@ -469,6 +477,7 @@ impl RelayProfile {
                 ping_every: Duration::from_secs(300),
                 silent_after: Duration::from_secs(20 * 60),
                 pongs_only: false,
+                on_relay_clock: false,
             }),
         }
     }
@@ -549,6 +558,7 @@ impl RelayProfile {
                 ping_every: Duration::from_secs(30),
                 silent_after: Duration::from_secs(60),
                 pongs_only: true,
+                on_relay_clock: false,
             }),
         }
     }
@@ -689,6 +699,7 @@ impl RelayProfile {
                 ping_every: Duration::from_secs(1800),
                 silent_after: Duration::from_secs(1800),
                 pongs_only: false,
+                on_relay_clock: false,
             }),
         }
     }

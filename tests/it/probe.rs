@@ -10,6 +10,16 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 fn probe_profile(profile: RelayProfile, burst: usize, wait: Duration) -> ProbeReport {
+    probe_profile_listening(profile, burst, wait, None)
+}
+
+/// As [`probe_profile`], the keepalive probe listening `keepalive` long.
+fn probe_profile_listening(
+    profile: RelayProfile,
+    burst: usize,
+    wait: Duration,
+    keepalive: Option<Duration>,
+) -> ProbeReport {
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -30,6 +40,7 @@ fn probe_profile(profile: RelayProfile, burst: usize, wait: Duration) -> ProbeRe
             nonce: 7,
             burst,
             wait,
+            keepalive,
         })
         .await
         .expect("the probe runs");
@@ -66,6 +77,16 @@ fn the_strfry_profile_answers_the_probe_as_a_real_strfry_did() {
         "{}",
         model.to_text()
     );
+    // Keepalive (the fixture listened 120 s): a ping before 55 s had passed since connecting,
+    // as pings on the relay's clock give; the connection that answered pings kept, the one
+    // that read nothing closed by the second tick.
+    let heard = fixture.keepalive.as_ref().expect("the fixture's keepalive");
+    let knobs = RelayProfile::strfry().keepalive.unwrap();
+    let period = knobs.ping_every.as_secs_f64();
+    assert!(knobs.on_relay_clock);
+    assert!(heard.first_ping_s.is_some_and(|s| s < period), "{heard:?}");
+    assert!(!heard.answering_closed);
+    assert_eq!(heard.silent_closed, heard.waited_s as f64 >= 2.0 * period);
 }
 
 #[test]
@@ -218,6 +239,7 @@ fn the_relay_builder_profile_answers_the_probe_as_the_real_local_relay_does() {
             nonce: 11,
             burst,
             wait,
+            keepalive: None,
         })
         .await
         .expect("the probe runs");
@@ -283,5 +305,41 @@ fn the_nostr_rs_relay_profile_answers_the_probe_as_the_real_0_8_12_did() {
         }),
         "{differences:?}\n{}",
         model.to_text()
+    );
+}
+
+/// The keepalive probe against a served profile that pings every second: the first ping after
+/// a second, a connection that answers pings kept open, one that reads nothing (so answers
+/// none) closed at the ping after.
+#[test]
+fn the_keepalive_probe_sees_pings_and_the_close_of_a_connection_that_answers_none() {
+    let mut profile = RelayProfile::ideal();
+    profile.keepalive = Some(relaysim::relay::KeepAlive {
+        ping_every: Duration::from_secs(1),
+        silent_after: Duration::from_secs(1),
+        pongs_only: false,
+        on_relay_clock: false,
+    });
+    let report = probe_profile_listening(
+        profile,
+        10,
+        Duration::from_millis(500),
+        Some(Duration::from_secs(4)),
+    );
+    let keepalive = report.keepalive.expect("the keepalive probe ran");
+    assert_eq!(
+        keepalive.words(),
+        "first ping after 1 s; answering pings: kept open; reading nothing: closed"
+    );
+    // Without a keepalive: no ping, nothing closed.
+    let quiet = probe_profile_listening(
+        RelayProfile::ideal(),
+        10,
+        Duration::from_millis(500),
+        Some(Duration::from_secs(2)),
+    );
+    assert_eq!(
+        quiet.keepalive.unwrap().words(),
+        "no ping; answering pings: kept open; reading nothing: kept open"
     );
 }
