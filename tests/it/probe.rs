@@ -308,6 +308,36 @@ fn the_nostr_rs_relay_profile_answers_the_probe_as_the_real_0_8_12_did() {
     );
 }
 
+/// nostr-rs-relay 0.9.0, built from its tagged source (fixtures/probes/README.md), answers
+/// ephemeral events with `OK true ""` (a7b169c) and otherwise as 0.8.12: the 0.8.12 profile
+/// with that one knob turned differs from it only by the socket race above.
+#[test]
+fn nostr_rs_relay_0_9_is_the_0_8_12_profile_with_oks_for_ephemeral_events() {
+    let real = fixture("nostr-rs-relay-0.9.0");
+    let mut profile = RelayProfile::nostr_rs_relay();
+    profile.ephemeral.send_ok = true;
+    let model = probe_profile(profile, real.bursts[0].sent, Duration::from_secs(2));
+    let found = differences(&model, &real);
+    assert!(
+        found.iter().all(|d| {
+            d.contains("-byte event: ")
+                && d.contains("message too large (")
+                && d.contains("connection closed")
+        }),
+        "{found:?}\n{}",
+        model.to_text()
+    );
+    // And against the 0.8.12 profile as it is, the OKs are the difference.
+    let unchanged = probe_profile(
+        RelayProfile::nostr_rs_relay(),
+        real.bursts[0].sent,
+        Duration::from_secs(2),
+    );
+    assert!(differences(&unchanged, &real)
+        .iter()
+        .any(|d| d.starts_with("ephemeral event: no answer | ok true")));
+}
+
 /// The keepalive probe against a served profile that pings every second: the first ping after
 /// a second, a connection that answers pings kept open, one that reads nothing (so answers
 /// none) closed at the ping after.
