@@ -14,7 +14,7 @@ pub struct RelayCounters {
     pub ok_withheld: u64,
     /// Events refused, by the prefix of the reason (`invalid`, `rate-limited`, `mute`, ...).
     pub rejected: BTreeMap<String, u64>,
-    /// Events answered `duplicate:` (stored ephemeral events sent again).
+    /// Events answered `duplicate:` (stored events sent again).
     pub duplicates: u64,
     /// Events held back by a rate limit.
     pub delayed: u64,

@@ -385,23 +385,8 @@ impl Relay {
             }
         }
         self.expire_stored(now);
-        // An event the writer has yet to commit is found by strfry's write as a duplicate.
-        let stores = match ephemeral {
-            true => self.profile.ephemeral.store_for.is_some(),
-            false => self.profile.store_regular,
-        };
-        let pending = stores && self.writer.holds(&id);
-        if self.stored.contains_key(&id) || pending {
-            self.counters.duplicates += 1;
-            let (accepted, message) = self.profile.duplicate_answer.clone();
-            return self.send(
-                conn,
-                RelayMessage::Ok {
-                    id,
-                    accepted,
-                    message,
-                },
-            );
+        if self.answered_as_duplicate(conn, &event) {
+            return;
         }
         if let Some(limit) = self.profile.rate_limit.clone() {
             let key = match limit.scope {
@@ -442,6 +427,30 @@ impl Relay {
             }
         }
         self.accept(conn, event, now);
+    }
+
+    /// Answers `event` with the profile's duplicate answer if the relay has it already,
+    /// stored or waiting for the writer (strfry's write finds an uncommitted one a duplicate).
+    fn answered_as_duplicate(&mut self, conn: ConnId, event: &Event) -> bool {
+        let stores = match event.kind.is_ephemeral() {
+            true => self.profile.ephemeral.store_for.is_some(),
+            false => self.profile.store_regular,
+        };
+        let pending = stores && self.writer.holds(&event.id);
+        if !self.stored.contains_key(&event.id) && !pending {
+            return false;
+        }
+        self.counters.duplicates += 1;
+        let (accepted, message) = self.profile.duplicate_answer.clone();
+        self.send(
+            conn,
+            RelayMessage::Ok {
+                id: event.id,
+                accepted,
+                message,
+            },
+        );
+        true
     }
 
     fn listeners(&self, event: &Event) -> usize {
@@ -600,7 +609,8 @@ impl Relay {
                 break;
             }
             let (_, conn, event) = self.delayed.pop_front().expect("just looked");
-            if self.connections.contains_key(&conn) {
+            // A copy released earlier may have been stored meanwhile.
+            if self.connections.contains_key(&conn) && !self.answered_as_duplicate(conn, &event) {
                 self.accept(conn, event, now);
             }
         }

@@ -70,14 +70,11 @@ impl Relay {
         // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
         // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
         self.expire_stored(now);
-        let (mut replay, unreadable): (Vec<Arc<Event>>, Vec<Arc<Event>>) = self
+        let mut replay: Vec<Arc<Event>> = self
             .stored_newest_first()
             .filter(|e| filter.match_event(e, MatchEventOptions::default()))
             .cloned()
-            .partition(|e| self.readable(e));
-        for event in unreadable {
-            self.withhold(conn, event.id);
-        }
+            .collect();
         replay.sort_by_key(|e| std::cmp::Reverse(e.created_at));
         // `limit` counts stored events only, capped by the relay's own maximum.
         let limit = [filter.limit, self.profile.max_limit]
@@ -86,6 +83,13 @@ impl Relay {
             .min();
         if let Some(limit) = limit {
             replay.truncate(limit);
+        }
+        // strfry's scan applies the limit; its restrictor then drops what the reader may not
+        // see (ReqWorker's `onEvent`), so withheld events use up the limit too.
+        let (replay, unreadable): (Vec<Arc<Event>>, Vec<Arc<Event>>) =
+            replay.into_iter().partition(|e| self.readable(e));
+        for event in unreadable {
+            self.withhold(conn, event.id);
         }
         for event in replay {
             self.counters.delivered += 1;

@@ -23,9 +23,11 @@ impl Relay {
             return;
         };
         let id = event.id;
-        if let Some((old, _)) = self.stored.insert(id, (event.clone(), until)) {
-            self.stored_bytes -= old.content.len();
+        // One entry per id in the orders: a copy committed twice is stored once.
+        if self.stored.contains_key(&id) {
+            return;
         }
+        self.stored.insert(id, (event.clone(), until));
         self.stored_bytes += event.content.len();
         match until {
             Duration::MAX => self.regular_order.push_back(id),

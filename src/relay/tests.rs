@@ -1011,3 +1011,74 @@ fn regular_events_are_evicted_after_ephemeral_ones() {
     );
     assert!(b.relay.stored.contains_key(&second.id));
 }
+
+/// Two copies of one regular event held by a delaying rate limit: the first released is
+/// stored, the second is answered as a duplicate, and the store holds it once.
+#[test]
+fn a_copy_released_by_a_delaying_rate_limit_after_its_twin_was_stored_is_a_duplicate() {
+    let profile = RelayProfile::nostr_rs_relay_rate(1.0);
+    let (accepted, message) = profile.duplicate_answer.clone();
+    let mut b = Bench::new(profile);
+    let first = b.event(1, s(0));
+    b.publish(&first, s(0)); // takes the one token
+    let wrap = gift_wrap(&b);
+    b.publish(&wrap, s(0));
+    b.publish(&wrap, s(0)); // both copies wait for tokens
+    b.relay.handle_timeout(s(5));
+    let oks: Vec<RelayMessage> = b
+        .out(A)
+        .into_iter()
+        .filter(|m| matches!(m, RelayMessage::Ok { id, .. } if *id == wrap.id))
+        .collect();
+    assert_eq!(
+        oks,
+        vec![
+            RelayMessage::Ok {
+                id: wrap.id,
+                accepted: true,
+                message: String::new()
+            },
+            RelayMessage::Ok {
+                id: wrap.id,
+                accepted,
+                message
+            }
+        ]
+    );
+    let replayed: Vec<RelayMessage> = gift_wraps_to(&mut b, B, "new", s(6))
+        .into_iter()
+        .filter(|m| matches!(m, RelayMessage::Event { .. }))
+        .collect();
+    assert_eq!(replayed.len(), 1, "stored once");
+}
+
+/// strfry applies a REQ's `limit` to what it scanned, then drops what the reader may not see:
+/// a gift wrap newer than the one readable event takes the only place, and is withheld.
+#[test]
+fn gift_wraps_withheld_from_a_replay_use_up_its_limit() {
+    let mut b = Bench::new(RelayProfile::strfry());
+    let plain = b.event(1, s(0));
+    b.publish(&plain, s(0));
+    let wrap = b.alice.sign(
+        1059,
+        EPOCH_SECS + 1,
+        vec![Tag::public_key(b.bob.public_key())],
+        "sealed".into(),
+    );
+    b.publish(&wrap, s(1));
+    b.drain();
+    let mixed = Filter::new()
+        .kinds([Kind::from(1059), Kind::from(CONTEXTVM_KIND)])
+        .limit(1);
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
+            sub: "m".into(),
+            filter: Box::new(mixed),
+        },
+        s(2),
+    );
+    assert_eq!(b.out(B), vec![RelayMessage::Eose { sub: "m".into() }]);
+    assert_eq!(b.relay.poll_withheld(), Some((B, wrap.id, "auth-required")));
+    assert_eq!(b.relay.poll_withheld(), None);
+}

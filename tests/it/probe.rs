@@ -86,7 +86,11 @@ fn the_strfry_profile_answers_the_probe_as_a_real_strfry_did() {
     assert!(knobs.on_relay_clock);
     assert!(heard.first_ping_s.is_some_and(|s| s < period), "{heard:?}");
     assert!(!heard.answering_closed);
-    assert_eq!(heard.silent_closed, heard.waited_s as f64 >= 2.0 * period);
+    // The silent connection is closed at the second tick after it connected, at most two
+    // periods in: a listen that long must have seen it.
+    if heard.waited_s as f64 >= 2.0 * period {
+        assert!(heard.silent_closed, "{heard:?}");
+    }
 }
 
 #[test]
