@@ -81,17 +81,11 @@ impl Keepalive {
     fn new(policy: KeepAlive, relay_started: Instant) -> Self {
         let now = Instant::now();
         let every = policy.ping_every.max(Duration::from_millis(1));
-        let first = if policy.on_relay_clock {
-            // The relay's next tick strictly after now.
-            let ticks = now.duration_since(relay_started).as_nanos() / every.as_nanos() + 1;
-            relay_started + every * u32::try_from(ticks).unwrap_or(u32::MAX)
-        } else {
-            now + every
-        };
+        let first = first_ping(now, relay_started, every, policy.on_relay_clock);
         Keepalive {
             policy,
             ticker: tokio::time::interval_at(first, every),
-            last_heard: Instant::now(),
+            last_heard: now,
             pinged: None,
         }
     }
@@ -124,6 +118,22 @@ impl Keepalive {
         self.pinged = Some(Instant::now());
         false
     }
+}
+
+/// When a connection opened at `now` is first pinged: `every` after it opened, or, on the
+/// relay's clock, at the relay's next tick (a multiple of `every` since `relay_started`)
+/// strictly after `now`.
+fn first_ping(
+    now: Instant,
+    relay_started: Instant,
+    every: Duration,
+    on_relay_clock: bool,
+) -> Instant {
+    if !on_relay_clock {
+        return now + every;
+    }
+    let ticks = now.duration_since(relay_started).as_nanos() / every.as_nanos() + 1;
+    relay_started + every * u32::try_from(ticks).unwrap_or(u32::MAX)
 }
 
 /// Accepts connections to one relay until told to stop.
@@ -510,7 +520,31 @@ async fn handle_connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
 
 #[cfg(test)]
 mod tests {
-    use super::parsed_weight;
+    use super::{first_ping, parsed_weight};
+    use std::time::Duration;
+    use tokio::time::Instant;
+
+    #[test]
+    fn pings_on_the_relay_s_clock_come_at_its_next_tick_others_a_period_after_opening() {
+        let started = Instant::now();
+        let every = Duration::from_secs(55);
+        let s = Duration::from_secs;
+        // Opened 100 s into the relay's life: its ticks are at 55, 110, 165 s.
+        assert_eq!(
+            first_ping(started + s(100), started, every, true),
+            started + s(110)
+        );
+        // Exactly on a tick: the next one, not now.
+        assert_eq!(
+            first_ping(started + s(110), started, every, true),
+            started + s(165)
+        );
+        assert_eq!(first_ping(started, started, every, true), started + s(55));
+        assert_eq!(
+            first_ping(started + s(100), started, every, false),
+            started + s(155)
+        );
+    }
 
     #[test]
     fn a_frame_weighs_its_text_and_its_strings_not_escaped_quotes() {

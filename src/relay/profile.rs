@@ -333,10 +333,12 @@ impl RelayProfile {
                       commits what queued since its last commit sorted by (created_at, id), so \
                       a same-second burst from one connection is reordered, OKs too (commit \
                       0.75 ms + 0.15 ms per event, measured on loopback); live delivery with a \
-                      100 ms debounce. Read from source only: ephemeral older than 60 s \
-                      rejected; created_at more than 900 s ahead rejected; regular events (kind-1059 \
-                      gift wraps) stored for good, a re-send answered \"duplicate: have this \
-                      event\""
+                      100 ms debounce; a re-sent gift wrap (kind 1059, regular) answered \
+                      \"duplicate: have this event\", and none sent to a REQ for kinds 1059 and \
+                      25910 either; pings every 55 s on the relay's clock, a connection that \
+                      answered none closed at the next tick. Read from source only: ephemeral \
+                      older than 60 s rejected; created_at more than 900 s ahead rejected; \
+                      regular events kept for good"
                 .into(),
             max_event_bytes: Some(64 * KB),
             size_measure: SizeMeasure::EventJson,
@@ -368,7 +370,8 @@ impl RelayProfile {
             // golpe.yaml `relay.auth.restrictedReadKinds` (measured: AUTH, then CLOSED).
             restricted_read_kinds: vec![4, 1059],
             duplicate_answer: (true, "duplicate: have this event".into()),
-            // Read from source only: strfry stores every event that is not ephemeral.
+            // Measured: a re-sent gift wrap is answered `duplicate:` (so it was stored); that
+            // strfry keeps every event that is not ephemeral for good is read from source.
             store_regular: true,
             delivery_batch: Some(Duration::from_millis(100)),
             ok_message: String::new(),

@@ -66,9 +66,11 @@ impl Relay {
             self.index.insert((conn, sub.clone()), &filter);
         }
         // Stored events (ephemeral ones still within their lifetime, regular ones where the
-        // profile keeps them) are replayed before EOSE, newest first: strfry's DBScan sorts by created_at descending, ties by newest insert
-        // first (hoytech/strfry src/DBQuery.h, `DBScan::scan`). Events accepted after the query
-        // began come live after EOSE, not twice (`sub.latestEventId`, modelled in `broadcast`).
+        // profile keeps them) are replayed before EOSE, newest first: strfry's DBScan sorts by
+        // created_at descending, ties by newest insert first (hoytech/strfry src/DBQuery.h,
+        // `DBScan::scan`; here ties between the two kinds go ephemeral first). Events accepted
+        // after the query began come live after EOSE, not twice (`sub.latestEventId`,
+        // modelled in `broadcast`).
         self.expire_stored(now);
         let mut replay: Vec<Arc<Event>> = self
             .stored_newest_first()

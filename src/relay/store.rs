@@ -12,27 +12,26 @@ impl Relay {
     /// Stores a committed `event` if the profile keeps its kind: an ephemeral one until
     /// [`Relay::forgotten_at`], a regular one for good (bounded by [`Relay::evict_stored`]).
     pub(super) fn keep(&mut self, event: &Arc<Event>, now: Duration) {
-        let until = if event.kind.is_ephemeral() {
-            let Some(ttl) = self.profile.ephemeral.store_for else {
-                return;
-            };
-            self.forgotten_at(event, ttl, now)
-        } else if self.profile.store_regular {
-            Duration::MAX
-        } else {
-            return;
-        };
         let id = event.id;
         // One entry per id in the orders: a copy committed twice is stored once.
         if self.stored.contains_key(&id) {
             return;
         }
+        let until = if event.kind.is_ephemeral() {
+            let Some(ttl) = self.profile.ephemeral.store_for else {
+                return;
+            };
+            let until = self.forgotten_at(event, ttl, now);
+            self.stored_order.push_back((until, id));
+            until
+        } else if self.profile.store_regular {
+            self.regular_order.push_back(id);
+            Duration::MAX
+        } else {
+            return;
+        };
         self.stored.insert(id, (event.clone(), until));
         self.stored_bytes += event.content.len();
-        match until {
-            Duration::MAX => self.regular_order.push_back(id),
-            _ => self.stored_order.push_back((until, id)),
-        }
         self.evict_stored();
     }
 

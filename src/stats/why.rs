@@ -161,44 +161,35 @@ impl RunEvents {
 
     /// A relay refused an event of `peer` (`OK false`).
     pub fn refused(&mut self, at: Duration, peer: PeerId, relay: usize, message: &str) {
-        if self.refusals.len() < MAX_KEPT {
-            self.refusals.push(Refusal {
-                at,
-                peer,
-                relay,
-                message: message.to_owned(),
-            });
-        } else {
-            self.not_kept += 1;
-        }
+        let refusal = Refusal {
+            at,
+            peer,
+            relay,
+            message: message.to_owned(),
+        };
+        kept(&mut self.refusals, &mut self.not_kept, refusal);
     }
 
     /// `relay` did not send `peer` an event its subscription matched, for `reason`.
     pub fn withheld(&mut self, at: Duration, peer: PeerId, relay: usize, reason: &str) {
-        if self.withheld.len() < MAX_KEPT {
-            self.withheld.push(Refusal {
-                at,
-                peer,
-                relay,
-                message: reason.to_owned(),
-            });
-        } else {
-            self.not_kept += 1;
-        }
+        let withheld = Refusal {
+            at,
+            peer,
+            relay,
+            message: reason.to_owned(),
+        };
+        kept(&mut self.withheld, &mut self.not_kept, withheld);
     }
 
     /// `peer`'s connection to `relay` went down.
     pub fn dropped(&mut self, at: Duration, peer: PeerId, relay: usize, reason: &'static str) {
-        if self.drops.len() < MAX_KEPT {
-            self.drops.push(Drop {
-                at,
-                peer,
-                relay,
-                reason,
-            });
-        } else {
-            self.not_kept += 1;
-        }
+        let drop = Drop {
+            at,
+            peer,
+            relay,
+            reason,
+        };
+        kept(&mut self.drops, &mut self.not_kept, drop);
     }
 
     /// Program peer `peer` logged `text` at `at` (lines come in time order).
@@ -394,14 +385,7 @@ impl RunEvents {
     /// Refusals grouped by text, then by who and where, in the order first seen; the first
     /// [`REFUSALS_GROUPED`] are grouped, the rest counted.
     fn refusals_text(&self, refusals: &[Refusal]) -> String {
-        let texts = grouped(refusals.iter().map(|r| {
-            let who = format!(
-                "{} via {}",
-                self.names.peer(r.peer),
-                self.names.relay(r.relay)
-            );
-            (r.message.as_str(), who)
-        }));
+        let texts = self.grouped_by_who(refusals, "via");
         format!(
             "relays refused {} publish{} while it was open: {}{}",
             refusals.len(),
@@ -410,19 +394,10 @@ impl RunEvents {
             more(refusals.len())
         )
     }
-}
 
-impl RunEvents {
     /// Withheld events grouped by reason, then by reader and relay.
     fn withheld_text(&self, withheld: &[Refusal]) -> String {
-        let texts = grouped(withheld.iter().map(|w| {
-            let who = format!(
-                "{} from {}",
-                self.names.peer(w.peer),
-                self.names.relay(w.relay)
-            );
-            (w.message.as_str(), who)
-        }));
+        let texts = self.grouped_by_who(withheld, "from");
         format!(
             "relays withheld {} event{} from subscribers before it ended (a kind the reader \
              may not read without AUTH): {}{}",
@@ -431,6 +406,31 @@ impl RunEvents {
             texts.join(", "),
             more(withheld.len())
         )
+    }
+}
+
+impl RunEvents {
+    /// `list` grouped by text, then by peer and relay (`server via damus`, with `link`
+    /// between them).
+    fn grouped_by_who(&self, list: &[Refusal], link: &str) -> Vec<String> {
+        grouped(list.iter().map(|r| {
+            let who = format!(
+                "{} {link} {}",
+                self.names.peer(r.peer),
+                self.names.relay(r.relay)
+            );
+            (r.message.as_str(), who)
+        }))
+    }
+}
+
+/// Keeps `item` in `list` while it holds fewer than [`MAX_KEPT`]; otherwise counts it in
+/// `not_kept`.
+fn kept<T>(list: &mut Vec<T>, not_kept: &mut u64, item: T) {
+    if list.len() < MAX_KEPT {
+        list.push(item);
+    } else {
+        *not_kept += 1;
     }
 }
 

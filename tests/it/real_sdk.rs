@@ -85,6 +85,16 @@ fn trace_lines(trace: &str) -> Vec<serde_json::Value> {
         .collect()
 }
 
+/// The failing calls `show --json` draws for the trace at `path`.
+fn failing_calls_shown(path: &Path) -> Vec<serde_json::Value> {
+    let shown = relaysim(&["show", path.to_str().unwrap(), "--json"], &[]);
+    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    shown["failing_calls"]
+        .as_array()
+        .expect("failing calls")
+        .clone()
+}
+
 fn run_traced(scenario: &str, dir: &Path, tag: &str, env: &[(&str, &str)]) -> (Output, String) {
     let trace = dir.join(format!("{tag}.jsonl"));
     let out = relaysim(
@@ -211,14 +221,12 @@ fn the_mobile_reconnect_bug_reproduces_replays_and_shrinks_to_the_drop() {
         stdout(&show)
     );
     // `show` frames the failing call with both: the SDK's words and the second writer.
-    let shown = relaysim(&["show", path, "--json"], &[]);
-    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
-    let failing = shown["failing_calls"].as_array().expect("failing calls");
+    let failing = failing_calls_shown(Path::new(path));
     assert!(
         failing.iter().any(|c| c["why"]
             .as_str()
             .is_some_and(|w| w.contains(second_writer) && w.contains("Non-increasing"))),
-        "{shown}"
+        "{failing:?}"
     );
 }
 
@@ -644,22 +652,19 @@ fn a_copy_of_a_stream_request_run_in_the_next_second_is_a_second_writer() {
     assert_eq!(starts[1].0, starts[0].0 + 1, "{starts:?}");
     assert_ne!(starts[0].1, starts[1].1);
     // `show` frames the failing call with the SDK's words and the second writer.
-    let path = dir.join("run.jsonl");
-    let shown = relaysim(&["show", path.to_str().unwrap(), "--json"], &[]);
-    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
-    let failing = shown["failing_calls"].as_array().expect("failing calls");
-    assert_eq!(failing.len(), 1, "{shown}");
+    let failing = failing_calls_shown(&dir.join("run.jsonl"));
+    assert_eq!(failing.len(), 1, "{failing:?}");
     assert!(
         failing[0]["label"]
             .as_str()
             .is_some_and(|l| l.starts_with("call #2 stream (stream): failed:program-error")),
-        "{shown}"
+        "{failing:?}"
     );
     assert!(
         failing[0]["why"]
             .as_str()
             .is_some_and(|w| w.contains(second_writer) && w.contains("Non-increasing")),
-        "{shown}"
+        "{failing:?}"
     );
 }
 
@@ -689,14 +694,12 @@ fn a_gift_wrapped_initialize_withheld_by_a_default_strfry_is_named_in_the_why() 
     assert_eq!(held["id"], wrap["id"]);
     assert_eq!(held["peer"], "server");
     assert_eq!(held["reason"], "auth-required");
-    let path = dir.join("run.jsonl");
-    let shown = relaysim(&["show", path.to_str().unwrap(), "--json"], &[]);
-    let shown: serde_json::Value = serde_json::from_slice(&shown.stdout).unwrap();
+    let failing = failing_calls_shown(&dir.join("run.jsonl"));
     assert!(
-        shown["failing_calls"][0]["why"]
+        failing[0]["why"]
             .as_str()
             .is_some_and(|w| w.contains(withheld)),
-        "{shown}"
+        "{failing:?}"
     );
     let open = run_variant(scenario, &dir, "open", &[], |text| {
         text.replace(r#"profile = "strfry""#, r#"profile = "nostr-relay-py""#)
