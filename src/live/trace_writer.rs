@@ -277,6 +277,12 @@ async fn write_lines(
                         peer,
                         message: v[1].as_str().unwrap_or_default().to_owned(),
                     }),
+                    Some("AUTH") => out.push(Line::Auth {
+                        t,
+                        relay,
+                        peer,
+                        challenge: v[1].as_str().unwrap_or_default().to_owned(),
+                    }),
                     Some("EOSE") => out.push(Line::Eose {
                         t,
                         relay,

@@ -64,6 +64,11 @@ pub enum RelayMessage {
         /// Human-readable text.
         message: String,
     },
+    /// `["AUTH", challenge]`: NIP-42, the relay asks the connection to authenticate.
+    Auth {
+        /// The challenge a signed kind-22242 answer must carry.
+        challenge: String,
+    },
 }
 
 /// Whether a relay's rejection says the event was too large (the one failure CEP-22 says a

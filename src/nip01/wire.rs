@@ -44,6 +44,7 @@ pub fn to_wire(m: &RelayMessage) -> String {
             R::closed(SubscriptionId::new(sub), message.clone()).as_json()
         }
         RelayMessage::Notice { message } => R::notice(message.clone()).as_json(),
+        RelayMessage::Auth { challenge } => R::auth(challenge.clone()).as_json(),
     }
 }
 
@@ -59,8 +60,8 @@ pub fn client_to_wire(m: &ClientMessage) -> String {
     }
 }
 
-/// A relay frame as the peer's message; `None` for malformed frames and for kinds peers do not
-/// act on (AUTH, COUNT, NEG-*).
+/// A relay frame as the peer's message; `None` for malformed frames and for kinds the model
+/// has no message for (COUNT, NEG-*).
 pub fn relay_from_wire(text: &str) -> Option<RelayMessage> {
     use nostr::prelude::RelayMessage as R;
     Some(match R::from_json(text).ok()? {
@@ -92,6 +93,9 @@ pub fn relay_from_wire(text: &str) -> Option<RelayMessage> {
         },
         R::Notice(message) => RelayMessage::Notice {
             message: message.into_owned(),
+        },
+        R::Auth { challenge } => RelayMessage::Auth {
+            challenge: challenge.into_owned(),
         },
         _ => return None,
     })
@@ -148,6 +152,9 @@ mod tests {
             RelayMessage::Notice {
                 message: "rate-limited".into(),
             },
+            RelayMessage::Auth {
+                challenge: "a1B2c3".into(),
+            },
         ];
         for m in messages {
             assert_eq!(relay_from_wire(&to_wire(&m)), Some(m));
@@ -162,7 +169,7 @@ mod tests {
             "[\"OK\"]",
             "{\"a\":1}",
             "[\"EVENT\",\"s\",{}]",
-            "[\"AUTH\",\"c\"]",
+            "[\"COUNT\",\"s\",{\"count\":1}]",
         ] {
             assert_eq!(relay_from_wire(text), None, "{text}");
         }

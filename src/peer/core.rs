@@ -443,9 +443,11 @@ impl PeerCore {
                 }
                 None
             }
+            // relaysim's peers never authenticate: an AUTH challenge changes nothing for them.
             RelayMessage::Eose { .. }
             | RelayMessage::Closed { .. }
-            | RelayMessage::Notice { .. } => None,
+            | RelayMessage::Notice { .. }
+            | RelayMessage::Auth { .. } => None,
         }
     }
 

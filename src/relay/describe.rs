@@ -222,7 +222,8 @@ impl RelayProfile {
                     .map(u16::to_string)
                     .collect();
                 format!(
-                    "kinds {} need NIP-42 AUTH to read (CLOSED auth-required)",
+                    "kinds {} need NIP-42 AUTH to read (an AUTH challenge, then CLOSED \
+                     auth-required)",
                     kinds.join(", ")
                 )
             },

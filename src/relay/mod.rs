@@ -38,6 +38,9 @@ struct Connection {
     /// broadcast of them (a delivery batch) skips it, as strfry's monitor starts after the
     /// events its query returned.
     subscriptions: BTreeMap<String, (Filter, u64)>,
+    /// Whether the relay has sent this connection a NIP-42 challenge (strfry sends one per
+    /// connection, the first time it refuses a REQ for lack of AUTH).
+    challenged: bool,
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -108,6 +111,8 @@ pub struct Relay {
     stored_order: VecDeque<(Duration, EventId)>,
     /// Stored regular events in the order they arrived (never forgotten; `store_regular`).
     regular_order: VecDeque<EventId>,
+    /// The event stored last, of any kind (strfry's sweep never deletes it).
+    newest_stored: Option<EventId>,
     /// Up to when the store has been swept (`StoreExpiry::AfterCreatedAt`).
     swept_until: Duration,
     /// Content bytes of the stored events.
@@ -128,6 +133,8 @@ pub struct Relay {
     counters: RelayCounters,
     /// Unix time at virtual time zero, for `created_at` checks.
     epoch_secs: u64,
+    /// NIP-42 challenges sent so far (each challenge is drawn from this count).
+    challenges_sent: u64,
     /// The signature state of the world this relay is part of (its own unless given one).
     signatures: Signatures,
 }
@@ -147,11 +154,13 @@ impl Relay {
         Relay {
             profile,
             epoch_secs: EPOCH_SECS,
+            challenges_sent: 0,
             connections: BTreeMap::new(),
             index: sub_index::SubIndex::default(),
             stored: rustc_hash::FxHashMap::default(),
             stored_order: VecDeque::new(),
             regular_order: VecDeque::new(),
+            newest_stored: None,
             swept_until: Duration::ZERO,
             stored_bytes: 0,
             store_bounds: (MAX_STORED_EVENTS, MAX_STORED_BYTES),
@@ -205,6 +214,7 @@ impl Relay {
             Connection {
                 ip: ip.to_owned(),
                 subscriptions: BTreeMap::new(),
+                challenged: false,
             },
         );
     }
@@ -427,30 +437,6 @@ impl Relay {
             }
         }
         self.accept(conn, event, now);
-    }
-
-    /// Answers `event` with the profile's duplicate answer if the relay has it already,
-    /// stored or waiting for the writer (strfry's write finds an uncommitted one a duplicate).
-    fn answered_as_duplicate(&mut self, conn: ConnId, event: &Event) -> bool {
-        let stores = match event.kind.is_ephemeral() {
-            true => self.profile.ephemeral.store_for.is_some(),
-            false => self.profile.store_regular,
-        };
-        let pending = stores && self.writer.holds(&event.id);
-        if !self.stored.contains_key(&event.id) && !pending {
-            return false;
-        }
-        self.counters.duplicates += 1;
-        let (accepted, message) = self.profile.duplicate_answer.clone();
-        self.send(
-            conn,
-            RelayMessage::Ok {
-                id: event.id,
-                accepted,
-                message,
-            },
-        );
-        true
     }
 
     fn listeners(&self, event: &Event) -> usize {

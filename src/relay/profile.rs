@@ -180,9 +180,10 @@ pub struct RelayProfile {
     /// (real relays keep the newest only; ContextVM traffic has none).
     pub store_regular: bool,
     /// Kinds a connection that has not authenticated (NIP-42) cannot read: a REQ asking for
-    /// these kinds only is refused with CLOSED `auth-required:`, and events of these kinds
-    /// are not sent to it (strfry's `relay.auth.restrictedReadKinds`, "4, 1059" by
-    /// default). relaysim's peers never authenticate.
+    /// these kinds only is refused with CLOSED `auth-required:` (after an `AUTH` challenge,
+    /// the first time on a connection), and events of these kinds are not sent to it
+    /// (strfry's `relay.auth.restrictedReadKinds`, "4, 1059" by default). relaysim's peers
+    /// never authenticate.
     pub restricted_read_kinds: Vec<u16>,
     /// Stored events one REQ gets back at most, whatever its `limit` asks (strfry's
     /// `maxFilterLimit` 500); `None`: as many as `limit` says, or all.
@@ -329,7 +330,8 @@ impl RelayProfile {
                       to 64 characters (CLOSED \"ERROR: bad req: invalid subscription id \
                       length\"); 200 subscriptions (the 201st gets its replay and EOSE, then \
                       NOTICE \"ERROR: too many concurrent REQs\"); kinds 4 and 1059 not read \
-                      without NIP-42 AUTH (CLOSED \"ERROR: auth-required: ...\"); one writer \
+                      without NIP-42 AUTH (an AUTH challenge, then CLOSED \
+                      \"ERROR: auth-required: ...\"); one writer \
                       commits what queued since its last commit sorted by (created_at, id), so \
                       a same-second burst from one connection is reordered, OKs too (commit \
                       0.75 ms + 0.15 ms per event, measured on loopback); live delivery with a \
@@ -338,7 +340,8 @@ impl RelayProfile {
                       25910 either; pings every 55 s on the relay's clock, a connection that \
                       answered none closed at the next tick. Read from source only: ephemeral \
                       older than 60 s rejected; created_at more than 900 s ahead rejected; \
-                      regular events kept for good"
+                      regular events kept for good; the AUTH challenge sent only the first \
+                      time a connection needs one (RelayIngester.cpp)"
                 .into(),
             max_event_bytes: Some(64 * KB),
             size_measure: SizeMeasure::EventJson,
@@ -482,6 +485,26 @@ impl RelayProfile {
                 pongs_only: false,
                 on_relay_clock: false,
             }),
+        }
+    }
+
+    /// nostr-rs-relay 0.9.0, the tagged release after 0.8.12 (not on crates.io): ephemeral
+    /// events get an OK, everything else is 0.8.12's.
+    pub fn nostr_rs_relay_0_9() -> Self {
+        RelayProfile {
+            name: "nostr-rs-relay-0.9".into(),
+            sources: "nostr-rs-relay 0.9.0 (tag, commit a7b169c), built from source and measured \
+                      with `relaysim probe` (fixtures/probes/nostr-rs-relay-0.9.0.json): \
+                      ephemeral events answered OK true \"\" and a re-send delivered again; \
+                      every other answer as 0.8.12's (see nostr-rs-relay: sizes, texts, \
+                      subscription limits, bursts, gift-wrap storage and its duplicate answer \
+                      measured the same)"
+                .into(),
+            ephemeral: EphemeralPolicy {
+                send_ok: true,
+                ..Self::nostr_rs_relay().ephemeral
+            },
+            ..Self::nostr_rs_relay()
         }
     }
 
@@ -747,7 +770,30 @@ impl RelayProfile {
     }
 
     /// The names of the built-in profiles.
-    pub const BUILT_IN: [&'static str; 9] = [
+    pub const BUILT_IN: [&'static str; 10] = [
+        "ideal",
+        "strfry",
+        "damus",
+        "nostr-rs-relay",
+        "nostr-rs-relay-0.9",
+        "khatru",
+        "khatru-sane-defaults",
+        "relay-builder",
+        "nostr-relay-py",
+        "mobile",
+    ];
+
+    /// Built-in profiles that are another version of a relay in [`Self::FAMILIES`], each with
+    /// the profile it is a version of.
+    pub const VERSIONS: [(&'static str, &'static str); 1] =
+        [("nostr-rs-relay-0.9", "nostr-rs-relay")];
+
+    /// One built-in profile per relay: every built-in profile but the [`Self::VERSIONS`]. The
+    /// soak draws from these. A version differs from its relay's profile only in knobs other
+    /// drawn profiles already exercise (nostr-rs-relay 0.9's OK for ephemeral events is
+    /// strfry's and relay-builder's), so drawing it would add no mechanism, and it would
+    /// change every run of every soak seed whose figures the documents give.
+    pub const FAMILIES: [&'static str; 9] = [
         "ideal",
         "strfry",
         "damus",
@@ -766,6 +812,7 @@ impl RelayProfile {
             "strfry" => Self::strfry(),
             "damus" => Self::damus(),
             "nostr-rs-relay" => Self::nostr_rs_relay(),
+            "nostr-rs-relay-0.9" => Self::nostr_rs_relay_0_9(),
             "khatru" => Self::khatru(),
             "khatru-sane-defaults" => Self::khatru_sane_defaults(),
             "relay-builder" => Self::relay_builder(),

@@ -23,8 +23,9 @@ impl Relay {
             return;
         }
         if self.reads_only_restricted_kinds(&filter) {
-            // strfry's ReadRestrictor::isFilterGroupFullyRestricted: it also sends an AUTH
-            // challenge first, which relaysim's peers would not answer (not modelled).
+            // strfry's ReadRestrictor::isFilterGroupFullyRestricted; RelayIngester.cpp sends
+            // an AUTH challenge first if the connection has no auth session yet.
+            self.challenge(conn);
             self.send(
                 conn,
                 RelayMessage::Closed {
@@ -118,6 +119,21 @@ impl Relay {
             })
     }
 
+    /// Sends `conn` a NIP-42 challenge unless it had one: 22 characters of strfry's
+    /// alphabet (`SessionToken::Generator`, 128 bits), drawn here from the relay's count of
+    /// challenges so that a run gives the same ones every time.
+    fn challenge(&mut self, conn: ConnId) {
+        let Some(c) = self.connections.get_mut(&conn) else {
+            return;
+        };
+        if std::mem::replace(&mut c.challenged, true) {
+            return;
+        }
+        self.challenges_sent += 1;
+        let challenge = challenge_text(self.challenges_sent);
+        self.send(conn, RelayMessage::Auth { challenge });
+    }
+
     /// Notes that `conn` was not sent `event`, which a subscription of it matched, because it
     /// may not read its kind.
     pub(super) fn withhold(&mut self, conn: ConnId, event: EventId) {
@@ -133,4 +149,18 @@ impl Relay {
             .restricted_read_kinds
             .contains(&event.kind.as_u16())
     }
+}
+
+/// The `n`th challenge: SHA-256 of the count, each byte taken to one of 62 characters.
+fn challenge_text(n: u64) -> String {
+    use sha2::{Digest, Sha256};
+    const ALPHABET: &[u8; 62] = b"0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ";
+    let digest = Sha256::new()
+        .chain_update(b"relaysim nip-42 challenge")
+        .chain_update(n.to_le_bytes())
+        .finalize();
+    digest[..22]
+        .iter()
+        .map(|b| ALPHABET[usize::from(*b) % ALPHABET.len()] as char)
+        .collect()
 }

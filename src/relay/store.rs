@@ -1,9 +1,11 @@
 //! The relay's store of events: ephemeral ones until the end of their lifetime, regular ones
 //! (where the profile keeps them) for good, and eviction of the oldest beyond the store's
-//! bounds.
+//! bounds; and the duplicate answer to an event the relay already has.
 
 use super::profile::StoreExpiry;
+use super::ConnId;
 use super::Relay;
+use crate::nip01::RelayMessage;
 use nostr::prelude::Event;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,8 +33,33 @@ impl Relay {
             return;
         };
         self.stored.insert(id, (event.clone(), until));
+        self.newest_stored = Some(id);
         self.stored_bytes += event.content.len();
         self.evict_stored();
+    }
+
+    /// Answers `event` with the profile's duplicate answer if the relay has it already,
+    /// stored or waiting for the writer (strfry's write finds an uncommitted one a duplicate).
+    pub(super) fn answered_as_duplicate(&mut self, conn: ConnId, event: &Event) -> bool {
+        let stores = match event.kind.is_ephemeral() {
+            true => self.profile.ephemeral.store_for.is_some(),
+            false => self.profile.store_regular,
+        };
+        let pending = stores && self.writer.holds(&event.id);
+        if !self.stored.contains_key(&event.id) && !pending {
+            return false;
+        }
+        self.counters.duplicates += 1;
+        let (accepted, message) = self.profile.duplicate_answer.clone();
+        self.send(
+            conn,
+            RelayMessage::Ok {
+                id: event.id,
+                accepted,
+                message,
+            },
+        );
+        true
     }
 
     /// The stored events, newest arrival first: ephemeral ones, then regular ones.
@@ -93,13 +120,12 @@ impl Relay {
         self.swept_until = last_sweep;
         let stored = &mut self.stored;
         let stored_bytes = &mut self.stored_bytes;
-        // strfry never deletes its most recent event ("could cause levId re-use",
-        // RelayCron.cpp): on a quiet relay the last event stays until another arrives.
-        let most_recent = self.stored_order.len().saturating_sub(1);
-        let mut at_index = 0;
+        // strfry never deletes its most recent event, of any kind ("could cause levId
+        // re-use", RelayCron.cpp): on a quiet relay the last event stays until another
+        // arrives, and a regular event arriving after it frees it.
+        let most_recent = self.newest_stored;
         self.stored_order.retain(|&(at, id)| {
-            at_index += 1;
-            if at > last_sweep || at_index - 1 == most_recent {
+            if at > last_sweep || Some(id) == most_recent {
                 return true;
             }
             if let Some((e, _)) = stored.remove(&id) {

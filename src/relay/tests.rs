@@ -10,6 +10,7 @@ use nostr::prelude::{Kind, Tag};
 
 const A: ConnId = 1; // publisher
 const B: ConnId = 2; // subscriber
+const C: ConnId = 3; // another subscriber
 
 fn s(secs: u64) -> Duration {
     Duration::from_secs(secs)
@@ -182,6 +183,18 @@ fn strfry_never_sweeps_its_most_recent_event() {
     b.drain();
     assert_eq!(replayed(&mut b, s(1007)), vec![next.id, last.id]);
     assert_eq!(replayed(&mut b, s(1008)), vec![next.id]);
+    // The most recent event of any kind: a gift wrap (regular, kept for good) arriving after
+    // the last ephemeral event frees it too.
+    let mut b = Bench::new(RelayProfile::strfry());
+    let last = b.event(10, s(0));
+    b.publish(&last, s(0));
+    let wrap = b
+        .alice
+        .sign(1059, EPOCH_SECS + 500, vec![], "sealed".into());
+    b.publish(&wrap, s(500));
+    b.drain();
+    assert_eq!(replayed(&mut b, s(503)), vec![last.id]);
+    assert_eq!(replayed(&mut b, s(504)), Vec::<EventId>::new());
 }
 
 #[test]
@@ -526,6 +539,40 @@ fn every_built_in_profile_has_sources_and_valid_delays() {
 }
 
 #[test]
+fn every_built_in_profile_is_one_relay_s_or_a_version_of_one() {
+    let mut named: Vec<&str> = RelayProfile::FAMILIES.to_vec();
+    for (version, of) in RelayProfile::VERSIONS {
+        assert!(
+            RelayProfile::FAMILIES.contains(&of),
+            "{version} is a version of {of}"
+        );
+        assert!(!RelayProfile::FAMILIES.contains(&version));
+        named.push(version);
+    }
+    named.sort_unstable();
+    let mut built_in = RelayProfile::BUILT_IN.to_vec();
+    built_in.sort_unstable();
+    assert_eq!(named, built_in);
+}
+
+#[test]
+fn nostr_rs_relay_0_9_answers_ephemeral_events_and_is_otherwise_0_8_12() {
+    let old = RelayProfile::nostr_rs_relay();
+    let new = RelayProfile::built_in("nostr-rs-relay-0.9").unwrap();
+    assert!(!old.ephemeral.send_ok);
+    assert!(new.ephemeral.send_ok);
+    let mut same = new.clone();
+    same.ephemeral.send_ok = false;
+    same.name = old.name.clone();
+    same.sources = old.sources.clone();
+    assert_eq!(same, old);
+    let mut b = Bench::new(new);
+    let event = b.event(1, s(0));
+    b.publish(&event, s(0));
+    assert_eq!(oks(&b.drain()), vec![(true, String::new())]);
+}
+
+#[test]
 fn a_subscription_id_over_the_limit_gets_closed_with_the_id() {
     let mut b = Bench::new(RelayProfile::strfry());
     for len in [65, 72] {
@@ -612,12 +659,43 @@ fn strfry_refuses_a_req_for_gift_wraps_only_and_never_sends_them() {
         },
         s(0),
     );
-    assert_eq!(
-        b.out(B),
-        vec![RelayMessage::Closed {
+    let refused = RelayMessage::Closed {
+        sub: "g".into(),
+        message: "ERROR: auth-required: requested filter requires authentication".into(),
+    };
+    // A NIP-42 challenge first, once per connection (RelayIngester.cpp: only when the
+    // connection has no auth session yet).
+    let out = b.out(B);
+    assert_eq!(out.len(), 2, "{out:?}");
+    let RelayMessage::Auth { challenge } = &out[0] else {
+        panic!("{out:?}")
+    };
+    assert_eq!(challenge.len(), 22);
+    assert!(challenge.bytes().all(|c| c.is_ascii_alphanumeric()));
+    assert_eq!(out[1], refused);
+    b.relay.handle_client_message(
+        B,
+        ClientMessage::Req {
             sub: "g".into(),
-            message: "ERROR: auth-required: requested filter requires authentication".into()
-        }]
+            filter: Box::new(Filter::new().kind(Kind::from(1059))),
+        },
+        s(0),
+    );
+    assert_eq!(b.out(B), vec![refused.clone()]);
+    // Another connection gets a challenge of its own.
+    b.relay.connect(C, "10.0.0.3");
+    b.relay.handle_client_message(
+        C,
+        ClientMessage::Req {
+            sub: "g".into(),
+            filter: Box::new(Filter::new().kind(Kind::from(1059))),
+        },
+        s(0),
+    );
+    let other = b.out(C);
+    assert!(
+        matches!(&other[0], RelayMessage::Auth { challenge: c } if c != challenge),
+        "{other:?}"
     );
     // A REQ that also asks for another kind is kept, but gift wraps do not reach it.
     let mixed = Filter::new().kinds([Kind::from(1059), Kind::from(CONTEXTVM_KIND)]);

@@ -427,17 +427,29 @@ impl Scenario {
                 policy.insert(key.into(), v.into());
             }
         }
-        for d in &mut s.servers {
-            d.program = Some(program.to_owned());
-            d.program_options = serde_json::Value::Object(policy.clone());
-        }
-        for d in &mut s.clients {
-            let mut options = policy.clone();
-            if d.stateless {
-                options.insert("stateless".into(), true.into());
+        // A peer that already ran a program keeps the options the scenario gave it (say,
+        // `encryption = "required"`); the scenario's knobs fill in the rest.
+        let options_of = |own: (&Option<String>, &serde_json::Value),
+                          extra: &[(&str, serde_json::Value)]| {
+            let mut options = match own {
+                (Some(_), serde_json::Value::Object(o)) => o.clone(),
+                _ => serde_json::Map::new(),
+            };
+            let knobs = policy.iter().map(|(k, v)| (k.as_str(), v.clone()));
+            for (key, value) in knobs.chain(extra.iter().cloned()) {
+                options.entry(key.to_owned()).or_insert(value);
             }
+            serde_json::Value::Object(options)
+        };
+        for (d, own) in s.servers.iter_mut().zip(&self.servers) {
             d.program = Some(program.to_owned());
-            d.program_options = serde_json::Value::Object(options);
+            d.program_options = options_of((&own.program, &own.program_options), &[]);
+        }
+        for (d, own) in s.clients.iter_mut().zip(&self.clients) {
+            let stateless = [("stateless", serde_json::Value::from(true))];
+            d.program = Some(program.to_owned());
+            let extra: &[_] = if d.stateless { &stateless } else { &[] };
+            d.program_options = options_of((&own.program, &own.program_options), extra);
         }
         s.program = Some(program.to_owned());
         s.hosts = Some(hosts);

@@ -219,6 +219,7 @@ impl Lanes {
                 | Line::Link { relay, peer, .. }
                 | Line::Verdict { relay, peer, .. }
                 | Line::Notice { relay, peer, .. }
+                | Line::Auth { relay, peer, .. }
                 | Line::Delivered { relay, peer, .. }
                 | Line::Lost { relay, peer, .. }
                 | Line::Duplicated { relay, peer, .. }
@@ -493,6 +494,8 @@ fn point_mark<'a>(
             ..
         } => (MarkKind::Rejected, *t, peer, Some(message.clone())),
         Line::Notice { t, peer, .. } => (MarkKind::Notice, *t, peer, None),
+        // An AUTH challenge is a message from the relay, drawn as its NOTICEs are.
+        Line::Auth { t, peer, .. } => (MarkKind::Notice, *t, peer, Some("AUTH".into())),
         Line::Disconnected {
             t, peer, reason, ..
         } => (MarkKind::Disconnected, *t, peer, Some(reason.clone())),

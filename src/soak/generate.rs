@@ -11,7 +11,7 @@ use crate::rng::SeededStreams;
 // What the soak draws from: the catalogues themselves, so a new profile, content class, preset,
 // outage kind or workload kind is drawn without being listed here (a test checks every entry
 // of each is drawn, and the workload kinds' parameters below panic on a kind they lack).
-const PROFILES: &[&str] = &crate::relay::RelayProfile::BUILT_IN;
+const PROFILES: &[&str] = &crate::relay::RelayProfile::FAMILIES;
 const CONTENTS: &[&str] = &crate::peer::content::ContentClass::NAMES;
 const PRESETS: &[&str] = &crate::peer::behaviour::PRESETS;
 const OUTAGES: &[&str] = &crate::relay::impair::OutageKind::NAMES;

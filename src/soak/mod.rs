@@ -469,7 +469,7 @@ mod tests {
                 .collect::<Vec<_>>()
         };
         let mut needles = Vec::new();
-        needles.extend(quoted("profile", &crate::relay::RelayProfile::BUILT_IN));
+        needles.extend(quoted("profile", &crate::relay::RelayProfile::FAMILIES));
         needles.extend(quoted(
             "content",
             &crate::peer::content::ContentClass::NAMES,

@@ -524,6 +524,7 @@ impl Observer for Collector {
                 }
             }
             Observation::Notice { .. } => self.count("notices", 1),
+            Observation::Auth { .. } => self.count("auth_challenges", 1),
             Observation::Withheld {
                 relay,
                 peer,

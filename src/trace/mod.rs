@@ -111,6 +111,13 @@ pub enum Line {
         peer: String,
         message: String,
     },
+    /// A relay's NIP-42 AUTH challenge.
+    Auth {
+        t: u64,
+        relay: String,
+        peer: String,
+        challenge: String,
+    },
     /// A relay did not send `peer` an event its subscription matched, and why
     /// (`auth-required`: the connection may not read that kind without AUTH).
     Withheld {
@@ -264,6 +271,7 @@ impl Line {
             | Line::Link { t, .. }
             | Line::Verdict { t, .. }
             | Line::Notice { t, .. }
+            | Line::Auth { t, .. }
             | Line::Withheld { t, .. }
             | Line::Delivered { t, .. }
             | Line::Lost { t, .. }

@@ -199,6 +199,16 @@ impl Observer for TraceWriter {
                 peer: n.peer(*peer),
                 message: message.clone(),
             },
+            Observation::Auth {
+                relay,
+                peer,
+                challenge,
+            } => Line::Auth {
+                t,
+                relay: n.relay(*relay),
+                peer: n.peer(*peer),
+                challenge: challenge.clone(),
+            },
             Observation::Delivered {
                 relay,
                 peer,

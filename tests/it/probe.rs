@@ -60,20 +60,10 @@ fn the_strfry_profile_answers_the_probe_as_a_real_strfry_did() {
         !same_second.in_order && !same_second.oks_in_order,
         "{same_second:?}"
     );
-    // The one known difference: relaysim's strfry sends no AUTH challenge before CLOSED, to
-    // either REQ for gift wraps alone.
+    // No difference: both REQs for gift wraps alone get strfry's AUTH challenge, then CLOSED.
     assert_eq!(
         differences(&model, &fixture),
-        vec![
-            "REQ for gift wraps: closed: ERROR: auth-required: requested filter requires \
-              authentication | auth, closed: ERROR: auth-required: requested filter requires \
-              authentication"
-                .to_owned(),
-            "new REQ for gift wraps: not replayed, ended by closed: ERROR: auth-required: \
-              requested filter requires authentication | not replayed, ended by auth, closed: \
-              ERROR: auth-required: requested filter requires authentication"
-                .to_owned()
-        ],
+        Vec::<String>::new(),
         "{}",
         model.to_text()
     );
@@ -167,12 +157,13 @@ fn every_built_in_profile_answers_the_probe_as_its_knobs_say() {
             (n, answer)
         });
         assert_eq!(report.subscription_limit, expected, "{name}\n{text}");
-        // Gift wraps: refused and not delivered where kind 1059 is restricted.
+        // Gift wraps: refused after a NIP-42 challenge, and not delivered, where kind 1059
+        // is restricted.
         let restricted = profile.restricted_read_kinds.contains(&1059);
         assert_eq!(
             report
                 .gift_wrap_req
-                .starts_with("closed: ERROR: auth-required"),
+                .starts_with("auth, closed: ERROR: auth-required"),
             restricted,
             "{name}\n{text}"
         );
@@ -313,13 +304,12 @@ fn the_nostr_rs_relay_profile_answers_the_probe_as_the_real_0_8_12_did() {
 }
 
 /// nostr-rs-relay 0.9.0, built from its tagged source (fixtures/probes/README.md), answers
-/// ephemeral events with `OK true ""` (a7b169c) and otherwise as 0.8.12: the 0.8.12 profile
-/// with that one knob turned differs from it only by the socket race above.
+/// ephemeral events with `OK true ""` (a7b169c) and otherwise as 0.8.12: its built-in profile
+/// differs from it only by the socket race above, and the 0.8.12 profile by the OKs.
 #[test]
-fn nostr_rs_relay_0_9_is_the_0_8_12_profile_with_oks_for_ephemeral_events() {
+fn nostr_rs_relay_0_9_answers_the_probe_as_its_profile_does() {
     let real = fixture("nostr-rs-relay-0.9.0");
-    let mut profile = RelayProfile::nostr_rs_relay();
-    profile.ephemeral.send_ok = true;
+    let profile = RelayProfile::built_in("nostr-rs-relay-0.9").unwrap();
     let model = probe_profile(profile, real.bursts[0].sent, Duration::from_secs(2));
     let found = differences(&model, &real);
     assert!(
@@ -331,7 +321,6 @@ fn nostr_rs_relay_0_9_is_the_0_8_12_profile_with_oks_for_ephemeral_events() {
         "{found:?}\n{}",
         model.to_text()
     );
-    // And against the 0.8.12 profile as it is, the OKs are the difference.
     let unchanged = probe_profile(
         RelayProfile::nostr_rs_relay(),
         real.bursts[0].sent,

@@ -131,29 +131,67 @@ fn the_real_sdk_completes_each_call_and_a_seed_gives_the_same_bytes_twice() {
     assert!(trace == again, "two runs of one seed differ");
 }
 
+/// Twenty seeds of the scenario with a reconnect and a failing stream: the printed report and
+/// every result file are the same bytes whether one job runs them or two.
 #[test]
-fn several_seeds_give_one_report_for_any_job_count() {
-    let dir = scratch("jobs");
+fn twenty_seeds_give_the_same_bytes_for_one_job_and_two() {
+    let out = scratch("jobs").join("out");
     let run = |jobs: &str| {
-        let out = relaysim(
+        let o = relaysim(
             &[
                 "run",
-                "scenarios/real-sdk/basic.toml",
+                "scenarios/real-sdk/mobile-reconnect.toml",
                 "--runs",
-                "3",
+                "20",
                 "--jobs",
                 jobs,
-                "--json",
                 "--out",
-                dir.join(jobs).to_str().unwrap(),
+                out.to_str().unwrap(),
             ],
             &[],
         );
-        let mut report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-        report.as_object_mut().unwrap().remove("results");
-        report
+        assert!(o.status.success(), "{}", stdout(&o));
+        let files = ["summary.csv", "latency.csv", "failures.csv"]
+            .map(|f| std::fs::read(out.join(f)).expect("a result file"));
+        (o.stdout, files)
     };
-    assert_eq!(run("1"), run("2"));
+    let (one, one_files) = run("1");
+    let (two, two_files) = run("2");
+    assert!(
+        String::from_utf8_lossy(&one).contains("runs 20  seeds 1-20"),
+        "{}",
+        String::from_utf8_lossy(&one)
+    );
+    assert!(
+        one == two,
+        "{}\n---\n{}",
+        String::from_utf8_lossy(&one),
+        String::from_utf8_lossy(&two)
+    );
+    assert!(one_files == two_files, "the result files differ");
+}
+
+/// Every shipped real-SDK scenario passes `check-determinism`: two runs of its seed, the same
+/// trace byte for byte.
+#[test]
+fn every_shipped_real_sdk_scenario_is_deterministic() {
+    let mut scenarios: Vec<PathBuf> = std::fs::read_dir(root().join("scenarios/real-sdk"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "toml"))
+        .collect();
+    scenarios.sort();
+    assert!(scenarios.len() >= 9, "{scenarios:?}");
+    for scenario in scenarios {
+        let out = relaysim(&["check-determinism", scenario.to_str().unwrap()], &[]);
+        assert!(
+            out.status.success() && stdout(&out).contains("deterministic"),
+            "{}: {}{}",
+            scenario.display(),
+            stdout(&out),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }
 
 #[test]
@@ -709,4 +747,60 @@ fn a_gift_wrapped_initialize_withheld_by_a_default_strfry_is_named_in_the_why() 
             )
     });
     assert!(open.status.success(), "{}", stdout(&open));
+}
+
+/// `compare --program ts-sdk` adds a row with every peer the real SDK beside the presets' rows,
+/// in the table and the CSV, and lists where the `ts-sdk` preset and the program complete
+/// different calls: on `ideal-baseline` the real client's stream never ends (its frames come
+/// before it has registered the stream), where the preset completes it.
+#[test]
+fn compare_sets_the_real_sdk_beside_its_preset_and_lists_where_they_differ() {
+    let out_dir = scratch("compare");
+    let out = relaysim(
+        &[
+            "compare",
+            "scenarios/ideal-baseline.toml",
+            "--program",
+            "ts-sdk",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let text = stdout(&out);
+    assert!(out.status.success(), "{text}");
+    assert!(text.contains("program/program"), "{text}");
+    let listed = text
+        .split("where the ts-sdk preset and the real program complete different calls:")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        listed.contains("stream-3: preset 1/1; program 0/1 unfinished×1"),
+        "{text}"
+    );
+    let csv = std::fs::read_to_string(out_dir.join("compare.csv")).unwrap();
+    assert!(
+        csv.lines()
+            .any(|l| l.starts_with("program,program,stream-3,1,0,")),
+        "{csv}"
+    );
+    // Peers that already run the program keep their options in its row: with encryption
+    // required the echo times out on strfry, where the preset (which does not encrypt)
+    // completes it.
+    let out = relaysim(
+        &[
+            "compare",
+            "scenarios/real-sdk/encrypted-on-default-strfry.toml",
+            "--program",
+            "ts-sdk",
+            "--out",
+            out_dir.to_str().unwrap(),
+        ],
+        &[],
+    );
+    let text = stdout(&out);
+    assert!(
+        text.contains("echo: preset 1/1; program 0/1 program-timeout×1"),
+        "{text}"
+    );
 }

@@ -137,7 +137,7 @@ fn profiles_lists_every_built_in_profile_and_details_one_with_its_sources() {
     let o = relaysim(&["profiles"]);
     assert!(o.status.success());
     let text = stdout(&o);
-    assert_eq!(relaysim::RelayProfile::BUILT_IN.len(), 9);
+    assert_eq!(relaysim::RelayProfile::BUILT_IN.len(), 10);
     for name in relaysim::RelayProfile::BUILT_IN {
         assert!(text.lines().any(|l| l == name), "{name} in\n{text}");
     }
@@ -148,9 +148,14 @@ fn profiles_lists_every_built_in_profile_and_details_one_with_its_sources() {
     assert!(text.contains("maxWebsocketPayloadSize"), "{text}");
     let o = relaysim(&["profiles", "--json"]);
     let json: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(json.as_array().unwrap().len(), 9);
+    assert_eq!(json.as_array().unwrap().len(), 10);
     assert_eq!(json[3]["name"], "nostr-rs-relay");
     assert!(json[3]["knobs"]["ephemeral"]
+        .as_str()
+        .unwrap()
+        .contains("no OK sent"));
+    assert_eq!(json[4]["name"], "nostr-rs-relay-0.9");
+    assert!(!json[4]["knobs"]["ephemeral"]
         .as_str()
         .unwrap()
         .contains("no OK sent"));

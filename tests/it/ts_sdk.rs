@@ -303,6 +303,13 @@ fn ts_sdk_through_mobile() {
     all_complete("mobile");
 }
 
+/// nostr-rs-relay 0.9 answers ephemeral events with OK, so the handshake that fails on 0.8.12
+/// goes through and every call completes.
+#[test]
+fn ts_sdk_through_nostr_rs_relay_0_9() {
+    all_complete("nostr-rs-relay-0.9");
+}
+
 #[test]
 fn ts_sdk_through_damus_is_rate_limited() {
     rate_limited("damus", "rate-limited ×");

@@ -280,6 +280,14 @@ impl World {
                 };
                 self.observe(observation);
             }
+            RelayMessage::Auth { challenge } => {
+                let observation = Observation::Auth {
+                    relay,
+                    peer,
+                    challenge: challenge.clone(),
+                };
+                self.observe(observation);
+            }
             RelayMessage::Eose { sub } => self.observe(Observation::Subscription {
                 relay,
                 peer,

@@ -149,6 +149,16 @@ pub enum Observation {
         /// Why.
         reason: &'static str,
     },
+    /// A relay sent a NIP-42 AUTH challenge (strfry, before refusing a REQ for a kind only
+    /// an authenticated connection may read).
+    Auth {
+        /// The relay.
+        relay: usize,
+        /// To whom.
+        peer: PeerId,
+        /// The challenge.
+        challenge: String,
+    },
     /// A relay sent a NOTICE.
     Notice {
         /// The relay.
