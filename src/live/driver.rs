@@ -154,7 +154,8 @@ pub struct ConnectionStats {
     pub connects: u64,
     /// Connections lost (closed by the relay or failed).
     pub drops: u64,
-    /// Frames that were not NIP-01 relay messages a peer acts on.
+    /// Frames that were not NIP-01 relay messages the model has a type for (COUNT, NEG-*,
+    /// malformed JSON); an AUTH challenge is one, and its peers ignore it.
     pub unparsed_frames: u64,
     /// Messages the peer sent to a relay that was down at the time.
     pub sent_while_down: u64,

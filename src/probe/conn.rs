@@ -1,5 +1,5 @@
 //! One WebSocket connection of the probe: NIP-01 text in, each relay message read as plain
-//! JSON (a relay under test may send what relaysim's own model has no type for: `AUTH`, an
+//! JSON (a relay under test may send what relaysim's own model has no type for: `COUNT`, an
 //! `OK` with an empty id, a malformed frame).
 
 use futures_util::{SinkExt, StreamExt};

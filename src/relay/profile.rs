@@ -493,7 +493,8 @@ impl RelayProfile {
     pub fn nostr_rs_relay_0_9() -> Self {
         RelayProfile {
             name: "nostr-rs-relay-0.9".into(),
-            sources: "nostr-rs-relay 0.9.0 (tag, commit a7b169c), built from source and measured \
+            sources: "nostr-rs-relay 0.9.0 (tag at ff65ec2; the ephemeral OK from a7b169c), built \
+                      from source and measured \
                       with `relaysim probe` (fixtures/probes/nostr-rs-relay-0.9.0.json): \
                       ephemeral events answered OK true \"\" and a re-send delivered again; \
                       every other answer as 0.8.12's (see nostr-rs-relay: sizes, texts, \

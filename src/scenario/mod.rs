@@ -427,29 +427,25 @@ impl Scenario {
                 policy.insert(key.into(), v.into());
             }
         }
-        // A peer that already ran a program keeps the options the scenario gave it (say,
-        // `encryption = "required"`); the scenario's knobs fill in the rest.
-        let options_of = |own: (&Option<String>, &serde_json::Value),
-                          extra: &[(&str, serde_json::Value)]| {
-            let mut options = match own {
-                (Some(_), serde_json::Value::Object(o)) => o.clone(),
-                _ => serde_json::Map::new(),
-            };
-            let knobs = policy.iter().map(|(k, v)| (k.as_str(), v.clone()));
-            for (key, value) in knobs.chain(extra.iter().cloned()) {
-                options.entry(key.to_owned()).or_insert(value);
+        // A peer that already runs this program keeps the options the scenario gives it (say,
+        // `encryption = "required"`), as `run` would pass them; the others get the knobs.
+        let options_of = |own: (&Option<String>, &serde_json::Value), stateless: bool| {
+            if own.0.as_deref() == Some(program) {
+                return own.1.clone();
+            }
+            let mut options = policy.clone();
+            if stateless {
+                options.insert("stateless".into(), true.into());
             }
             serde_json::Value::Object(options)
         };
         for (d, own) in s.servers.iter_mut().zip(&self.servers) {
             d.program = Some(program.to_owned());
-            d.program_options = options_of((&own.program, &own.program_options), &[]);
+            d.program_options = options_of((&own.program, &own.program_options), false);
         }
         for (d, own) in s.clients.iter_mut().zip(&self.clients) {
-            let stateless = [("stateless", serde_json::Value::from(true))];
             d.program = Some(program.to_owned());
-            let extra: &[_] = if d.stateless { &stateless } else { &[] };
-            d.program_options = options_of((&own.program, &own.program_options), extra);
+            d.program_options = options_of((&own.program, &own.program_options), d.stateless);
         }
         s.program = Some(program.to_owned());
         s.hosts = Some(hosts);

@@ -317,3 +317,26 @@ pub struct OutcomeLine {
     #[allow(missing_docs)]
     pub ended_us: Option<u64>,
 }
+
+#[cfg(test)]
+mod tests {
+    use super::Line;
+
+    #[test]
+    fn an_auth_line_reads_as_docs_trace_format_says() {
+        let text =
+            r#"{"type":"auth","t":1500,"relay":"strfry","peer":"server","challenge":"a1B2"}"#;
+        let line: Line = serde_json::from_str(text).unwrap();
+        assert_eq!(
+            line,
+            Line::Auth {
+                t: 1500,
+                relay: "strfry".into(),
+                peer: "server".into(),
+                challenge: "a1B2".into(),
+            }
+        );
+        assert_eq!(serde_json::to_string(&line).unwrap(), text);
+        assert_eq!(line.time(), Some(1500));
+    }
+}
