@@ -136,30 +136,37 @@ pub(super) fn decode_block(
         return None;
     }
     // Every byte is written at `n`; the output advances past it unless it opens an escape.
+    // `\\`, `\"` and `\/` stand for their second byte (the outer layers of nested JSON are
+    // all `\\` and `\"`), so the block less its opening backslashes is written first, from
+    // the words already read: a word that opens no escape in one store.
     let kept = !(backslash & !escaped);
-    if escaped & !(backslash | quote) == 0 {
-        // Only `\\` and `\"`, which stand for their second byte (the outer layers of nested
-        // JSON): the block less its opening backslashes, written from the words already read.
-        let mut n = 0;
-        for (w, &x) in words.iter().enumerate() {
-            let kept = kept >> (8 * w);
-            for t in 0..8 {
-                out[n & 63] = (x >> (8 * t)) as u8;
-                n += (kept >> t) as usize & 1;
-            }
-        }
-        return Some((n, open));
-    }
     let mut n = 0;
-    let mut stop = false;
-    for (k, &b) in block.iter().enumerate() {
-        let e = (escaped >> k) as usize & 1;
-        stop |= STOP[e][usize::from(b)];
-        // `n <= k < 64`: the mask only spares the bounds check.
-        out[n & 63] = DECODE[e][usize::from(b)];
-        n += (kept >> k) as usize & 1;
+    for (w, &x) in words.iter().enumerate() {
+        let kept = (kept >> (8 * w)) as u8;
+        if kept == u8::MAX {
+            // `n <= 8 * w`: the eight bytes fit in the 64.
+            out[n..n + 8].copy_from_slice(&x.to_le_bytes());
+            n += 8;
+            continue;
+        }
+        for t in 0..8 {
+            out[n & 63] = (x >> (8 * t)) as u8;
+            n += usize::from(kept >> t) & 1;
+        }
     }
-    (!stop).then_some((n, open))
+    // Then the other escapes (`\n`, `\t`, ... one in a line of text), each at its place: the
+    // bytes kept before it. `\u` and anything that is no escape end the block.
+    let mut others = escaped & !(backslash | quote);
+    while others != 0 {
+        let k = others.trailing_zeros() as usize;
+        others &= others - 1;
+        let decoded = DECODE[1][usize::from(block[k])];
+        if decoded == 0 {
+            return None;
+        }
+        out[(kept & ((1u64 << k) - 1)).count_ones() as usize] = decoded;
+    }
+    Some((n, open))
 }
 
 #[cfg(test)]
