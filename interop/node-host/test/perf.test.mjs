@@ -1,5 +1,5 @@
 // Measures (and prints) what the host costs: start (bundling), per-world context creation, and
-// CPU per seed of the brief's workload (echo + a 1 MiB CEP-22 result + a 100-chunk stream)
+// CPU per seed of the standard workload (echo + a 1 MiB CEP-22 result + a 100-chunk stream)
 // through the host, against the "floor": the same program, calls and ideal relay in one plain
 // node realm (test/lib/floor.mjs: real timers, no vm contexts, no line protocol).
 // PERF_SEEDS (default 3) and PERF_CONTENT (ascii | escape-heavy | utf8 | random; default ascii)

@@ -267,7 +267,7 @@ export async function standardPeers({ clientStartUs = null, options = {} } = {})
   ];
 }
 
-/** The workload of the brief: echo, a 1 MiB CEP-22 result, a 100-chunk stream, upload, fail. */
+/** The standard workload: echo, a 1 MiB CEP-22 result, a 100-chunk stream, upload, fail. */
 export function workload(content = 'ascii') {
   return [
     { name: 'echo', arguments: { text: 'hello relaysim, héllo ✓' } },
