@@ -757,19 +757,23 @@ fn a_gift_wrapped_initialize_withheld_by_a_default_strfry_is_named_in_the_why() 
 #[cfg(feature = "contextvm-sdk")]
 fn compare_sets_the_real_sdk_beside_its_preset_and_lists_where_they_differ() {
     let out_dir = scratch("compare");
-    let out = relaysim(
-        &[
-            "compare",
-            "scenarios/ideal-baseline.toml",
-            "--program",
-            "ts-sdk",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let text = stdout(&out);
-    assert!(out.status.success(), "{text}");
+    let compare = |scenario: &str| {
+        let out = relaysim(
+            &[
+                "compare",
+                scenario,
+                "--program",
+                "ts-sdk",
+                "--out",
+                out_dir.to_str().unwrap(),
+            ],
+            &[],
+        );
+        let text = stdout(&out);
+        assert!(out.status.success(), "{text}");
+        text
+    };
+    let text = compare("scenarios/ideal-baseline.toml");
     assert!(text.contains("program/program"), "{text}");
     let listed = text
         .split("where the ts-sdk preset and the real program complete different calls:")
@@ -788,18 +792,7 @@ fn compare_sets_the_real_sdk_beside_its_preset_and_lists_where_they_differ() {
     // Peers that already run the program keep their options in its row: with encryption
     // required the echo times out on strfry, where the preset (which does not encrypt)
     // completes it.
-    let out = relaysim(
-        &[
-            "compare",
-            "scenarios/real-sdk/encrypted-on-default-strfry.toml",
-            "--program",
-            "ts-sdk",
-            "--out",
-            out_dir.to_str().unwrap(),
-        ],
-        &[],
-    );
-    let text = stdout(&out);
+    let text = compare("scenarios/real-sdk/encrypted-on-default-strfry.toml");
     assert!(
         text.contains("echo: preset 1/1; program 0/1 program-timeout×1"),
         "{text}"
