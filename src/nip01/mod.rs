@@ -7,6 +7,8 @@ pub mod json_read;
 pub mod json_segmented;
 pub mod json_text;
 pub(crate) mod message;
+#[cfg(target_arch = "x86_64")]
+mod shuffle;
 pub mod signatures;
 mod unescape;
 pub mod wire;

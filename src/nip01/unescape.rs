@@ -120,6 +120,19 @@ pub(super) fn decode_block(
     carried: bool,
     out: &mut [u8; 64],
 ) -> Option<(usize, bool)> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(shuffles) = super::shuffle::Shuffles::detect() {
+        return shuffles.decode_block(block, carried, out);
+    }
+    decode_block_by_words(block, carried, out)
+}
+
+/// [`decode_block`] on any machine, a word at a time.
+fn decode_block_by_words(
+    block: &[u8; 64],
+    carried: bool,
+    out: &mut [u8; 64],
+) -> Option<(usize, bool)> {
     let mut words = [0u64; 8];
     let mut backslash = 0u64;
     let mut quote = 0u64;
@@ -154,9 +167,20 @@ pub(super) fn decode_block(
             n += usize::from(kept >> t) & 1;
         }
     }
-    // Then the other escapes (`\n`, `\t`, ... one in a line of text), each at its place: the
-    // bytes kept before it. `\u` and anything that is no escape end the block.
-    let mut others = escaped & !(backslash | quote);
+    decode_other_escapes(block, escaped & !(backslash | quote), kept, out)?;
+    Some((n, open))
+}
+
+/// Writes the escapes of `block` other than `\\`, `\"` (and `\/`, which stands for itself too)
+/// — `\n`, `\t`, ... one in a line of text — each at its place in `out`: the count of bytes
+/// `kept` before it. `others` marks their escaped bytes. `None` at `\u` or anything that is no
+/// escape: the block needs the byte-at-a-time path.
+pub(super) fn decode_other_escapes(
+    block: &[u8; 64],
+    mut others: u64,
+    kept: u64,
+    out: &mut [u8; 64],
+) -> Option<()> {
     while others != 0 {
         let k = others.trailing_zeros() as usize;
         others &= others - 1;
@@ -166,7 +190,7 @@ pub(super) fn decode_block(
         }
         out[(kept & ((1u64 << k) - 1)).count_ones() as usize] = decoded;
     }
-    Some((n, open))
+    Some(())
 }
 
 #[cfg(test)]
@@ -222,8 +246,16 @@ mod tests {
         #[test]
         fn a_decoded_block_is_the_table_decode_of_each_byte(bytes in block(), open: bool) {
             let block: [u8; 64] = bytes.clone().try_into().unwrap();
+            // Word by word (any machine) and as this machine decodes (shuffles on x86-64).
+            let mut by_words = [0u8; 64];
             let mut out = [0u8; 64];
+            let words = decode_block_by_words(&block, open, &mut by_words);
             let got = decode_block(&block, open, &mut out);
+            prop_assert_eq!(words.is_some(), got.is_some());
+            if let (Some((n, _)), Some((m, _))) = (words, got) {
+                prop_assert_eq!(&by_words[..n], &out[..m]);
+            }
+            prop_assert_eq!(words.map(|w| w.1), got.map(|g| g.1));
             // A byte at a time through the tables, stopping where the string loop would.
             let mut expected = Vec::new();
             let mut escaped = usize::from(open);
