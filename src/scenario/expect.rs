@@ -262,7 +262,7 @@ impl Scenario {
                     Rate::Exact(text) => {
                         let (a, b) = share(text);
                         // Over a number of calls that is no multiple of b, see `unchecked`.
-                        let checked = total % b == 0;
+                        let checked = total.is_multiple_of(b);
                         if checked
                             && u128::from(n) * u128::from(b) != u128::from(total) * u128::from(a)
                         {
@@ -380,7 +380,7 @@ impl Scenario {
             for (outcome, rate) in rates {
                 if let Rate::Exact(text) = rate {
                     let b = parse_share(text).map_or(1, |(_, b)| b);
-                    if total % b != 0 {
+                    if !total.is_multiple_of(b) {
                         out.push(format!(
                             "rates.{workload}.{outcome} = {text:?} needs a multiple of {b} calls; \
                              these runs made {total}"

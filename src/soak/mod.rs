@@ -69,7 +69,7 @@ impl SoakConfig {
     fn program_of(&self, index: u64) -> Option<&SoakPrograms> {
         self.programs
             .as_ref()
-            .filter(|p| p.every > 0 && index % p.every == 0)
+            .filter(|p| p.every > 0 && index.is_multiple_of(p.every))
     }
 }
 
@@ -373,7 +373,7 @@ fn run_one(config: &SoakConfig, index: u64) -> RunOutcome {
             };
         }
     };
-    let repeated = config.determinism_every > 0 && index % config.determinism_every == 0;
+    let repeated = config.determinism_every > 0 && index.is_multiple_of(config.determinism_every);
     let seed = scenario.seed;
     let attempt = std::panic::catch_unwind(AssertUnwindSafe(|| {
         if repeated {
