@@ -92,6 +92,22 @@ fn block_needs_escape(x: u64) -> bool {
         != 0
 }
 
+/// How many of the eight bytes of `x` are `"` or `\\`, or `None` if any is a control
+/// character: what a text's escaped length needs of a block with no control character in it
+/// (each quote and backslash gains a backslash), to cost text eight bytes at a time.
+pub(crate) fn quotes_and_backslashes(x: u64) -> Option<u32> {
+    use super::unescape::{control_bytes, zero_bytes};
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    if control_bytes(x) != 0 {
+        return None;
+    }
+    let quotes = zero_bytes(x ^ (ONES * u64::from(b'"')));
+    let backslashes = zero_bytes(x ^ (ONES * u64::from(b'\\')));
+    // One bit per hit at the top of its byte: the multiply sums the bytes into the top one
+    // (a popcount instruction is not in baseline x86-64).
+    Some((((quotes | backslashes) >> 7).wrapping_mul(ONES) >> 56) as u32)
+}
+
 /// Appends `s` as a JSON string (quotes included) to `out`, as `serde_json` writes it.
 ///
 /// Eight bytes at a time: a block with nothing to escape is copied whole; a block with
@@ -357,6 +373,22 @@ pub(crate) mod tests {
                     .prop_map(|kv| Value::Object(kv.into_iter().collect())),
             ]
         })
+    }
+
+    #[test]
+    fn quotes_and_backslashes_are_counted_in_any_word_without_a_control_character() {
+        for b in 0..=255u8 {
+            for other in [0x20u8, b'"', b'\\', b'a', 0x7f, 0x80, 0xff, 0x1f] {
+                let word = [b, other, other, b, b'"', other, b, b'\\'];
+                let expected = (!word.iter().any(|&c| c < 0x20))
+                    .then(|| word.iter().filter(|&&c| c == b'"' || c == b'\\').count() as u32);
+                assert_eq!(
+                    quotes_and_backslashes(u64::from_le_bytes(word)),
+                    expected,
+                    "{b:#x} beside {other:#x}"
+                );
+            }
+        }
     }
 
     #[test]

@@ -76,12 +76,12 @@ pub(super) fn plain_run(bytes: &[u8], from: usize) -> Option<usize> {
 }
 
 /// The high bit of every byte of `x` that is zero, exactly (no borrow between bytes).
-fn zero_bytes(x: u64) -> u64 {
+pub(super) fn zero_bytes(x: u64) -> u64 {
     !(((x & LOW7) + LOW7) | x) & HIGH
 }
 
 /// The high bit of every byte of `x` below 0x20, exactly.
-fn control_bytes(x: u64) -> u64 {
+pub(super) fn control_bytes(x: u64) -> u64 {
     !(((x & LOW7) + ONES * 0x60) | x) & HIGH
 }
 
