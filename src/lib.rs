@@ -70,9 +70,9 @@
 
 #![warn(missing_docs)]
 #![warn(unreachable_pub)]
-// Safe code only, but for the two places a measured figure needs more: `nip01::json_text`'s
-// escape loop and `nip01::json_read`'s unchecked string, each saying why (with its figure) and
-// tested against `serde_json` for any string.
+// Safe code only, but for the two places a measured figure needs more: `nip01::shuffle`'s calls
+// into the SSSE3 escape and unescape, and `nip01::json_read`'s unchecked string, each saying why
+// (with its figure) and tested against `serde_json` and the portable code.
 #![deny(unsafe_code)]
 
 pub use relay::RelayProfile;

@@ -166,9 +166,9 @@ fn model_cost_prefix(rest: &str, room: usize, env: &dyn Envelope) -> (usize, usi
 /// character's cost is its bytes' costs (non-ASCII bytes cost 1 each, as non-ASCII characters
 /// cost their UTF-8 length), and the prefix is cut back to a character boundary. No call per
 /// character: this scan runs over every byte of every transfer. Whole words first while they
-/// fit — a word with no control character (a chunk's data is JSON text, which has none) costs
-/// its eight bytes and the extra of each quote and backslash, counted at once — then the rest
-/// a byte at a time.
+/// fit — a word with no control character (a chunk's data is compact JSON text, which has
+/// none) costs its eight bytes and the extra of each quote and backslash, counted at once —
+/// then the rest a byte at a time.
 fn default_cost_prefix(rest: &str, room: usize) -> (usize, usize) {
     let table: [u8; 256] = std::array::from_fn(|b| match u8::try_from(b) {
         Ok(b) if b.is_ascii() => double_escaped_len(char::from(b)) as u8,
