@@ -1,4 +1,4 @@
-//! Escaping and unescaping JSON strings sixteen bytes at a time with x86-64 byte shuffles.
+//! Escaping and unescaping JSON strings with x86-64 byte shuffles, eight bytes per shuffle.
 //!
 //! Escape-heavy text has something to escape in nearly every block, so the byte loops of
 //! [`super::json_text`] and [`super::unescape`] handle it a byte at a time. A byte shuffle
@@ -6,11 +6,11 @@
 //! each goes: escaping spreads eight bytes over up to sixteen, leaving a gap before each byte that
 //! needs a backslash; unescaping gathers the bytes an escape keeps. Both places depend only on
 //! which bytes of the eight are special, so they come from tables of 256 entries made at
-//! compile time. The scalar code stays as the path of other machines and as the reference the
-//! tests compare this one with, for any bytes.
+//! compile time. The word-at-a-time code stays as the path of other machines and as the
+//! reference the tests compare this one with.
 //!
 //! `cargo bench --bench engines` writes 1 MiB of escape-heavy text at 2.35 GB/s this way against
-//! 1.0 GB/s a word at a time, and reads it at 2.9 GB/s against 1.0 GB/s (2 cores of a shared
+//! 0.8 GB/s a word at a time, and reads it at 2.9 GB/s against 1.0 GB/s (2 cores of a shared
 //! Intel Xeon; `docs/performance.md` has what it does to whole runs).
 
 use std::arch::x86_64::{

@@ -264,7 +264,8 @@ mod tests {
             let (mut by_words, mut out) = ([0u8; 64], [0u8; 64]);
             let words = decode_block_by_words(&block, open, &mut by_words);
             let got = decode_block(&block, open, &mut out);
-            prop_assert_eq!(words.map(|(n, open)| (by_words[..n].to_vec(), open)), got.map(|(n, open)| (out[..n].to_vec(), open)));
+            let words = words.map(|(n, open)| (by_words[..n].to_vec(), open));
+            prop_assert_eq!(words, got.map(|(n, open)| (out[..n].to_vec(), open)));
         }
 
         #[test]
