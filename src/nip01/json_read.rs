@@ -16,7 +16,7 @@
 //! keep the last value at the first key's place, as `serde_json::Map::insert` does. Property
 //! tests check all of this against `serde_json` for any value and any text.
 
-use super::unescape::{decode_block, first_special, plain_run, DECODE, STOP};
+use super::unescape::{first_special, plain_run, BlockDecoder, DECODE, STOP};
 use serde_json::{Map, Number, Value};
 use std::ops::Range;
 
@@ -268,7 +268,7 @@ impl<'a> Reader<'a> {
     /// A string, its opening quote at `at`.
     ///
     /// Sixty-four bytes at a time while nothing in them ends the string or needs more than the
-    /// table ([`decode_block`]: escape-dense text, as a chunk's data is); otherwise eight at a
+    /// table ([`BlockDecoder`]: escape-dense text, as a chunk's data is); otherwise eight at a
     /// time: a block with nothing special is copied whole; a block with something goes a byte
     /// at a time through [`DECODE`], every byte written and the output advanced unless the byte
     /// opens an escape, with no branch on the byte's kind. The one branch per byte is on
@@ -299,6 +299,7 @@ impl<'a> Reader<'a> {
         // Where the byte-at-a-time path hands back to whole blocks, after a block it had to
         // take (one with the closing quote, `\u` or an error in it).
         let mut bytewise_until = i;
+        let decoder = BlockDecoder::detect();
         loop {
             // Room for a whole block, or a `\u` escape after most of an eight-byte one.
             if out.len() < j + 64 {
@@ -308,7 +309,7 @@ impl<'a> Reader<'a> {
                 if let Some(block) = bytes.get(i..i + 64) {
                     let block = block.try_into().expect("64 bytes");
                     let room = (&mut out[j..j + 64]).try_into().expect("64 bytes");
-                    if let Some((written, open)) = decode_block(block, escaped == 1, room) {
+                    if let Some((written, open)) = decoder.decode_block(block, escaped == 1, room) {
                         i += 64;
                         j += written;
                         escaped = usize::from(open);

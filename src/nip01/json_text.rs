@@ -15,11 +15,12 @@
 //!
 //! Reading is [`super::json_read`]'s.
 
+use super::unescape::{control_bytes, first_special, zero_bytes, ONES};
 use crate::segmented::{SegmentWriter, Segmented, SEGMENT};
 use serde_json::Value;
 
 /// For each byte: the escape letter after `\` (`0`: written as is; `u`: `\u00XX`).
-const ESCAPE: [u8; 256] = {
+pub(super) const ESCAPE: [u8; 256] = {
     let mut t = [0u8; 256];
     let mut i = 0;
     while i < 0x20 {
@@ -81,23 +82,10 @@ pub(crate) fn escaped_len(s: &str) -> usize {
 
 const HEX: &[u8; 16] = b"0123456789abcdef";
 
-/// Whether any of the 8 bytes in `x` needs escaping: `"`, `\\` or a control character
-/// (the classic has-zero-byte and has-less-than tests, a block at a time).
-fn block_needs_escape(x: u64) -> bool {
-    const ONES: u64 = 0x0101_0101_0101_0101;
-    const HIGH: u64 = 0x8080_8080_8080_8080;
-    let has_zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
-    let below_space = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
-    (below_space | has_zero(x ^ (ONES * u64::from(b'"'))) | has_zero(x ^ (ONES * u64::from(b'\\'))))
-        != 0
-}
-
 /// How many of the eight bytes of `x` are `"` or `\\`, or `None` if any is a control
 /// character: what a text's escaped length needs of a block with no control character in it
 /// (each quote and backslash gains a backslash), to cost text eight bytes at a time.
 pub(crate) fn quotes_and_backslashes(x: u64) -> Option<u32> {
-    use super::unescape::{control_bytes, zero_bytes};
-    const ONES: u64 = 0x0101_0101_0101_0101;
     if control_bytes(x) != 0 {
         return None;
     }
@@ -207,7 +195,7 @@ fn write_escaped_segment_by(out: &mut Vec<u8>, bytes: &[u8], shuffled: bool) {
         while i < end {
             let block = end.min(i + 8);
             if let Ok(whole) = <[u8; 8]>::try_from(&bytes[i..block]) {
-                if !block_needs_escape(u64::from_le_bytes(whole)) {
+                if first_special(u64::from_le_bytes(whole)).is_none() {
                     out[at..at + 8].copy_from_slice(&whole);
                     at += 8;
                     i = block;

@@ -52,7 +52,7 @@ impl Shuffles {
         }
     }
 
-    /// [`super::unescape::decode_block`], the same answer for any input.
+    /// [`super::unescape::BlockDecoder::decode_block`], the same answer for any input.
     pub(super) fn decode_block(
         self,
         block: &[u8; 64],
@@ -76,39 +76,20 @@ fn vector(bytes: &[u8; 16]) -> __m128i {
     _mm_set_epi64x(word(high), word(low))
 }
 
-/// For each mask of which of eight bytes need a backslash: where each output byte of the
-/// escaped eight comes from (`0x80` for none), and the backslashes to lay over the gaps.
-static ESCAPE_SPREAD: ([[u8; 16]; 256], [[u8; 16]; 256]) = {
-    let mut from = [[0x80u8; 16]; 256];
-    let mut backslashes = [[0u8; 16]; 256];
-    let mut mask = 0;
-    while mask < 256 {
-        let mut at = 0;
-        let mut k = 0;
-        while k < 8 {
-            if mask >> k & 1 == 1 {
-                backslashes[mask][at] = b'\\';
-                at += 1;
-            }
-            from[mask][at] = k as u8;
-            at += 1;
-            k += 1;
-        }
-        mask += 1;
-    }
-    (from, backslashes)
-};
-
-/// For each mask of which of eight bytes to keep: where each kept byte comes from, in order,
-/// then `0x80` (a zero).
-static KEEP_GATHER: [[u8; 16]; 256] = {
+/// For each mask of eight bits, where each of sixteen output bytes comes from (`0x80`: none,
+/// a zero). With `spread`, every byte in order with a gap before each byte whose bit is set
+/// (escaping: the gap takes its backslash); without, only the bytes whose bit is set, in order
+/// (unescaping: the bytes an escape keeps).
+const fn sources(spread: bool) -> [[u8; 16]; 256] {
     let mut from = [[0x80u8; 16]; 256];
     let mut mask = 0;
     while mask < 256 {
         let mut at = 0;
         let mut k = 0;
         while k < 8 {
-            if mask >> k & 1 == 1 {
+            let set = mask >> k & 1 == 1;
+            if spread || set {
+                at += (spread && set) as usize;
                 from[mask][at] = k as u8;
                 at += 1;
             }
@@ -117,17 +98,40 @@ static KEEP_GATHER: [[u8; 16]; 256] = {
         mask += 1;
     }
     from
+}
+
+static ESCAPE_SPREAD: [[u8; 16]; 256] = sources(true);
+static KEEP_GATHER: [[u8; 16]; 256] = sources(false);
+
+/// The backslashes to lay over [`ESCAPE_SPREAD`]'s gaps: each output byte of the escaped eight
+/// (8 and one per set bit) that comes from no input byte.
+static ESCAPE_BACKSLASHES: [[u8; 16]; 256] = {
+    let mut backslashes = [[0u8; 16]; 256];
+    let mut mask = 0;
+    while mask < 256 {
+        let mut at = 0;
+        while at < 8 + (mask as u8).count_ones() as usize {
+            if ESCAPE_SPREAD[mask][at] == 0x80 {
+                backslashes[mask][at] = b'\\';
+            }
+            at += 1;
+        }
+        mask += 1;
+    }
+    backslashes
 };
 
-/// The letter of a short escape by a control character's low four bits (`\b`, `\t`, `\n`, `\f`,
-/// `\r`), zero where the character needs `\u00XX`.
+/// The letter of a short escape by a control character's low four bits (`\b`, `\t`, `\n`,
+/// `\f`, `\r`; [`super::json_text`]'s table), zero where the character needs `\u00XX`.
 const LETTERS: [u8; 16] = {
     let mut t = [0u8; 16];
-    t[0x08] = b'b';
-    t[0x09] = b't';
-    t[0x0a] = b'n';
-    t[0x0c] = b'f';
-    t[0x0d] = b'r';
+    let mut i = 0;
+    while i < 16 {
+        if super::json_text::ESCAPE[i] != b'u' {
+            t[i] = super::json_text::ESCAPE[i];
+        }
+        i += 1;
+    }
     t
 };
 
@@ -148,7 +152,6 @@ fn control_lanes(v: __m128i) -> __m128i {
 
 #[target_feature(enable = "ssse3,sse4.1,popcnt")]
 fn escape_blocks(bytes: &[u8], mut i: usize, out: &mut [u8], mut at: usize) -> (usize, usize) {
-    let (spread, backslashes) = &ESCAPE_SPREAD;
     let letters = vector(&LETTERS);
     let quote = _mm_set1_epi8(b'"' as i8);
     let backslash = _mm_set1_epi8(b'\\' as i8);
@@ -189,8 +192,8 @@ fn escape_blocks(bytes: &[u8], mut i: usize, out: &mut [u8], mut at: usize) -> (
         for (half, mask) in [(v, special & 0xff), (_mm_srli_si128::<8>(v), special >> 8)] {
             let mask = mask as usize;
             let escaped = _mm_or_si128(
-                _mm_shuffle_epi8(half, vector(&spread[mask])),
-                vector(&backslashes[mask]),
+                _mm_shuffle_epi8(half, vector(&ESCAPE_SPREAD[mask])),
+                vector(&ESCAPE_BACKSLASHES[mask]),
             );
             room[n..n + 8].copy_from_slice(&_mm_cvtsi128_si64(escaped).to_le_bytes());
             room[n + 8..n + 16].copy_from_slice(&_mm_extract_epi64::<1>(escaped).to_le_bytes());

@@ -4,7 +4,7 @@
 //!
 //! ContextVM text nests JSON three deep, so an escape-heavy payload reaches a receiver as runs of
 //! backslashes (`\\\"` for one quote in a chunk's data). Decoding that a byte per step carries a
-//! dependency from each byte to the next (is this byte escaped?). [`decode_block`] works out which
+//! dependency from each byte to the next (is this byte escaped?). [`BlockDecoder`] works out which
 //! bytes of 64 are escaped at once from a mask of their backslashes — the carry trick of
 //! simdjson's `find_escaped` (Langdale and Lemire, "Parsing gigabytes of JSON per second", 2019) —
 //! so the byte loop that follows only writes and advances, and the loop-carried state is the
@@ -43,7 +43,7 @@ pub(super) const STOP: [[bool; 256]; 2] = {
     t
 };
 
-const ONES: u64 = 0x0101_0101_0101_0101;
+pub(super) const ONES: u64 = 0x0101_0101_0101_0101;
 const LOW7: u64 = 0x7f7f_7f7f_7f7f_7f7f;
 const HIGH: u64 = 0x8080_8080_8080_8080;
 
@@ -110,24 +110,44 @@ pub(super) fn escaped_bytes(backslash: u64, carried: bool) -> (u64, bool) {
     ((EVEN ^ invert) & follows, open)
 }
 
-/// Decodes the 64 bytes of `block` into `out` when none of them ends the string or needs more
-/// than the table (a closing quote, a control character, `\u`, an invalid escape), given
-/// whether the block before left a backslash open; returns how many bytes it wrote and whether
-/// this block leaves a backslash open. `None` when the block needs the byte-at-a-time path;
-/// `out` may then hold anything.
-pub(super) fn decode_block(
-    block: &[u8; 64],
-    carried: bool,
-    out: &mut [u8; 64],
-) -> Option<(usize, bool)> {
+/// How this machine decodes blocks of 64 bytes: the byte shuffles where the CPU has them,
+/// otherwise a word at a time. Chosen once per string, so the choice is not made again for
+/// every block.
+#[derive(Clone, Copy)]
+pub(super) struct BlockDecoder {
     #[cfg(target_arch = "x86_64")]
-    if let Some(shuffles) = super::shuffle::Shuffles::detect() {
-        return shuffles.decode_block(block, carried, out);
-    }
-    decode_block_by_words(block, carried, out)
+    shuffles: Option<super::shuffle::Shuffles>,
 }
 
-/// [`decode_block`] on any machine, a word at a time.
+impl BlockDecoder {
+    /// This machine's decoder.
+    pub(super) fn detect() -> Self {
+        BlockDecoder {
+            #[cfg(target_arch = "x86_64")]
+            shuffles: super::shuffle::Shuffles::detect(),
+        }
+    }
+
+    /// Decodes the 64 bytes of `block` into `out` when none of them ends the string or needs
+    /// more than the table (a closing quote, a control character, `\u`, an invalid escape),
+    /// given whether the block before left a backslash open; returns how many bytes it wrote
+    /// and whether this block leaves a backslash open. `None` when the block needs the
+    /// byte-at-a-time path; `out` may then hold anything.
+    pub(super) fn decode_block(
+        self,
+        block: &[u8; 64],
+        carried: bool,
+        out: &mut [u8; 64],
+    ) -> Option<(usize, bool)> {
+        #[cfg(target_arch = "x86_64")]
+        if let Some(shuffles) = self.shuffles {
+            return shuffles.decode_block(block, carried, out);
+        }
+        decode_block_by_words(block, carried, out)
+    }
+}
+
+/// [`BlockDecoder::decode_block`] on any machine, a word at a time.
 fn decode_block_by_words(
     block: &[u8; 64],
     carried: bool,
@@ -263,7 +283,7 @@ mod tests {
             let block: [u8; 64] = bytes.try_into().unwrap();
             let (mut by_words, mut out) = ([0u8; 64], [0u8; 64]);
             let words = decode_block_by_words(&block, open, &mut by_words);
-            let got = decode_block(&block, open, &mut out);
+            let got = BlockDecoder::detect().decode_block(&block, open, &mut out);
             let words = words.map(|(n, open)| (by_words[..n].to_vec(), open));
             prop_assert_eq!(words, got.map(|(n, open)| (out[..n].to_vec(), open)));
         }
@@ -281,7 +301,7 @@ mod tests {
             let mut by_words = [0u8; 64];
             let mut out = [0u8; 64];
             let words = decode_block_by_words(&block, open, &mut by_words);
-            let got = decode_block(&block, open, &mut out);
+            let got = BlockDecoder::detect().decode_block(&block, open, &mut out);
             prop_assert_eq!(words.is_some(), got.is_some());
             if let (Some((n, _)), Some((m, _))) = (words, got) {
                 prop_assert_eq!(&by_words[..n], &out[..m]);
